@@ -1,0 +1,224 @@
+//! Generated stores and the measurements of `deeptree bench`.
+//!
+//! Every figure is reported next to a baseline measured in the same run, so the numbers can be compared across
+//! machines as ratios.
+
+use std::{
+    collections::{HashSet, VecDeque},
+    time::{Duration, Instant},
+};
+
+use shakmaty::{Chess, Position, uci::UciMove};
+
+use crate::{
+    score::{Bound, Score},
+    store::{
+        Change, Store, StoreError,
+        key::PositionKey,
+        node::{Edge, Eval, Node, PackedPosition},
+    },
+};
+
+/// A node for `pos` with an evaluation and up to `edges` random legal moves, as an analysis would store it.
+fn random_node(pos: &Chess, rng: &mut fastrand::Rng, edges: usize) -> (Node, Vec<Chess>) {
+    let mut moves: Vec<_> = pos.legal_moves().into_iter().collect();
+    rng.shuffle(&mut moves);
+    moves.truncate(edges);
+    let mut node = Node::new(PackedPosition::of(pos));
+    let best = rng.i32(-80..80);
+    let mut children = Vec::with_capacity(moves.len());
+    for (i, m) in moves.iter().enumerate() {
+        let uci = UciMove::from_standard(m.clone());
+        let score = Score::cp(best - 7 * i as i32);
+        let bound = if i + 1 == moves.len() && i > 0 { Bound::Upper } else { Bound::Exact };
+        node.edges.push(Edge::new(uci, score, bound, 18));
+        let mut child = pos.clone();
+        child.play_unchecked(m.clone());
+        children.push(child);
+    }
+    node.eval = Some(Eval {
+        score: Score::cp(best),
+        bound: Bound::Exact,
+        depth: 18,
+        best: node.edges.first().map(|e| e.uci.clone()),
+        nodes: rng.u64(100_000..5_000_000),
+    });
+    (node, children)
+}
+
+/// A breadth-first tree of `count` distinct positions from the start position, each with three edges (fewer only
+/// where the position has fewer legal moves). Deterministic for a seed.
+pub fn generated_tree(seed: u64, count: usize) -> Vec<Change> {
+    let mut rng = fastrand::Rng::with_seed(seed);
+    let mut seen = HashSet::with_capacity(count * 4);
+    let mut queue = VecDeque::new();
+    let start = Chess::default();
+    seen.insert(PositionKey::of(&start));
+    queue.push_back(start);
+    let mut out = Vec::with_capacity(count);
+    while let Some(pos) = queue.pop_front() {
+        if out.len() == count {
+            break;
+        }
+        let (node, children) = random_node(&pos, &mut rng, 3);
+        for child in children {
+            if seen.insert(PositionKey::of(&child)) {
+                queue.push_back(child);
+            }
+        }
+        if let Ok(change) = Change::merge(&pos, node) {
+            out.push(change);
+        }
+    }
+    out
+}
+
+/// `count` distinct positions from random games (12 to 40 plies), each with up to three edges. Different seeds give
+/// (with overwhelming likelihood) disjoint sets: used to fill one store from several processes.
+pub fn random_positions(seed: u64, count: usize) -> Vec<Change> {
+    let mut rng = fastrand::Rng::with_seed(seed);
+    let mut seen = HashSet::with_capacity(count);
+    let mut out = Vec::with_capacity(count);
+    while out.len() < count {
+        let mut pos = Chess::default();
+        let plies = rng.usize(12..40);
+        for _ in 0..plies {
+            let moves = pos.legal_moves();
+            if moves.is_empty() {
+                break;
+            }
+            let m = moves[rng.usize(..moves.len())].clone();
+            pos.play_unchecked(m);
+        }
+        if !seen.insert(PositionKey::of(&pos)) {
+            continue;
+        }
+        let (node, _) = random_node(&pos, &mut rng, 3);
+        if let Ok(change) = Change::merge(&pos, node) {
+            out.push(change);
+        }
+    }
+    out
+}
+
+/// The key a change writes.
+pub fn change_key(change: &Change) -> Option<PositionKey> {
+    match change {
+        Change::Merge { key, .. } => Some(*key),
+        Change::SetEngine(_) => None,
+    }
+}
+
+/// Writes `changes` in submissions of `batch`, all queued at once (the writer batches across them).
+/// Calls `on_commit` with the number of changes known committed after each submission.
+pub fn write_all(
+    store: &Store,
+    changes: Vec<Change>,
+    batch: usize,
+    mut on_commit: impl FnMut(usize),
+) -> Result<(), StoreError> {
+    let writer = store.writer();
+    let mut receipts = Vec::new();
+    let mut sizes = Vec::new();
+    let mut chunk = Vec::with_capacity(batch);
+    for change in changes {
+        chunk.push(change);
+        if chunk.len() == batch {
+            sizes.push(chunk.len());
+            receipts.push(writer.submit(std::mem::take(&mut chunk)));
+        }
+    }
+    if !chunk.is_empty() {
+        sizes.push(chunk.len());
+        receipts.push(writer.submit(chunk));
+    }
+    let mut committed = 0;
+    for (receipt, size) in receipts.into_iter().zip(sizes) {
+        receipt.wait()?;
+        committed += size;
+        on_commit(committed);
+    }
+    Ok(())
+}
+
+/// Results of the store benchmark.
+#[derive(Debug, serde::Serialize)]
+pub struct StoreBench {
+    pub positions: u64,
+    pub edges: u64,
+    pub generate_seconds: f64,
+    pub inserts_per_second: f64,
+    pub reads_per_second: f64,
+    /// Baseline: raw LMDB lookups of the same keys without decoding, same transaction, same run.
+    pub raw_reads_per_second: f64,
+    pub decode_cost_ratio: f64,
+    pub parent_lookups_per_second: f64,
+    pub bytes: u64,
+    pub bytes_per_position: f64,
+}
+
+fn per_second(n: usize, elapsed: Duration) -> f64 {
+    n as f64 / elapsed.as_secs_f64().max(1e-9)
+}
+
+/// Builds a store of `positions` positions with three edges each in `store`, then measures reads.
+pub fn store_bench(store: &Store, positions: usize, reads: usize, seed: u64) -> Result<StoreBench, StoreError> {
+    let t = Instant::now();
+    let changes = generated_tree(seed, positions);
+    let generate_seconds = t.elapsed().as_secs_f64();
+    let keys: Vec<PositionKey> = changes.iter().filter_map(change_key).collect();
+    let parent_probe: Vec<PositionKey> = changes
+        .iter()
+        .filter_map(|c| match c {
+            Change::Merge { children, .. } => children.first().copied(),
+            Change::SetEngine(_) => None,
+        })
+        .collect();
+
+    let t = Instant::now();
+    write_all(store, changes, 10_000, |_| {})?;
+    let inserts_per_second = per_second(keys.len(), t.elapsed());
+    let stats = store.stats()?;
+
+    let mut rng = fastrand::Rng::with_seed(seed ^ 0x5eed);
+    let sample: Vec<PositionKey> = (0..reads).map(|_| keys[rng.usize(..keys.len())]).collect();
+    let view = store.read()?;
+    // Warm the cache once, then measure.
+    for key in &sample {
+        std::hint::black_box(view.raw_node(*key)?);
+    }
+    let t = Instant::now();
+    let mut found = 0usize;
+    for key in &sample {
+        found += usize::from(std::hint::black_box(view.raw_node(*key)?).is_some());
+    }
+    let raw_reads_per_second = per_second(sample.len(), t.elapsed());
+    let t = Instant::now();
+    let mut edges = 0usize;
+    for key in &sample {
+        if let Some(node) = view.node(*key)? {
+            edges += node.edges.len();
+        }
+    }
+    let reads_per_second = per_second(sample.len(), t.elapsed());
+    std::hint::black_box((found, edges));
+    let t = Instant::now();
+    let mut links = 0usize;
+    for key in parent_probe.iter().take(reads) {
+        links += view.parents(*key)?.len();
+    }
+    let parent_lookups_per_second = per_second(parent_probe.len().min(reads), t.elapsed());
+    std::hint::black_box(links);
+    Ok(StoreBench {
+        positions: stats.positions,
+        edges: stats.edges,
+        generate_seconds,
+        inserts_per_second,
+        reads_per_second,
+        raw_reads_per_second,
+        decode_cost_ratio: raw_reads_per_second / reads_per_second.max(1e-9),
+        parent_lookups_per_second,
+        bytes: stats.bytes,
+        bytes_per_position: stats.bytes as f64 / stats.positions.max(1) as f64,
+    })
+}

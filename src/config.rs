@@ -1,0 +1,154 @@
+//! Settings: read from `--config`, else `DEEPTREE_CONFIG`, else the user's config directory
+//! (`~/.config/deeptree/deeptree.toml` on Linux), else built-in defaults. `configs/deeptree.toml` documents every
+//! setting with its default.
+//!
+//! ```
+//! use deeptree::config::Config;
+//!
+//! let config: Config = Config::parse("engine_depth = 12\n", "inline".as_ref())?;
+//! assert_eq!(config.engine_depth, 12);
+//! assert_eq!(config.engine, "stockfish");
+//! # Ok::<_, deeptree::config::ConfigError>(())
+//! ```
+
+use std::{
+    fmt,
+    path::{Path, PathBuf},
+};
+
+use serde::{Deserialize, Serialize};
+
+/// Every setting of deeptree.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// Directory of the tree store; empty means the user's data directory.
+    pub tree_path: String,
+    /// Inner engine command line.
+    pub engine: String,
+    /// Engine depth `D` of every inner-engine search.
+    pub engine_depth: u8,
+    /// Move distance `δ` in centipawns at plies 0 and 1.
+    pub move_distance: u32,
+    /// Workers for `analyze`; 0 means one per core.
+    pub workers: usize,
+    /// Hash of each inner engine, MiB.
+    pub engine_hash_mib: u32,
+    /// Seconds to wait for `uciok`/`readyok`.
+    pub engine_handshake_timeout_secs: u64,
+    /// Grace seconds past its expected time before a searching engine counts as hung.
+    pub engine_search_timeout_secs: u64,
+    /// Grow the last root's tree when no timed game is running (UCI mode).
+    pub background_analysis: bool,
+    /// Initial LMDB map size in MiB (it grows on demand).
+    pub map_size_mib: u64,
+    /// Most changes committed in one write transaction.
+    pub write_batch: usize,
+    /// Log level on stderr: off, error, warn, info, debug, trace.
+    pub log_level: String,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            tree_path: String::new(),
+            engine: "stockfish".into(),
+            engine_depth: 18,
+            move_distance: 20,
+            workers: 0,
+            engine_hash_mib: 64,
+            engine_handshake_timeout_secs: 10,
+            engine_search_timeout_secs: 60,
+            background_analysis: true,
+            map_size_mib: 1024,
+            write_batch: 20_000,
+            log_level: "warn".into(),
+        }
+    }
+}
+
+/// A settings file that cannot be used.
+#[derive(Debug)]
+pub enum ConfigError {
+    Read { path: PathBuf, source: std::io::Error },
+    Parse { path: PathBuf, message: String },
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConfigError::Read { path, source } => write!(f, "cannot read settings {}: {source}", path.display()),
+            ConfigError::Parse { path, message } => write!(f, "bad settings in {}: {message}", path.display()),
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+impl Config {
+    pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
+        basic_toml::from_str(text).map_err(|e| ConfigError::Parse { path: path.to_owned(), message: e.to_string() })
+    }
+
+    /// Loads the settings file that applies: `explicit` (from `--config`), else `DEEPTREE_CONFIG`, else the user's
+    /// config directory when the file exists there. Returns the settings and the file they came from.
+    pub fn load(explicit: Option<&Path>) -> Result<(Config, Option<PathBuf>), ConfigError> {
+        let chosen = explicit
+            .map(Path::to_path_buf)
+            .or_else(|| std::env::var_os("DEEPTREE_CONFIG").filter(|v| !v.is_empty()).map(PathBuf::from))
+            .or_else(|| {
+                dirs::config_dir().map(|d| d.join("deeptree").join("deeptree.toml")).filter(|p| p.is_file())
+            });
+        match chosen {
+            None => Ok((Config::default(), None)),
+            Some(path) => {
+                let text = std::fs::read_to_string(&path)
+                    .map_err(|source| ConfigError::Read { path: path.clone(), source })?;
+                Ok((Config::parse(&text, &path)?, Some(path)))
+            }
+        }
+    }
+
+    /// The tree directory: `override_dir` (from `--db` or `DEEPTREE_DB`), else `tree_path`, else the user's data
+    /// directory, so that an engine started by a GUI from any folder finds the same tree.
+    pub fn tree_dir(&self, override_dir: Option<&Path>) -> PathBuf {
+        if let Some(dir) = override_dir {
+            return dir.to_owned();
+        }
+        if !self.tree_path.is_empty() {
+            return PathBuf::from(&self.tree_path);
+        }
+        dirs::data_dir()
+            .or_else(dirs::home_dir)
+            .unwrap_or_else(|| PathBuf::from("."))
+            .join("deeptree")
+            .join("tree")
+    }
+
+    pub fn store_options(&self) -> crate::store::StoreOptions {
+        crate::store::StoreOptions {
+            initial_map_size: (self.map_size_mib.max(1) << 20) as usize,
+            max_batch: self.write_batch.max(1),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The documented file must parse and state exactly the defaults.
+    #[test]
+    fn shipped_config_states_the_defaults() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("configs/deeptree.toml");
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(Config::parse(&text, &path).unwrap(), Config::default());
+    }
+
+    #[test]
+    fn unknown_setting_is_an_error_naming_the_file() {
+        let err = Config::parse("engine_dept = 3\n", Path::new("/x/deeptree.toml")).unwrap_err();
+        assert!(err.to_string().contains("/x/deeptree.toml"), "{err}");
+        assert!(err.to_string().contains("engine_dept"), "{err}");
+    }
+}

@@ -1,0 +1,10 @@
+//! deeptree: a UCI meta-engine that keeps a persistent deep-analysis tree of chess positions.
+//!
+//! A chess GUI loads deeptree like any UCI engine. Behind that face it keeps a tree of positions in LMDB
+//! ([`store`]), answers from it, hands leaf evaluation to a pool of inner UCI engines and keeps growing the tree.
+
+pub mod bench;
+pub mod config;
+pub mod logger;
+pub mod score;
+pub mod store;

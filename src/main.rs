@@ -1,0 +1,163 @@
+//! The `deeptree` command line. With no command it will speak UCI; see `deeptree --help`.
+
+use std::{io::Write, path::PathBuf, process::ExitCode};
+
+use clap::{Parser, Subcommand};
+use deeptree::{
+    bench,
+    config::Config,
+    store::{Store, StoreError},
+};
+
+#[derive(Parser)]
+#[command(name = "deeptree", version, about = "A UCI meta-engine that grows a persistent deep-analysis tree")]
+struct Cli {
+    /// Directory of the tree store (default: the user's data directory, or tree_path in the settings).
+    #[arg(long, global = true, env = "DEEPTREE_DB", value_name = "DIR")]
+    db: Option<PathBuf>,
+    /// Settings file (default: $DEEPTREE_CONFIG, else ~/.config/deeptree/deeptree.toml).
+    #[arg(long, global = true, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// More log output on stderr (-v, -vv).
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    verbose: u8,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Show what the store holds.
+    Stats {
+        /// Print one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Measure deeptree's parts.
+    Bench {
+        #[command(subcommand)]
+        what: BenchCommand,
+    },
+    /// Write generated positions, printing `committed N` after each commit (used by the crash tests).
+    #[command(hide = true)]
+    Fill {
+        #[arg(long, default_value_t = 10_000)]
+        positions: usize,
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        #[arg(long, default_value_t = 500)]
+        batch: usize,
+    },
+}
+
+#[derive(Subcommand)]
+enum BenchCommand {
+    /// Build a generated store (three edges a position) and measure inserts, point reads and size on disk.
+    Store {
+        #[arg(long, default_value_t = 1_000_000)]
+        positions: usize,
+        #[arg(long, default_value_t = 1_000_000)]
+        reads: usize,
+        #[arg(long, default_value_t = 7)]
+        seed: u64,
+        /// Print one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let (config, config_file) = match Config::load(cli.config.as_deref()) {
+        Ok(loaded) => loaded,
+        Err(e) => {
+            eprintln!("deeptree: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let base = config.log_level.parse().unwrap_or(log::LevelFilter::Warn);
+    deeptree::logger::init(base, cli.verbose);
+    if let Some(file) = &config_file {
+        log::info!("settings from {}", file.display());
+    }
+    match run(cli, &config) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("deeptree: error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn open_store(cli_db: Option<&std::path::Path>, config: &Config) -> Result<Store, StoreError> {
+    let dir = config.tree_dir(cli_db);
+    log::info!("tree store in {}", dir.display());
+    Store::open(&dir, &config.store_options())
+}
+
+fn run(cli: Cli, config: &Config) -> Result<(), Box<dyn std::error::Error>> {
+    let Some(command) = cli.command else {
+        return Err("the UCI mode is not available in this build; see `deeptree --help` for the commands".into());
+    };
+    match command {
+        Command::Stats { json } => {
+            let store = open_store(cli.db.as_deref(), config)?;
+            let stats = store.stats()?;
+            let engine = store.engine_identity()?;
+            if json {
+                let mut value = serde_json::to_value(stats)?;
+                value["path"] = store.dir().display().to_string().into();
+                value["engine"] = engine.into();
+                println!("{value}");
+            } else {
+                println!("tree       {}", store.dir().display());
+                println!("positions  {}", stats.positions);
+                println!("edges      {}", stats.edges);
+                println!("bytes      {} ({:.1} MiB)", stats.bytes, stats.bytes as f64 / 1048576.0);
+                println!("engine     {}", engine.as_deref().unwrap_or("(none recorded)"));
+            }
+        }
+        Command::Bench { what: BenchCommand::Store { positions, reads, seed, json } } => {
+            let scratch;
+            let dir = match &cli.db {
+                Some(dir) => dir.clone(),
+                None => {
+                    scratch = std::env::temp_dir().join(format!("deeptree-bench-{}", std::process::id()));
+                    scratch.clone()
+                }
+            };
+            let store = Store::open(&dir, &config.store_options())?;
+            eprintln!("building a store of {positions} positions in {} ...", dir.display());
+            let result = bench::store_bench(&store, positions, reads, seed)?;
+            drop(store);
+            if cli.db.is_none() {
+                let _ = std::fs::remove_dir_all(&dir);
+            }
+            if json {
+                println!("{}", serde_json::to_string(&result)?);
+            } else {
+                println!("positions             {}", result.positions);
+                println!("edges (parent links)  {}", result.edges);
+                println!("generation            {:.1} s (not timed below)", result.generate_seconds);
+                println!("batched inserts       {:.0} positions/s", result.inserts_per_second);
+                println!("point reads, decoded  {:.0} /s (one thread, warm)", result.reads_per_second);
+                println!(
+                    "point reads, raw      {:.0} /s (baseline; decoding costs x{:.2})",
+                    result.raw_reads_per_second, result.decode_cost_ratio
+                );
+                println!("parent lookups        {:.0} /s", result.parent_lookups_per_second);
+                println!("bytes on disk         {} ({:.1} per position)", result.bytes, result.bytes_per_position);
+            }
+        }
+        Command::Fill { positions, seed, batch } => {
+            let store = open_store(cli.db.as_deref(), config)?;
+            let changes = bench::random_positions(seed, positions);
+            let mut out = std::io::stdout().lock();
+            bench::write_all(&store, changes, batch.max(1), |n| {
+                let _ = writeln!(out, "committed {n}");
+                let _ = out.flush();
+            })?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,213 @@
+//! Engine scores and their bounds.
+//!
+//! ```
+//! use deeptree::score::Score;
+//!
+//! let white_mates_in_one = Score::from_uci_mate(1);
+//! // One ply up, the side to move is the one being mated, one ply further away.
+//! assert_eq!(white_mates_in_one.back_up(), Score::from_uci_mate(-1));
+//! assert_eq!(Score::cp(-19).back_up(), Score::cp(19));
+//! assert!(Score::from_uci_mate(2) < Score::from_uci_mate(1));
+//! ```
+//!
+//! A [`Score`] is always from the point of view of the side to move in the position that owns it. Mate scores count
+//! plies internally, so that "a mate found `n` plies below grows by `n`" is exact; UCI's `mate N` counts moves.
+//!
+//! # Stability
+//!
+//! The 16-bit encoding ([`Score::to_bits`]) is persisted in the store and will not change within a store format
+//! version.
+
+use std::fmt;
+
+use serde::ser::SerializeMap;
+
+/// A score in centipawns or a mate distance, from the side to move's point of view.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Score(i16);
+
+/// Internal value of "mate in 0 plies" (the side to move is checkmated has `-MATE`).
+const MATE: i16 = 32_000;
+/// Scores beyond this magnitude are mate scores.
+const MATE_BOUND: i16 = MATE - 1_000;
+/// Largest centipawn magnitude; larger engine scores are clamped.
+pub const MAX_CP: i32 = 30_000;
+
+impl Score {
+    pub const DRAW: Score = Score(0);
+
+    /// A centipawn score, clamped to ±30000.
+    pub fn cp(cp: i32) -> Score {
+        Score(cp.clamp(-MAX_CP, MAX_CP) as i16)
+    }
+
+    /// The side to move mates in `plies` plies (1 = mate with its next move).
+    pub fn mate_in_plies(plies: u16) -> Score {
+        Score(MATE - plies.min(999) as i16)
+    }
+
+    /// The side to move is mated in `plies` plies (0 = it is checkmated now).
+    pub fn mated_in_plies(plies: u16) -> Score {
+        Score(-(MATE - plies.min(999) as i16))
+    }
+
+    /// UCI `score mate N`: `N > 0` the side to move mates in `N` moves, `N <= 0` it is mated in `-N` moves.
+    pub fn from_uci_mate(moves: i32) -> Score {
+        if moves > 0 {
+            Score::mate_in_plies((2 * moves - 1).min(999) as u16)
+        } else {
+            Score::mated_in_plies((-2 * moves).min(999) as u16)
+        }
+    }
+
+    pub fn is_mate(self) -> bool {
+        self.0.abs() > MATE_BOUND
+    }
+
+    /// Centipawns, or `None` for a mate score.
+    pub fn as_cp(self) -> Option<i32> {
+        (!self.is_mate()).then_some(i32::from(self.0))
+    }
+
+    /// UCI's mate in moves, or `None` for a centipawn score.
+    pub fn as_uci_mate(self) -> Option<i32> {
+        if self.0 > MATE_BOUND {
+            Some((i32::from(MATE - self.0) + 1) / 2)
+        } else if self.0 < -MATE_BOUND {
+            Some(-(i32::from(MATE + self.0) / 2))
+        } else {
+            None
+        }
+    }
+
+    /// The same score seen from the parent position, one ply up.
+    ///
+    /// Sign flip: the parent's side to move is the child's opponent, so the score is negated; a mate score also
+    /// moves one ply further away.
+    pub fn back_up(self) -> Score {
+        if self.0 > MATE_BOUND {
+            Score(-self.0 + 1)
+        } else if self.0 < -MATE_BOUND {
+            Score(-self.0 - 1)
+        } else {
+            Score(-self.0)
+        }
+    }
+
+    /// A plain comparable number: centipawns, or ±(32000 − plies) for mates.
+    pub fn value(self) -> i32 {
+        i32::from(self.0)
+    }
+
+    /// Persisted 16-bit form.
+    pub fn to_bits(self) -> i16 {
+        self.0
+    }
+
+    /// Reads the persisted form; `None` when the value cannot be a score.
+    pub fn from_bits(bits: i16) -> Option<Score> {
+        (bits.abs() <= MATE).then_some(Score(bits))
+    }
+
+    /// Subtract a centipawn margin (window arithmetic); saturates inside the score range.
+    pub fn minus_cp(self, margin: i32) -> Score {
+        Score((i32::from(self.0) - margin).clamp(-i32::from(MATE), i32::from(MATE)) as i16)
+    }
+}
+
+impl fmt::Display for Score {
+    /// UCI form: `cp -19` or `mate 3`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.as_uci_mate() {
+            Some(m) => write!(f, "mate {m}"),
+            None => write!(f, "cp {}", self.0),
+        }
+    }
+}
+
+impl serde::Serialize for Score {
+    /// JSON form, as UCI has it: `{"cp": -19}` or `{"mate": 3}`.
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(Some(1))?;
+        match self.as_uci_mate() {
+            Some(m) => map.serialize_entry("mate", &m)?,
+            None => map.serialize_entry("cp", &self.0)?,
+        }
+        map.end()
+    }
+}
+
+/// What an engine score says about the true value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Bound {
+    /// The score is the value at its depth.
+    Exact,
+    /// The true value is at least the score (fail high).
+    Lower,
+    /// The true value is at most the score (fail low, or a move never searched).
+    Upper,
+}
+
+impl Bound {
+    pub fn to_bits(self) -> u8 {
+        match self {
+            Bound::Exact => 0,
+            Bound::Lower => 1,
+            Bound::Upper => 2,
+        }
+    }
+
+    pub fn from_bits(bits: u8) -> Option<Bound> {
+        match bits {
+            0 => Some(Bound::Exact),
+            1 => Some(Bound::Lower),
+            2 => Some(Bound::Upper),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Bound::Exact => "exact",
+            Bound::Lower => "lower",
+            Bound::Upper => "upper",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uci_mate_round_trip() {
+        for n in [-20, -3, -1, 0, 1, 2, 7, 40] {
+            assert_eq!(Score::from_uci_mate(n).as_uci_mate(), Some(n), "mate {n}");
+        }
+        assert_eq!(Score::cp(35).as_uci_mate(), None);
+        assert_eq!(Score::cp(99_999), Score::cp(MAX_CP));
+    }
+
+    #[test]
+    fn back_up_flips_sign_and_grows_mate_distance() {
+        // Checkmated now (0 plies): the parent mates in 1 ply = "mate 1".
+        assert_eq!(Score::mated_in_plies(0).back_up(), Score::from_uci_mate(1));
+        assert_eq!(Score::from_uci_mate(1).back_up(), Score::from_uci_mate(-1));
+        assert_eq!(Score::from_uci_mate(-1).back_up(), Score::from_uci_mate(2));
+        assert_eq!(Score::cp(-45).back_up(), Score::cp(45));
+    }
+
+    #[test]
+    fn ordering_prefers_faster_mates() {
+        assert!(Score::from_uci_mate(1) > Score::from_uci_mate(5));
+        assert!(Score::from_uci_mate(5) > Score::cp(MAX_CP));
+        assert!(Score::from_uci_mate(-5) > Score::from_uci_mate(-1));
+        assert!(Score::from_uci_mate(-1) < Score::cp(-MAX_CP));
+    }
+
+    #[test]
+    fn json_form() {
+        assert_eq!(serde_json::to_string(&Score::cp(-19)).unwrap(), r#"{"cp":-19}"#);
+        assert_eq!(serde_json::to_string(&Score::from_uci_mate(3)).unwrap(), r#"{"mate":3}"#);
+    }
+}

@@ -1,0 +1,471 @@
+//! The persistent tree: one node per position in LMDB, shared by all transpositions.
+//!
+//! ```
+//! use deeptree::score::{Bound, Score};
+//! use deeptree::store::{Change, Store, StoreOptions, key::PositionKey, node::{Edge, Node, PackedPosition}};
+//! use shakmaty::Chess;
+//!
+//! let dir = tempfile::tempdir()?;
+//! let store = Store::open(dir.path(), &StoreOptions::default())?;
+//! let start = Chess::default();
+//! let mut node = Node::new(PackedPosition::of(&start));
+//! node.edges.push(Edge::new("e2e4".parse()?, Score::cp(30), Bound::Exact, 18));
+//! store.writer().submit(vec![Change::merge(&start, node)?]).wait()?;
+//!
+//! let view = store.read()?;
+//! let stored = view.node(PositionKey::of(&start))?.expect("just written");
+//! assert_eq!(stored.edges.len(), 1);
+//! assert_eq!(store.stats()?.edges, 1);
+//! # Ok::<_, Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! Layout: database `nodes` maps a [`PositionKey`] (8 bytes, big-endian) to a [`Node`] record; database `parents`
+//! (sorted duplicates of fixed size) maps a child's key to the key of every node with an edge into it, so a change can
+//! be carried upward without a scan; database `meta` holds the schema version and the inner engine's identity.
+//!
+//! All writes go through one writer thread per process that batches many changes per transaction; LMDB serialises
+//! writers across processes, and readers never block a writer. The memory map grows on demand.
+
+pub mod key;
+pub mod node;
+mod writer;
+
+use std::{
+    fmt, io,
+    path::{Path, PathBuf},
+    sync::Arc,
+};
+
+use heed::{
+    Database, DatabaseFlags, Env, EnvOpenOptions, MdbError, RoTxn, RwTxn,
+    types::{Bytes, Str},
+};
+use parking_lot::{RwLock, RwLockReadGuard};
+use shakmaty::{Chess, Position, uci::UciMove};
+
+use self::key::PositionKey;
+use self::node::{DecodeError, Node};
+pub use self::writer::{Receipt, StoreWriter};
+
+/// Schema of the whole store (databases and their meanings). Bumped when a migration is needed.
+pub const SCHEMA_VERSION: u32 = 1;
+
+const META_SCHEMA: &str = "schema_version";
+const META_ENGINE: &str = "engine";
+
+/// How to open a store.
+#[derive(Debug, Clone)]
+pub struct StoreOptions {
+    /// Initial memory map size in bytes; the map grows on demand past it.
+    pub initial_map_size: usize,
+    /// Most changes the writer commits in one transaction.
+    pub max_batch: usize,
+}
+
+impl Default for StoreOptions {
+    fn default() -> StoreOptions {
+        StoreOptions { initial_map_size: 1 << 30, max_batch: 20_000 }
+    }
+}
+
+/// Everything that can go wrong with the store. Every variant names the file.
+#[derive(Debug, Clone)]
+pub enum StoreError {
+    /// LMDB refused an operation.
+    Lmdb { path: PathBuf, source: Arc<heed::Error> },
+    /// The directory or file could not be used.
+    Io { path: PathBuf, source: Arc<io::Error> },
+    /// A record does not decode.
+    Corrupt { path: PathBuf, key: PositionKey, source: DecodeError },
+    /// A meta entry does not decode.
+    CorruptMeta { path: PathBuf, entry: &'static str },
+    /// The store was written by a newer deeptree.
+    NewerSchema { path: PathBuf, found: u32, supported: u32 },
+    /// Two different positions share a key: the stored one is kept, the new one refused.
+    Collision { path: PathBuf, key: PositionKey, stored_fen: String, new_fen: String },
+    /// A move of a change is not legal in its position; nothing of the change was written.
+    IllegalMove { fen: String, uci: String },
+    /// The writer thread has stopped (the store is closing).
+    WriterStopped { path: PathBuf },
+}
+
+impl fmt::Display for StoreError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StoreError::Lmdb { path, source } => write!(f, "{}: {source}", path.display()),
+            StoreError::Io { path, source } => write!(f, "{}: {source}", path.display()),
+            StoreError::Corrupt { path, key, source } => write!(f, "{}: key {key}: {source}", path.display()),
+            StoreError::CorruptMeta { path, entry } => {
+                write!(f, "{}: meta entry '{entry}' is corrupt", path.display())
+            }
+            StoreError::NewerSchema { path, found, supported } => write!(
+                f,
+                "{}: schema version {found} is newer than this deeptree supports ({supported}); upgrade deeptree",
+                path.display()
+            ),
+            StoreError::Collision { path, key, stored_fen, new_fen } => write!(
+                f,
+                "{}: key collision at {key}: stored position {stored_fen}, refused position {new_fen}",
+                path.display()
+            ),
+            StoreError::IllegalMove { fen, uci } => write!(f, "illegal move {uci} in position {fen}"),
+            StoreError::WriterStopped { path } => write!(f, "{}: the store writer has stopped", path.display()),
+        }
+    }
+}
+
+impl std::error::Error for StoreError {}
+
+/// One change sent to the writer.
+#[derive(Debug, Clone)]
+pub enum Change {
+    /// Merge a node into the stored record of its position (creating it when absent) and link every edge's child
+    /// back to it. `children[i]` is the key of the position after `node.edges[i]`.
+    Merge { key: PositionKey, node: Node, children: Vec<PositionKey> },
+    /// Record the inner engine that produced the evaluations.
+    SetEngine(String),
+}
+
+impl Change {
+    /// A merge of `node` (which must describe `pos`); every edge's move is checked legal in `pos`.
+    pub fn merge(pos: &Chess, node: Node) -> Result<Change, StoreError> {
+        let mut children = Vec::with_capacity(node.edges.len());
+        for edge in &node.edges {
+            let child = play_uci(pos, &edge.uci).ok_or_else(|| StoreError::IllegalMove {
+                fen: node.position.fen(),
+                uci: edge.uci.to_string(),
+            })?;
+            children.push(PositionKey::of(&child));
+        }
+        Ok(Change::Merge { key: PositionKey::of(pos), node, children })
+    }
+}
+
+/// Plays a UCI move if it is legal.
+pub fn play_uci(pos: &Chess, uci: &UciMove) -> Option<Chess> {
+    let m = uci.to_move(pos).ok()?;
+    let mut child = pos.clone();
+    child.play_unchecked(m);
+    Some(child)
+}
+
+/// What the store holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct Stats {
+    /// Stored positions.
+    pub positions: u64,
+    /// Stored edges (each has one parent link).
+    pub edges: u64,
+    /// Size of the data file.
+    pub bytes: u64,
+    /// Bytes of the pages that hold nodes and parent links (the file less free pages and bookkeeping).
+    pub tree_bytes: u64,
+    /// Current memory map size.
+    pub map_size: u64,
+}
+
+pub(crate) struct Shared {
+    env: Env,
+    nodes: Database<Bytes, Bytes>,
+    parents: Database<Bytes, Bytes>,
+    meta: Database<Str, Bytes>,
+    dir: PathBuf,
+    data_file: PathBuf,
+    /// Held shared by every transaction of this process; held exclusively to resize the map, which LMDB allows
+    /// only while the process has no transaction.
+    resize: RwLock<()>,
+}
+
+/// An open tree store. Dropping it lets the writer finish every submitted change, then closes it.
+pub struct Store {
+    shared: Arc<Shared>,
+    writer: writer::WriterThread,
+}
+
+impl Store {
+    /// Opens (creating when absent) the store in directory `dir`.
+    pub fn open(dir: &Path, options: &StoreOptions) -> Result<Store, StoreError> {
+        std::fs::create_dir_all(dir).map_err(|e| StoreError::Io { path: dir.to_owned(), source: Arc::new(e) })?;
+        let data_file = dir.join("data.mdb");
+        let lmdb = |source| StoreError::Lmdb { path: data_file.clone(), source: Arc::new(source) };
+        let page = page_size();
+        let map_size = options.initial_map_size.max(page).div_ceil(page) * page;
+        // SAFETY: the environment is opened once per store; deeptree never opens its data file otherwise.
+        let env = unsafe { EnvOpenOptions::new().map_size(map_size).max_dbs(4).max_readers(254).open(dir) }
+            .map_err(lmdb)?;
+        let mut wtxn = env.write_txn().map_err(lmdb)?;
+        let nodes = env.create_database(&mut wtxn, Some("nodes")).map_err(lmdb)?;
+        let parents = env
+            .database_options()
+            .types::<Bytes, Bytes>()
+            .name("parents")
+            .flags(DatabaseFlags::DUP_SORT | DatabaseFlags::DUP_FIXED)
+            .create(&mut wtxn)
+            .map_err(lmdb)?;
+        let meta: Database<Str, Bytes> = env.create_database(&mut wtxn, Some("meta")).map_err(lmdb)?;
+        match meta.get(&wtxn, META_SCHEMA).map_err(lmdb)? {
+            None => meta.put(&mut wtxn, META_SCHEMA, &SCHEMA_VERSION.to_be_bytes()).map_err(lmdb)?,
+            Some(bytes) => {
+                let found = u32::from_be_bytes(
+                    bytes
+                        .try_into()
+                        .map_err(|_| StoreError::CorruptMeta { path: data_file.clone(), entry: META_SCHEMA })?,
+                );
+                if found > SCHEMA_VERSION {
+                    return Err(StoreError::NewerSchema {
+                        path: data_file.clone(),
+                        found,
+                        supported: SCHEMA_VERSION,
+                    });
+                }
+            }
+        }
+        wtxn.commit().map_err(lmdb)?;
+        let shared = Arc::new(Shared {
+            env,
+            nodes,
+            parents,
+            meta,
+            dir: dir.to_owned(),
+            data_file,
+            resize: RwLock::new(()),
+        });
+        let writer = writer::WriterThread::spawn(shared.clone(), options.max_batch.max(1));
+        Ok(Store { shared, writer })
+    }
+
+    /// The directory of the store.
+    pub fn dir(&self) -> &Path {
+        &self.shared.dir
+    }
+
+    /// A handle to submit changes from any thread.
+    pub fn writer(&self) -> StoreWriter {
+        self.writer.handle()
+    }
+
+    /// A consistent read-only view (an LMDB read transaction). Keep it short: hold one per thread at a time.
+    pub fn read(&self) -> Result<ReadView<'_>, StoreError> {
+        self.shared.read()
+    }
+
+    /// Counts of what the store holds.
+    pub fn stats(&self) -> Result<Stats, StoreError> {
+        let view = self.read()?;
+        let lmdb = |e| self.shared.lmdb_error(e);
+        let positions = self.shared.nodes.len(&view.txn).map_err(lmdb)?;
+        let edges = self.shared.parents.len(&view.txn).map_err(lmdb)?;
+        let info = self.shared.env.info();
+        let bytes = std::fs::metadata(&self.shared.data_file)
+            .map_err(|e| StoreError::Io { path: self.shared.data_file.clone(), source: Arc::new(e) })?
+            .len();
+        let mut used_pages = 0u64;
+        for stat in [
+            self.shared.nodes.stat(&view.txn).map_err(lmdb)?,
+            self.shared.parents.stat(&view.txn).map_err(lmdb)?,
+        ] {
+            log::debug!("database pages: {stat:?}");
+            used_pages += (stat.branch_pages + stat.leaf_pages + stat.overflow_pages) as u64;
+        }
+        let page = self.shared.nodes.stat(&view.txn).map_err(lmdb)?.page_size;
+        log::debug!("env: last page {} map {}", info.last_page_number, info.map_size);
+        Ok(Stats {
+            positions,
+            edges,
+            bytes,
+            tree_bytes: used_pages * u64::from(page),
+            map_size: info.map_size as u64,
+        })
+    }
+
+    /// The identity of the inner engine that produced the stored evaluations, if recorded.
+    pub fn engine_identity(&self) -> Result<Option<String>, StoreError> {
+        let view = self.read()?;
+        let bytes = self.shared.meta.get(&view.txn, META_ENGINE).map_err(|e| self.shared.lmdb_error(e))?;
+        match bytes {
+            None => Ok(None),
+            Some(b) => String::from_utf8(b.to_vec())
+                .map(Some)
+                .map_err(|_| StoreError::CorruptMeta { path: self.shared.data_file.clone(), entry: META_ENGINE }),
+        }
+    }
+
+    /// Waits until every change submitted so far has been committed.
+    pub fn flush(&self) -> Result<(), StoreError> {
+        self.writer().submit(Vec::new()).wait()
+    }
+}
+
+impl Shared {
+    fn lmdb_error(&self, source: heed::Error) -> StoreError {
+        StoreError::Lmdb { path: self.data_file.clone(), source: Arc::new(source) }
+    }
+
+    fn read(&self) -> Result<ReadView<'_>, StoreError> {
+        loop {
+            let guard = self.resize.read();
+            match self.env.read_txn() {
+                Ok(txn) => return Ok(ReadView { shared: self, txn, _guard: guard }),
+                Err(heed::Error::Mdb(MdbError::MapResized)) => {
+                    drop(guard);
+                    self.adopt_map_size()?;
+                }
+                Err(e) => return Err(self.lmdb_error(e)),
+            }
+        }
+    }
+
+    /// Another process grew the map: adopt its size.
+    fn adopt_map_size(&self) -> Result<(), StoreError> {
+        let _exclusive = self.resize.write();
+        // SAFETY: the exclusive lock guarantees that this process has no open transaction.
+        unsafe { self.env.resize(0) }.map_err(|e| self.lmdb_error(e))
+    }
+
+    /// The map is full: grow it.
+    fn grow_map(&self) -> Result<(), StoreError> {
+        let _exclusive = self.resize.write();
+        let current = self.env.info().map_size;
+        let step = current.clamp(1 << 20, 8 << 30);
+        let page = page_size();
+        let new_size = (current + step).div_ceil(page) * page;
+        log::info!("growing the map of {} from {} MiB to {} MiB", self.data_file.display(), current >> 20, new_size >> 20);
+        // SAFETY: the exclusive lock guarantees that this process has no open transaction.
+        unsafe { self.env.resize(new_size) }.map_err(|e| self.lmdb_error(e))
+    }
+
+    /// Runs `f` in a write transaction and commits, growing or adopting the map and retrying as needed.
+    fn write<R>(&self, mut f: impl FnMut(&Self, &mut RwTxn) -> Result<R, StoreError>) -> Result<R, StoreError> {
+        loop {
+            let outcome = {
+                let _guard = self.resize.read();
+                match self.env.write_txn() {
+                    Err(e) => Err(e.into()),
+                    Ok(mut txn) => match f(self, &mut txn) {
+                        Ok(value) => txn.commit().map(|()| value).map_err(Retry::from),
+                        Err(e) => Err(Retry::from_store(e)),
+                    },
+                }
+            };
+            match outcome {
+                Ok(value) => return Ok(value),
+                Err(Retry::MapFull) => self.grow_map()?,
+                Err(Retry::MapResized) => self.adopt_map_size()?,
+                Err(Retry::Fail(e)) => return Err(e.into_store(self)),
+            }
+        }
+    }
+}
+
+enum Retry {
+    MapFull,
+    MapResized,
+    Fail(Failure),
+}
+
+enum Failure {
+    Lmdb(heed::Error),
+    Store(StoreError),
+}
+
+impl Failure {
+    fn into_store(self, shared: &Shared) -> StoreError {
+        match self {
+            Failure::Lmdb(e) => shared.lmdb_error(e),
+            Failure::Store(e) => e,
+        }
+    }
+}
+
+impl From<heed::Error> for Retry {
+    fn from(e: heed::Error) -> Retry {
+        match e {
+            heed::Error::Mdb(MdbError::MapFull) => Retry::MapFull,
+            heed::Error::Mdb(MdbError::MapResized) => Retry::MapResized,
+            e => Retry::Fail(Failure::Lmdb(e)),
+        }
+    }
+}
+
+impl Retry {
+    fn from_store(e: StoreError) -> Retry {
+        if let StoreError::Lmdb { source, .. } = &e {
+            match source.as_ref() {
+                heed::Error::Mdb(MdbError::MapFull) => return Retry::MapFull,
+                heed::Error::Mdb(MdbError::MapResized) => return Retry::MapResized,
+                _ => {}
+            }
+        }
+        Retry::Fail(Failure::Store(e))
+    }
+}
+
+fn page_size() -> usize {
+    // LMDB and heed require map sizes in whole OS pages; 64 KiB covers every common page size.
+    64 * 1024
+}
+
+/// A consistent read-only view of the store.
+pub struct ReadView<'s> {
+    shared: &'s Shared,
+    txn: RoTxn<'s, heed::WithTls>,
+    _guard: RwLockReadGuard<'s, ()>,
+}
+
+impl ReadView<'_> {
+    /// The node of a position, if stored. A record that does not decode is an error naming file and key.
+    pub fn node(&self, key: PositionKey) -> Result<Option<Node>, StoreError> {
+        match self.raw_node(key)? {
+            None => Ok(None),
+            Some(bytes) => Node::decode(bytes).map(Some).map_err(|source| StoreError::Corrupt {
+                path: self.shared.data_file.clone(),
+                key,
+                source,
+            }),
+        }
+    }
+
+    /// The encoded record of a position, if stored.
+    pub fn raw_node(&self, key: PositionKey) -> Result<Option<&[u8]>, StoreError> {
+        self.shared.nodes.get(&self.txn, &key.to_bytes()).map_err(|e| self.shared.lmdb_error(e))
+    }
+
+    pub fn contains(&self, key: PositionKey) -> Result<bool, StoreError> {
+        Ok(self.raw_node(key)?.is_some())
+    }
+
+    /// Keys of every node with an edge into `child`, in key order.
+    pub fn parents(&self, child: PositionKey) -> Result<Vec<PositionKey>, StoreError> {
+        let lmdb = |e| self.shared.lmdb_error(e);
+        let mut out = Vec::new();
+        if let Some(iter) = self.shared.parents.get_duplicates(&self.txn, &child.to_bytes()).map_err(lmdb)? {
+            for item in iter {
+                let (_, parent) = item.map_err(lmdb)?;
+                out.push(PositionKey::from_slice(parent).ok_or_else(|| StoreError::Corrupt {
+                    path: self.shared.data_file.clone(),
+                    key: child,
+                    source: DecodeError::Corrupt { reason: "parent link is not a key", offset: 0 },
+                })?);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Every stored node in key order (errors for records that do not decode).
+    pub fn nodes(&self) -> Result<impl Iterator<Item = Result<(PositionKey, Node), StoreError>> + '_, StoreError> {
+        let iter = self.shared.nodes.iter(&self.txn).map_err(|e| self.shared.lmdb_error(e))?;
+        Ok(iter.map(move |item| {
+            let (key, bytes) = item.map_err(|e| self.shared.lmdb_error(e))?;
+            let key = PositionKey::from_slice(key).ok_or_else(|| StoreError::CorruptMeta {
+                path: self.shared.data_file.clone(),
+                entry: "nodes key",
+            })?;
+            let node = Node::decode(bytes).map_err(|source| StoreError::Corrupt {
+                path: self.shared.data_file.clone(),
+                key,
+                source,
+            })?;
+            Ok((key, node))
+        }))
+    }
+}

@@ -1,0 +1,539 @@
+//! One stored position: its packed setup, its own engine evaluation and the moves evaluated from it.
+//!
+//! ```
+//! use deeptree::score::{Bound, Score};
+//! use deeptree::store::node::{Edge, Eval, Node, PackedPosition};
+//! use shakmaty::{Chess, uci::UciMove};
+//!
+//! let e4: UciMove = "e2e4".parse()?;
+//! let mut node = Node::new(PackedPosition::of(&Chess::default()));
+//! node.eval = Some(Eval { score: Score::cp(25), bound: Bound::Exact, depth: 18, best: Some(e4), nodes: 1_200_000 });
+//! node.edges.push(Edge::new(e4, Score::cp(25), Bound::Exact, 18));
+//!
+//! let bytes = node.encode();
+//! assert_eq!(Node::decode(&bytes)?, node);
+//! # Ok::<_, Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! # Stability
+//!
+//! The record layout is versioned by its first byte ([`FORMAT_VERSION`]). Version 1:
+//!
+//! ```text
+//! u8      format version (1)
+//! u8      flags: 0x01 eval, 0x02 eval has best move, 0x04 rest bound, 0x08 idea, 0x10 settled depth
+//! u8      length L of the packed setup (1..=24), then L bytes: shakmaty's PackedSetup, move counters dropped
+//! eval    i16 score, u8 bound, u8 depth, [2] best move (if flagged), LEB128 u64 nodes
+//! rest    i16 score, u8 depth: an upper bound for every legal move that has no edge
+//! idea    i16 score: the cached idea value of the position
+//! settled u8: the software depth settled with this position as root
+//! LEB128  edge count, then 6 bytes an edge: [2] move (PackedUciMove), i16 score, u8 depth, u8 bound | 0x04 imported
+//! ```
+//!
+//! Integers are big-endian; scores use [`Score::to_bits`]. A record that does not parse is an error, never a panic.
+
+use std::fmt;
+
+use shakmaty::{
+    CastlingMode, Chess, EnPassantMode, FromSetup, Position,
+    fen::Fen,
+    packed::{PackedSetup, PackedUciMove},
+    uci::UciMove,
+};
+
+use crate::score::{Bound, Score};
+
+/// The current record layout version.
+pub const FORMAT_VERSION: u8 = 1;
+
+const FLAG_EVAL: u8 = 0x01;
+const FLAG_BEST: u8 = 0x02;
+const FLAG_REST: u8 = 0x04;
+const FLAG_IDEA: u8 = 0x08;
+const FLAG_SETTLED: u8 = 0x10;
+const KNOWN_FLAGS: u8 = FLAG_EVAL | FLAG_BEST | FLAG_REST | FLAG_IDEA | FLAG_SETTLED;
+
+const EDGE_IMPORTED: u8 = 0x04;
+const EDGE_BOUND_MASK: u8 = 0x03;
+
+/// Largest packed setup of a legal standard chess position without move counters.
+pub const MAX_SETUP_BYTES: usize = 24;
+
+/// Why a record could not be decoded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DecodeError {
+    /// The record was written by a newer deeptree.
+    NewerVersion(u8),
+    /// The record is damaged: what was wrong, at which byte.
+    Corrupt { reason: &'static str, offset: usize },
+}
+
+impl fmt::Display for DecodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DecodeError::NewerVersion(v) => {
+                write!(f, "record format {v} is newer than this deeptree supports ({FORMAT_VERSION})")
+            }
+            DecodeError::Corrupt { reason, offset } => write!(f, "corrupt record: {reason} at byte {offset}"),
+        }
+    }
+}
+
+impl std::error::Error for DecodeError {}
+
+/// A position in compact stored form: the collision guard and the source of its FEN.
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct PackedPosition {
+    len: u8,
+    bytes: [u8; MAX_SETUP_BYTES],
+}
+
+impl PackedPosition {
+    /// Packs a legal position, without move counters (a position is the same whatever the clocks say).
+    pub fn of(pos: &Chess) -> PackedPosition {
+        let setup = pos.to_setup(EnPassantMode::Legal);
+        // A legal standard position always packs (its castling rights have rooks, its en passant square a pawn).
+        let packed = PackedSetup::pack_standard_normalized(&setup).unwrap_or_else(|_| PackedSetup::empty());
+        PackedPosition::from_slice(packed.as_bytes()).unwrap_or_else(|| PackedPosition {
+            len: 0,
+            bytes: [0; MAX_SETUP_BYTES],
+        })
+    }
+
+    pub fn from_slice(bytes: &[u8]) -> Option<PackedPosition> {
+        if bytes.len() > MAX_SETUP_BYTES {
+            return None;
+        }
+        let mut out = [0; MAX_SETUP_BYTES];
+        out[..bytes.len()].copy_from_slice(bytes);
+        Some(PackedPosition { len: bytes.len() as u8, bytes: out })
+    }
+
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.bytes[..usize::from(self.len)]
+    }
+
+    /// Rebuilds the position; `None` if the bytes do not describe a legal position.
+    pub fn to_position(&self) -> Option<Chess> {
+        let packed = PackedSetup::try_from_bytes(self.as_bytes()).ok()?;
+        let setup = packed.unpack_standard().ok()?;
+        Chess::from_setup(setup, CastlingMode::Standard).ok()
+    }
+
+    /// FEN for display (move counters are not stored: they read `0 1`).
+    pub fn fen(&self) -> String {
+        match self.to_position() {
+            Some(pos) => Fen::from_position(&pos, EnPassantMode::Legal).to_string(),
+            None => format!("<unreadable position {:02x?}>", self.as_bytes()),
+        }
+    }
+}
+
+impl fmt::Debug for PackedPosition {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "PackedPosition({})", self.fen())
+    }
+}
+
+/// A position's own engine evaluation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Eval {
+    pub score: Score,
+    pub bound: Bound,
+    pub depth: u8,
+    /// `None` when the position has no legal move.
+    pub best: Option<UciMove>,
+    /// Nodes the inner engine searched for it.
+    pub nodes: u64,
+}
+
+/// A move from a node with the engine's score for it (from the node's side to move's point of view).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Edge {
+    pub uci: UciMove,
+    pub score: Score,
+    pub depth: u8,
+    pub bound: Bound,
+    /// Came from an imported game: kept by the search even outside the move distance.
+    pub imported: bool,
+}
+
+impl Edge {
+    pub fn new(uci: UciMove, score: Score, bound: Bound, depth: u8) -> Edge {
+        Edge { uci, score, depth, bound, imported: false }
+    }
+
+    /// Bytes of one persisted edge.
+    pub const SIZE: usize = 6;
+
+    /// Is `self` a better-founded result for the same move than `other`? Deeper wins; at equal depth an exact
+    /// score beats a bound; otherwise the newer (`self`) wins.
+    fn supersedes(&self, other: &Edge) -> bool {
+        self.depth > other.depth
+            || (self.depth == other.depth && !(self.bound != Bound::Exact && other.bound == Bound::Exact))
+    }
+}
+
+/// An upper bound for every legal move of the node that has no edge yet: the first move found outside the move
+/// distance bounds all moves not yet searched.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RestBound {
+    pub score: Score,
+    pub depth: u8,
+}
+
+/// One stored position.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Node {
+    pub position: PackedPosition,
+    pub eval: Option<Eval>,
+    pub edges: Vec<Edge>,
+    pub rest: Option<RestBound>,
+    /// Cached idea value of the position (its best move's idea score).
+    pub idea: Option<Score>,
+    /// Software depth settled with this position as root.
+    pub settled_depth: Option<u8>,
+}
+
+impl Node {
+    pub fn new(position: PackedPosition) -> Node {
+        Node { position, eval: None, edges: Vec::new(), rest: None, idea: None, settled_depth: None }
+    }
+
+    pub fn edge(&self, uci: &UciMove) -> Option<&Edge> {
+        self.edges.iter().find(|e| &e.uci == uci)
+    }
+
+    /// Merges another record of the same position into this one: the deeper evaluation wins, edges are united
+    /// (per move the deeper score wins), the deeper rest bound wins, the settled depth is the larger.
+    pub fn merge(&mut self, other: &Node) {
+        match (&self.eval, &other.eval) {
+            (_, None) => {}
+            (None, Some(theirs)) => self.eval = Some(theirs.clone()),
+            (Some(ours), Some(theirs)) => {
+                if theirs.depth > ours.depth
+                    || (theirs.depth == ours.depth && !(theirs.bound != Bound::Exact && ours.bound == Bound::Exact))
+                {
+                    self.eval = Some(theirs.clone());
+                }
+            }
+        }
+        for theirs in &other.edges {
+            match self.edges.iter_mut().find(|e| e.uci == theirs.uci) {
+                Some(ours) => {
+                    let imported = ours.imported || theirs.imported;
+                    if theirs.supersedes(ours) {
+                        *ours = theirs.clone();
+                    }
+                    ours.imported = imported;
+                }
+                None => self.edges.push(theirs.clone()),
+            }
+        }
+        self.rest = match (self.rest, other.rest) {
+            (Some(a), Some(b)) if b.depth > a.depth || (b.depth == a.depth && b.score < a.score) => Some(b),
+            (Some(a), _) => Some(a),
+            (None, b) => b,
+        };
+        if other.idea.is_some() {
+            self.idea = other.idea;
+        }
+        self.settled_depth = self.settled_depth.max(other.settled_depth);
+    }
+
+    /// Encodes the record (format [`FORMAT_VERSION`]).
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(48 + self.edges.len() * Edge::SIZE);
+        self.encode_into(&mut out);
+        out
+    }
+
+    pub fn encode_into(&self, out: &mut Vec<u8>) {
+        let mut flags = 0;
+        if let Some(eval) = &self.eval {
+            flags |= FLAG_EVAL;
+            if eval.best.is_some() {
+                flags |= FLAG_BEST;
+            }
+        }
+        if self.rest.is_some() {
+            flags |= FLAG_REST;
+        }
+        if self.idea.is_some() {
+            flags |= FLAG_IDEA;
+        }
+        if self.settled_depth.is_some() {
+            flags |= FLAG_SETTLED;
+        }
+        out.push(FORMAT_VERSION);
+        out.push(flags);
+        out.push(self.position.len);
+        out.extend_from_slice(self.position.as_bytes());
+        if let Some(eval) = &self.eval {
+            out.extend_from_slice(&eval.score.to_bits().to_be_bytes());
+            out.push(eval.bound.to_bits());
+            out.push(eval.depth);
+            if let Some(best) = &eval.best {
+                out.extend_from_slice(&PackedUciMove::pack(best.clone()).to_bytes());
+            }
+            write_varint(out, eval.nodes);
+        }
+        if let Some(rest) = &self.rest {
+            out.extend_from_slice(&rest.score.to_bits().to_be_bytes());
+            out.push(rest.depth);
+        }
+        if let Some(idea) = self.idea {
+            out.extend_from_slice(&idea.to_bits().to_be_bytes());
+        }
+        if let Some(settled) = self.settled_depth {
+            out.push(settled);
+        }
+        write_varint(out, self.edges.len() as u64);
+        for edge in &self.edges {
+            out.extend_from_slice(&PackedUciMove::pack(edge.uci.clone()).to_bytes());
+            out.extend_from_slice(&edge.score.to_bits().to_be_bytes());
+            out.push(edge.depth);
+            out.push(edge.bound.to_bits() | if edge.imported { EDGE_IMPORTED } else { 0 });
+        }
+    }
+
+    /// Decodes a record; any malformation is an error.
+    pub fn decode(bytes: &[u8]) -> Result<Node, DecodeError> {
+        let mut r = Reader { bytes, pos: 0 };
+        let version = r.u8("missing version")?;
+        if version > FORMAT_VERSION {
+            return Err(DecodeError::NewerVersion(version));
+        }
+        if version == 0 {
+            return Err(r.corrupt("format version 0"));
+        }
+        let flags = r.u8("missing flags")?;
+        if flags & !KNOWN_FLAGS != 0 || (flags & FLAG_BEST != 0 && flags & FLAG_EVAL == 0) {
+            return Err(r.corrupt("unknown flags"));
+        }
+        let len = usize::from(r.u8("missing setup length")?);
+        if len == 0 || len > MAX_SETUP_BYTES {
+            return Err(r.corrupt("setup length out of range"));
+        }
+        let position = PackedPosition::from_slice(r.take(len, "truncated setup")?)
+            .ok_or_else(|| r.corrupt("setup too long"))?;
+        let eval = if flags & FLAG_EVAL != 0 {
+            let score = r.score()?;
+            let bound = Bound::from_bits(r.u8("truncated eval")?).ok_or_else(|| r.corrupt("bad bound"))?;
+            let depth = r.u8("truncated eval")?;
+            let best = if flags & FLAG_BEST != 0 { Some(r.uci()?) } else { None };
+            let nodes = r.varint()?;
+            Some(Eval { score, bound, depth, best, nodes })
+        } else {
+            None
+        };
+        let rest = if flags & FLAG_REST != 0 {
+            Some(RestBound { score: r.score()?, depth: r.u8("truncated rest bound")? })
+        } else {
+            None
+        };
+        let idea = if flags & FLAG_IDEA != 0 { Some(r.score()?) } else { None };
+        let settled_depth = if flags & FLAG_SETTLED != 0 { Some(r.u8("truncated settled depth")?) } else { None };
+        let count = r.varint()?;
+        if count > (bytes.len() / Edge::SIZE) as u64 {
+            return Err(r.corrupt("edge count exceeds record"));
+        }
+        let mut edges = Vec::with_capacity(count as usize);
+        for _ in 0..count {
+            let uci = r.uci()?;
+            let score = r.score()?;
+            let depth = r.u8("truncated edge")?;
+            let bits = r.u8("truncated edge")?;
+            if bits & !(EDGE_BOUND_MASK | EDGE_IMPORTED) != 0 {
+                return Err(r.corrupt("unknown edge flags"));
+            }
+            let bound = Bound::from_bits(bits & EDGE_BOUND_MASK).ok_or_else(|| r.corrupt("bad edge bound"))?;
+            edges.push(Edge { uci, score, depth, bound, imported: bits & EDGE_IMPORTED != 0 });
+        }
+        if r.pos != bytes.len() {
+            return Err(r.corrupt("trailing bytes"));
+        }
+        Ok(Node { position, eval, edges, rest, idea, settled_depth })
+    }
+}
+
+fn write_varint(out: &mut Vec<u8>, mut value: u64) {
+    while value >= 0x80 {
+        out.push((value as u8) | 0x80);
+        value >>= 7;
+    }
+    out.push(value as u8);
+}
+
+struct Reader<'a> {
+    bytes: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn corrupt(&self, reason: &'static str) -> DecodeError {
+        DecodeError::Corrupt { reason, offset: self.pos }
+    }
+
+    fn take(&mut self, n: usize, reason: &'static str) -> Result<&'a [u8], DecodeError> {
+        let slice = self.bytes.get(self.pos..self.pos + n).ok_or_else(|| self.corrupt(reason))?;
+        self.pos += n;
+        Ok(slice)
+    }
+
+    fn u8(&mut self, reason: &'static str) -> Result<u8, DecodeError> {
+        Ok(self.take(1, reason)?[0])
+    }
+
+    fn score(&mut self) -> Result<Score, DecodeError> {
+        let b = self.take(2, "truncated score")?;
+        Score::from_bits(i16::from_be_bytes([b[0], b[1]])).ok_or_else(|| self.corrupt("score out of range"))
+    }
+
+    fn uci(&mut self) -> Result<UciMove, DecodeError> {
+        let b = self.take(2, "truncated move")?;
+        match PackedUciMove::from_bytes([b[0], b[1]]).unpack() {
+            m @ UciMove::Normal { .. } => Ok(m),
+            _ => Err(self.corrupt("not a chess move")),
+        }
+    }
+
+    fn varint(&mut self) -> Result<u64, DecodeError> {
+        let mut value = 0u64;
+        for shift in (0..64).step_by(7) {
+            let byte = self.u8("truncated varint")?;
+            value |= u64::from(byte & 0x7f) << shift;
+            if byte & 0x80 == 0 {
+                return Ok(value);
+            }
+        }
+        Err(self.corrupt("varint too long"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use shakmaty::{Role, Square};
+
+    fn arb_score() -> impl Strategy<Value = Score> {
+        prop_oneof![(-30_000i32..=30_000).prop_map(Score::cp), (-60i32..=60).prop_map(Score::from_uci_mate)]
+    }
+
+    fn arb_bound() -> impl Strategy<Value = Bound> {
+        prop_oneof![Just(Bound::Exact), Just(Bound::Lower), Just(Bound::Upper)]
+    }
+
+    fn arb_move() -> impl Strategy<Value = UciMove> {
+        (0u32..64, 0u32..64, prop::option::of(prop_oneof![Just(Role::Queen), Just(Role::Knight)])).prop_map(
+            |(from, to, promotion)| UciMove::Normal {
+                from: Square::new(from),
+                to: Square::new(to),
+                promotion,
+            },
+        )
+    }
+
+    fn arb_position() -> impl Strategy<Value = PackedPosition> {
+        // Random legal positions: random playouts from the start.
+        (0usize..60, any::<u64>()).prop_map(|(plies, seed)| {
+            let mut rng = fastrand::Rng::with_seed(seed);
+            let mut pos = Chess::default();
+            for _ in 0..plies {
+                let moves = pos.legal_moves();
+                if moves.is_empty() {
+                    break;
+                }
+                let m = moves[rng.usize(..moves.len())].clone();
+                pos.play_unchecked(m);
+            }
+            PackedPosition::of(&pos)
+        })
+    }
+
+    fn arb_node() -> impl Strategy<Value = Node> {
+        let eval = (arb_score(), arb_bound(), any::<u8>(), prop::option::of(arb_move()), any::<u64>())
+            .prop_map(|(score, bound, depth, best, nodes)| Eval { score, bound, depth, best, nodes });
+        let edge = (arb_move(), arb_score(), any::<u8>(), arb_bound(), any::<bool>())
+            .prop_map(|(uci, score, depth, bound, imported)| Edge { uci, score, depth, bound, imported });
+        let rest = (arb_score(), any::<u8>()).prop_map(|(score, depth)| RestBound { score, depth });
+        (
+            arb_position(),
+            prop::option::of(eval),
+            prop::collection::vec(edge, 0..40),
+            prop::option::of(rest),
+            prop::option::of(arb_score()),
+            prop::option::of(any::<u8>()),
+        )
+            .prop_map(|(position, eval, edges, rest, idea, settled_depth)| Node {
+                position,
+                eval,
+                edges,
+                rest,
+                idea,
+                settled_depth,
+            })
+    }
+
+    proptest! {
+        #[test]
+        fn codec_round_trip(node in arb_node()) {
+            let bytes = node.encode();
+            prop_assert_eq!(Node::decode(&bytes), Ok(node));
+        }
+
+        /// Any damage to a record is an error or a (different) valid record, never a panic.
+        #[test]
+        fn damaged_records_never_panic(node in arb_node(), cut in any::<prop::sample::Index>(), flip in any::<u8>()) {
+            let mut bytes = node.encode();
+            let i = cut.index(bytes.len());
+            bytes[i] ^= flip;
+            let _ = Node::decode(&bytes);
+            let _ = Node::decode(&bytes[..i]);
+        }
+    }
+
+    #[test]
+    fn newer_version_is_reported() {
+        let mut bytes = Node::new(PackedPosition::of(&Chess::default())).encode();
+        bytes[0] = FORMAT_VERSION + 1;
+        assert_eq!(Node::decode(&bytes), Err(DecodeError::NewerVersion(FORMAT_VERSION + 1)));
+    }
+
+    #[test]
+    fn truncated_record_is_corrupt() {
+        let bytes = Node::new(PackedPosition::of(&Chess::default())).encode();
+        assert!(matches!(Node::decode(&bytes[..bytes.len() - 1]), Err(DecodeError::Corrupt { .. })));
+        assert!(matches!(Node::decode(&[]), Err(DecodeError::Corrupt { .. })));
+    }
+
+    #[test]
+    fn packed_position_round_trip_and_size() {
+        let pos = Chess::default();
+        let packed = PackedPosition::of(&pos);
+        assert!(packed.as_bytes().len() <= MAX_SETUP_BYTES);
+        assert_eq!(packed.to_position(), Some(pos));
+        assert_eq!(packed.fen(), "rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq - 0 1");
+    }
+
+    #[test]
+    fn merge_keeps_deeper_results_and_unites_edges() {
+        let e4: UciMove = "e2e4".parse().unwrap();
+        let d4: UciMove = "d2d4".parse().unwrap();
+        let mut a = Node::new(PackedPosition::of(&Chess::default()));
+        a.eval = Some(Eval { score: Score::cp(20), bound: Bound::Exact, depth: 10, best: Some(e4.clone()), nodes: 1 });
+        a.edges.push(Edge::new(e4.clone(), Score::cp(20), Bound::Exact, 10));
+        let mut b = a.clone();
+        b.eval = Some(Eval { score: Score::cp(30), bound: Bound::Exact, depth: 12, best: Some(d4.clone()), nodes: 2 });
+        b.edges = vec![Edge::new(e4.clone(), Score::cp(5), Bound::Exact, 8), Edge::new(d4.clone(), Score::cp(30), Bound::Exact, 12)];
+        let mut merged = a.clone();
+        merged.merge(&b);
+        assert_eq!(merged.eval.as_ref().map(|e| e.depth), Some(12));
+        assert_eq!(merged.edge(&e4).map(|e| e.score), Some(Score::cp(20)));
+        assert_eq!(merged.edge(&d4).map(|e| e.score), Some(Score::cp(30)));
+        let mut twice = merged.clone();
+        twice.merge(&b);
+        assert_eq!(twice, merged, "merging is idempotent");
+    }
+}
