@@ -28,19 +28,23 @@ fn random_node(pos: &Chess, rng: &mut fastrand::Rng, edges: usize) -> (Node, Vec
     let best = rng.i32(-80..80);
     let mut children = Vec::with_capacity(moves.len());
     for (i, m) in moves.iter().enumerate() {
-        let uci = UciMove::from_standard(m.clone());
+        let uci = UciMove::from_standard(*m);
         let score = Score::cp(best - 7 * i as i32);
-        let bound = if i + 1 == moves.len() && i > 0 { Bound::Upper } else { Bound::Exact };
+        let bound = if i + 1 == moves.len() && i > 0 {
+            Bound::Upper
+        } else {
+            Bound::Exact
+        };
         node.edges.push(Edge::new(uci, score, bound, 18));
         let mut child = pos.clone();
-        child.play_unchecked(m.clone());
+        child.play_unchecked(*m);
         children.push(child);
     }
     node.eval = Some(Eval {
         score: Score::cp(best),
         bound: Bound::Exact,
         depth: 18,
-        best: node.edges.first().map(|e| e.uci.clone()),
+        best: node.edges.first().map(|e| e.uci),
         nodes: rng.u64(100_000..5_000_000),
     });
     (node, children)
@@ -87,7 +91,7 @@ pub fn random_positions(seed: u64, count: usize) -> Vec<Change> {
             if moves.is_empty() {
                 break;
             }
-            let m = moves[rng.usize(..moves.len())].clone();
+            let m = moves[rng.usize(..moves.len())];
             pos.play_unchecked(m);
         }
         if !seen.insert(PositionKey::of(&pos)) {
@@ -153,8 +157,12 @@ pub struct StoreBench {
     pub raw_reads_per_second: f64,
     pub decode_cost_ratio: f64,
     pub parent_lookups_per_second: f64,
+    /// Size of the data file.
     pub bytes: u64,
     pub bytes_per_position: f64,
+    /// Bytes of the pages that hold nodes and parent links; the rest of the file is LMDB's free list, left by the
+    /// copy-on-write of large transactions and reused by later ones.
+    pub tree_bytes_per_position: f64,
 }
 
 fn per_second(n: usize, elapsed: Duration) -> f64 {
@@ -162,7 +170,12 @@ fn per_second(n: usize, elapsed: Duration) -> f64 {
 }
 
 /// Builds a store of `positions` positions with three edges each in `store`, then measures reads.
-pub fn store_bench(store: &Store, positions: usize, reads: usize, seed: u64) -> Result<StoreBench, StoreError> {
+pub fn store_bench(
+    store: &Store,
+    positions: usize,
+    reads: usize,
+    seed: u64,
+) -> Result<StoreBench, StoreError> {
     let t = Instant::now();
     let changes = generated_tree(seed, positions);
     let generate_seconds = t.elapsed().as_secs_f64();
@@ -220,5 +233,6 @@ pub fn store_bench(store: &Store, positions: usize, reads: usize, seed: u64) -> 
         parent_lookups_per_second,
         bytes: stats.bytes,
         bytes_per_position: stats.bytes as f64 / stats.positions.max(1) as f64,
+        tree_bytes_per_position: stats.tree_bytes as f64 / stats.positions.max(1) as f64,
     })
 }

@@ -61,7 +61,7 @@ impl Default for Config {
             engine_search_timeout_secs: 60,
             background_analysis: true,
             map_size_mib: 1024,
-            write_batch: 20_000,
+            write_batch: 50_000,
             log_level: "warn".into(),
         }
     }
@@ -70,15 +70,25 @@ impl Default for Config {
 /// A settings file that cannot be used.
 #[derive(Debug)]
 pub enum ConfigError {
-    Read { path: PathBuf, source: std::io::Error },
-    Parse { path: PathBuf, message: String },
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    Parse {
+        path: PathBuf,
+        message: String,
+    },
 }
 
 impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            ConfigError::Read { path, source } => write!(f, "cannot read settings {}: {source}", path.display()),
-            ConfigError::Parse { path, message } => write!(f, "bad settings in {}: {message}", path.display()),
+            ConfigError::Read { path, source } => {
+                write!(f, "cannot read settings {}: {source}", path.display())
+            }
+            ConfigError::Parse { path, message } => {
+                write!(f, "bad settings in {}: {message}", path.display())
+            }
         }
     }
 }
@@ -87,7 +97,10 @@ impl std::error::Error for ConfigError {}
 
 impl Config {
     pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
-        basic_toml::from_str(text).map_err(|e| ConfigError::Parse { path: path.to_owned(), message: e.to_string() })
+        basic_toml::from_str(text).map_err(|e| ConfigError::Parse {
+            path: path.to_owned(),
+            message: e.to_string(),
+        })
     }
 
     /// Loads the settings file that applies: `explicit` (from `--config`), else `DEEPTREE_CONFIG`, else the user's
@@ -95,15 +108,23 @@ impl Config {
     pub fn load(explicit: Option<&Path>) -> Result<(Config, Option<PathBuf>), ConfigError> {
         let chosen = explicit
             .map(Path::to_path_buf)
-            .or_else(|| std::env::var_os("DEEPTREE_CONFIG").filter(|v| !v.is_empty()).map(PathBuf::from))
             .or_else(|| {
-                dirs::config_dir().map(|d| d.join("deeptree").join("deeptree.toml")).filter(|p| p.is_file())
+                std::env::var_os("DEEPTREE_CONFIG")
+                    .filter(|v| !v.is_empty())
+                    .map(PathBuf::from)
+            })
+            .or_else(|| {
+                dirs::config_dir()
+                    .map(|d| d.join("deeptree").join("deeptree.toml"))
+                    .filter(|p| p.is_file())
             });
         match chosen {
             None => Ok((Config::default(), None)),
             Some(path) => {
-                let text = std::fs::read_to_string(&path)
-                    .map_err(|source| ConfigError::Read { path: path.clone(), source })?;
+                let text = std::fs::read_to_string(&path).map_err(|source| ConfigError::Read {
+                    path: path.clone(),
+                    source,
+                })?;
                 Ok((Config::parse(&text, &path)?, Some(path)))
             }
         }

@@ -16,7 +16,13 @@ impl Log for StderrLogger {
     fn log(&self, record: &Record) {
         if self.enabled(record.metadata()) {
             let mut err = std::io::stderr().lock();
-            let _ = writeln!(err, "[{} {}] {}", record.level(), record.target(), record.args());
+            let _ = writeln!(
+                err,
+                "[{} {}] {}",
+                record.level(),
+                record.target(),
+                record.args()
+            );
         }
     }
 
@@ -27,7 +33,14 @@ impl Log for StderrLogger {
 
 /// Installs the stderr logger. `verbosity` counts `-v` flags on top of `base`.
 pub fn init(base: LevelFilter, verbosity: u8) {
-    let levels = [LevelFilter::Off, LevelFilter::Error, LevelFilter::Warn, LevelFilter::Info, LevelFilter::Debug, LevelFilter::Trace];
+    let levels = [
+        LevelFilter::Off,
+        LevelFilter::Error,
+        LevelFilter::Warn,
+        LevelFilter::Info,
+        LevelFilter::Debug,
+        LevelFilter::Trace,
+    ];
     let start = levels.iter().position(|l| *l == base).unwrap_or(3);
     let level = levels[(start + usize::from(verbosity)).min(levels.len() - 1)];
     if log::set_boxed_logger(Box::new(StderrLogger { level })).is_ok() {

@@ -1,14 +1,21 @@
 //! The one writer of a process: a thread that takes changes from a channel and commits many per transaction.
 
-use std::{sync::Arc, thread::JoinHandle};
+use std::{collections::HashMap, sync::Arc, thread::JoinHandle};
 
 use crossbeam_channel::{Receiver, Sender, bounded, unbounded};
 use heed::{MdbError, PutFlags, RwTxn};
 
-use super::{Change, META_ENGINE, Shared, StoreError, key::PositionKey, node::Node};
+use super::{
+    Change, META_ENGINE, Shared, StoreError,
+    key::PositionKey,
+    node::{Node, PackedPosition},
+};
+
+/// Where the outcome of one submission is sent.
+type Ack = Sender<Result<(), StoreError>>;
 
 enum Message {
-    Write { changes: Vec<Change>, ack: Sender<Result<(), StoreError>> },
+    Write { changes: Vec<Change>, ack: Ack },
     Stop,
 }
 
@@ -29,9 +36,11 @@ pub struct Receipt {
 impl Receipt {
     /// Blocks until the changes are committed. All changes of one submission are committed together or not at all.
     pub fn wait(self) -> Result<(), StoreError> {
-        self.rx
-            .recv()
-            .unwrap_or_else(|_| Err(StoreError::WriterStopped { path: self.shared.data_file.clone() }))
+        self.rx.recv().unwrap_or_else(|_| {
+            Err(StoreError::WriterStopped {
+                path: self.shared.data_file.clone(),
+            })
+        })
     }
 }
 
@@ -42,9 +51,14 @@ impl StoreWriter {
         if let Err(crossbeam_channel::SendError(Message::Write { ack, .. })) =
             self.tx.send(Message::Write { changes, ack })
         {
-            let _ = ack.send(Err(StoreError::WriterStopped { path: self.shared.data_file.clone() }));
+            let _ = ack.send(Err(StoreError::WriterStopped {
+                path: self.shared.data_file.clone(),
+            }));
         }
-        Receipt { rx, shared: self.shared.clone() }
+        Receipt {
+            rx,
+            shared: self.shared.clone(),
+        }
     }
 }
 
@@ -63,13 +77,19 @@ impl WriterThread {
             .spawn(move || run(&loop_shared, &rx, max_batch))
             .ok();
         if thread.is_none() {
-            log::error!("could not start the store writer thread for {}", shared.data_file.display());
+            log::error!(
+                "could not start the store writer thread for {}",
+                shared.data_file.display()
+            );
         }
         WriterThread { tx, shared, thread }
     }
 
     pub(super) fn handle(&self) -> StoreWriter {
-        StoreWriter { tx: self.tx.clone(), shared: self.shared.clone() }
+        StoreWriter {
+            tx: self.tx.clone(),
+            shared: self.shared.clone(),
+        }
     }
 }
 
@@ -104,14 +124,7 @@ fn run(shared: &Shared, rx: &Receiver<Message>, max_batch: usize) {
         if batch.is_empty() {
             continue;
         }
-        let mut encode_buffer = Vec::with_capacity(256);
-        let outcome = shared.write(|shared, txn| {
-            let mut results = Vec::with_capacity(batch.len());
-            for (changes, _) in &batch {
-                results.push(apply_atomically(shared, txn, changes, &mut encode_buffer)?);
-            }
-            Ok(results)
-        });
+        let outcome = shared.write(|shared, txn| apply_batch(shared, txn, &batch));
         match outcome {
             Ok(results) => {
                 for ((_, ack), result) in batch.into_iter().zip(results) {
@@ -119,7 +132,10 @@ fn run(shared: &Shared, rx: &Receiver<Message>, max_batch: usize) {
                 }
             }
             Err(e) => {
-                log::error!("store write failed, {} submissions not committed: {e}", batch.len());
+                log::error!(
+                    "store write failed, {} submissions not committed: {e}",
+                    batch.len()
+                );
                 for (_, ack) in batch {
                     let _ = ack.send(Err(e.clone()));
                 }
@@ -128,76 +144,136 @@ fn run(shared: &Shared, rx: &Receiver<Message>, max_batch: usize) {
     }
 }
 
-/// Applies one submission in a nested transaction: all of it or, if one change is refused, none of it.
-/// The outer `Err` aborts the whole batch (an LMDB failure); the inner one refuses only this submission.
-fn apply_atomically(
+/// Applies a batch of submissions in one transaction. A submission is refused whole (a key collision, a corrupt
+/// record in its way) without holding back the others; the outer `Err` (an LMDB failure) aborts the whole batch.
+///
+/// Submissions are checked first; the accepted changes are then applied in key order, and the parent links in
+/// (child, parent) order, so that consecutive writes land on the same pages.
+fn apply_batch(
     shared: &Shared,
     txn: &mut RwTxn,
-    changes: &[Change],
-    buffer: &mut Vec<u8>,
-) -> Result<Result<(), StoreError>, StoreError> {
-    if changes.is_empty() {
-        return Ok(Ok(()));
-    }
-    let mut nested = shared.env.nested_write_txn(txn).map_err(|e| shared.lmdb_error(e))?;
-    for change in changes {
-        match apply(shared, &mut nested, change, buffer) {
-            Ok(()) => {}
-            Err(e @ StoreError::Lmdb { .. }) => return Err(e),
-            Err(refused) => {
-                nested.abort();
-                return Ok(Err(refused));
+    batch: &[(Vec<Change>, Ack)],
+) -> Result<Vec<Result<(), StoreError>>, StoreError> {
+    let mut accepted_positions: HashMap<PositionKey, &PackedPosition> = HashMap::new();
+    let mut results = Vec::with_capacity(batch.len());
+    let mut merges: Vec<(PositionKey, &Node)> = Vec::new();
+    let mut links: Vec<([u8; 8], [u8; 8])> = Vec::new();
+    for (changes, _) in batch {
+        let verdict = check(shared, txn, changes, &accepted_positions)?;
+        if verdict.is_ok() {
+            for change in changes {
+                match change {
+                    Change::Merge {
+                        key,
+                        node,
+                        children,
+                    } => {
+                        accepted_positions.insert(*key, &node.position);
+                        merges.push((*key, node));
+                        links.extend(
+                            children
+                                .iter()
+                                .map(|child| (child.to_bytes(), key.to_bytes())),
+                        );
+                    }
+                    Change::SetEngine(identity) => shared
+                        .meta
+                        .put(txn, META_ENGINE, identity.as_bytes())
+                        .map_err(|e| shared.lmdb_error(e))?,
+                }
             }
         }
+        results.push(verdict);
     }
-    nested.commit().map_err(|e| shared.lmdb_error(e))?;
+    // Stable: several changes of one key keep their order.
+    merges.sort_by_key(|(key, _)| *key);
+    let mut buffer = Vec::with_capacity(256);
+    for (key, node) in merges {
+        merge(shared, txn, key, node, &mut buffer)?;
+    }
+    links.sort_unstable();
+    links.dedup();
+    for (child, parent) in links {
+        match shared
+            .parents
+            .put_with_flags(txn, PutFlags::NO_DUP_DATA, &child, &parent)
+        {
+            Ok(()) | Err(heed::Error::Mdb(MdbError::KeyExist)) => {}
+            Err(e) => return Err(shared.lmdb_error(e)),
+        }
+    }
+    Ok(results)
+}
+
+/// Would this submission be accepted? Checks every merge against the stored record and the positions accepted
+/// earlier in the batch. The inner `Err` refuses the submission.
+fn check(
+    shared: &Shared,
+    txn: &RwTxn,
+    changes: &[Change],
+    accepted: &HashMap<PositionKey, &PackedPosition>,
+) -> Result<Result<(), StoreError>, StoreError> {
+    for change in changes {
+        let Change::Merge { key, node, .. } = change else {
+            continue;
+        };
+        let stored_position = match accepted.get(key) {
+            Some(position) => Some((*position).clone()),
+            None => match shared
+                .nodes
+                .get(txn, &key.to_bytes())
+                .map_err(|e| shared.lmdb_error(e))?
+            {
+                None => None,
+                Some(bytes) => match Node::decode(bytes) {
+                    Ok(stored) => Some(stored.position),
+                    Err(source) => {
+                        return Ok(Err(StoreError::Corrupt {
+                            path: shared.data_file.clone(),
+                            key: *key,
+                            source,
+                        }));
+                    }
+                },
+            },
+        };
+        if let Some(stored) = stored_position.filter(|stored| *stored != node.position) {
+            return Ok(Err(StoreError::Collision {
+                path: shared.data_file.clone(),
+                key: *key,
+                stored_fen: stored.fen(),
+                new_fen: node.position.fen(),
+            }));
+        }
+    }
     Ok(Ok(()))
 }
 
-fn apply(shared: &Shared, txn: &mut RwTxn, change: &Change, buffer: &mut Vec<u8>) -> Result<(), StoreError> {
+/// Merges a checked node into its stored record; writes nothing when the record would not change.
+fn merge(
+    shared: &Shared,
+    txn: &mut RwTxn,
+    key: PositionKey,
+    node: &Node,
+    buffer: &mut Vec<u8>,
+) -> Result<(), StoreError> {
     let lmdb = |e| shared.lmdb_error(e);
-    match change {
-        Change::SetEngine(identity) => shared.meta.put(txn, META_ENGINE, identity.as_bytes()).map_err(lmdb),
-        Change::Merge { key, node, children } => {
-            let key_bytes = key.to_bytes();
-            buffer.clear();
-            match shared.nodes.get(txn, &key_bytes).map_err(lmdb)? {
-                None => node.encode_into(buffer),
-                Some(bytes) => {
-                    let mut stored = Node::decode(bytes).map_err(|source| StoreError::Corrupt {
-                        path: shared.data_file.clone(),
-                        key: *key,
-                        source,
-                    })?;
-                    if stored.position != node.position {
-                        return Err(StoreError::Collision {
-                            path: shared.data_file.clone(),
-                            key: *key,
-                            stored_fen: stored.position.fen(),
-                            new_fen: node.position.fen(),
-                        });
-                    }
-                    stored.merge(node);
-                    stored.encode_into(buffer);
-                    if buffer.as_slice() == bytes {
-                        buffer.clear();
-                    }
-                }
+    let key_bytes = key.to_bytes();
+    buffer.clear();
+    match shared.nodes.get(txn, &key_bytes).map_err(lmdb)? {
+        None => node.encode_into(buffer),
+        Some(bytes) => {
+            let mut stored = Node::decode(bytes).map_err(|source| StoreError::Corrupt {
+                path: shared.data_file.clone(),
+                key,
+                source,
+            })?;
+            stored.merge(node);
+            stored.encode_into(buffer);
+            if buffer.as_slice() == bytes {
+                return Ok(());
             }
-            if !buffer.is_empty() {
-                shared.nodes.put(txn, &key_bytes, buffer).map_err(lmdb)?;
-            }
-            for child in children {
-                link(shared, txn, *child, *key)?;
-            }
-            Ok(())
         }
     }
-}
-
-fn link(shared: &Shared, txn: &mut RwTxn, child: PositionKey, parent: PositionKey) -> Result<(), StoreError> {
-    match shared.parents.put_with_flags(txn, PutFlags::NO_DUP_DATA, &child.to_bytes(), &parent.to_bytes()) {
-        Ok(()) | Err(heed::Error::Mdb(MdbError::KeyExist)) => Ok(()),
-        Err(e) => Err(shared.lmdb_error(e)),
-    }
+    shared.nodes.put(txn, &key_bytes, buffer).map_err(lmdb)
 }

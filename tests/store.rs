@@ -1,0 +1,404 @@
+//! The tree store against real LMDB files in temporary directories.
+
+use std::{
+    collections::HashSet,
+    io::{BufRead, BufReader},
+    path::Path,
+    process::{Command, Stdio},
+};
+
+use deeptree::{
+    bench::{change_key, random_positions},
+    score::{Bound, Score},
+    store::{
+        Change, SCHEMA_VERSION, Store, StoreError, StoreOptions,
+        key::PositionKey,
+        node::{Edge, Node, PackedPosition},
+    },
+};
+use heed::{
+    EnvOpenOptions,
+    types::{Bytes, Str},
+};
+use shakmaty::{CastlingMode, Chess, fen::Fen};
+
+fn deeptree() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_deeptree"))
+}
+
+fn position(fen: &str) -> Chess {
+    fen.parse::<Fen>()
+        .unwrap()
+        .into_position(CastlingMode::Standard)
+        .unwrap()
+}
+
+fn node_with_edge(pos: &Chess, uci: &str, cp: i32, depth: u8) -> Node {
+    let mut node = Node::new(PackedPosition::of(pos));
+    node.edges.push(Edge::new(
+        uci.parse().unwrap(),
+        Score::cp(cp),
+        Bound::Exact,
+        depth,
+    ));
+    node
+}
+
+/// Writes raw bytes into a named database, as damage or an older/newer deeptree would.
+fn poke(dir: &Path, db: &str, key: &[u8], value: &[u8]) {
+    let env = unsafe {
+        EnvOpenOptions::new()
+            .map_size(1 << 30)
+            .max_dbs(4)
+            .open(dir)
+            .unwrap()
+    };
+    let mut wtxn = env.write_txn().unwrap();
+    let database: heed::Database<Bytes, Bytes> = env.create_database(&mut wtxn, Some(db)).unwrap();
+    database.put(&mut wtxn, key, value).unwrap();
+    wtxn.commit().unwrap();
+    env.prepare_for_closing().wait();
+}
+
+#[test]
+fn merges_are_stored_with_parent_links_and_survive_reopening() {
+    let dir = tempfile::tempdir().unwrap();
+    let start = Chess::default();
+    let e4 = deeptree::store::play_uci(&start, &"e2e4".parse().unwrap()).unwrap();
+    {
+        let store = Store::open(dir.path(), &StoreOptions::default()).unwrap();
+        let writer = store.writer();
+        writer
+            .submit(vec![
+                Change::merge(&start, node_with_edge(&start, "e2e4", 30, 10)).unwrap(),
+            ])
+            .wait()
+            .unwrap();
+        // A deeper result for the same move and a new move are merged in.
+        let mut more = node_with_edge(&start, "e2e4", 25, 12);
+        more.edges.push(Edge::new(
+            "d2d4".parse().unwrap(),
+            Score::cp(20),
+            Bound::Exact,
+            12,
+        ));
+        writer
+            .submit(vec![Change::merge(&start, more).unwrap()])
+            .wait()
+            .unwrap();
+        writer
+            .submit(vec![Change::SetEngine("Stockfish 16".into())])
+            .wait()
+            .unwrap();
+    }
+    let store = Store::open(dir.path(), &StoreOptions::default()).unwrap();
+    let view = store.read().unwrap();
+    let node = view.node(PositionKey::of(&start)).unwrap().unwrap();
+    assert_eq!(node.edges.len(), 2);
+    assert_eq!(
+        node.edge(&"e2e4".parse().unwrap()).unwrap().score,
+        Score::cp(25)
+    );
+    assert_eq!(
+        view.parents(PositionKey::of(&e4)).unwrap(),
+        vec![PositionKey::of(&start)]
+    );
+    drop(view);
+    assert_eq!(
+        store.engine_identity().unwrap().as_deref(),
+        Some("Stockfish 16")
+    );
+    let stats = store.stats().unwrap();
+    assert_eq!((stats.positions, stats.edges), (1, 2));
+}
+
+#[test]
+fn illegal_moves_are_refused_before_reaching_the_store() {
+    let start = Chess::default();
+    let err = Change::merge(&start, node_with_edge(&start, "e2e5", 0, 10)).unwrap_err();
+    assert!(matches!(err, StoreError::IllegalMove { .. }), "{err}");
+}
+
+#[test]
+fn key_collision_is_reported_and_the_stored_position_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), &StoreOptions::default()).unwrap();
+    let start = Chess::default();
+    let other = position("4k3/8/8/8/8/8/8/4K2R w K - 0 1");
+    // Forge a record of `other` under the start position's key, as a 64-bit collision would leave it.
+    let forged = Change::Merge {
+        key: PositionKey::of(&start),
+        node: Node::new(PackedPosition::of(&other)),
+        children: vec![],
+    };
+    store.writer().submit(vec![forged]).wait().unwrap();
+
+    let err = store
+        .writer()
+        .submit(vec![
+            Change::merge(&start, node_with_edge(&start, "e2e4", 30, 10)).unwrap(),
+        ])
+        .wait()
+        .unwrap_err();
+    match &err {
+        StoreError::Collision {
+            key, stored_fen, ..
+        } => {
+            assert_eq!(*key, PositionKey::of(&start));
+            assert!(
+                stored_fen.starts_with("4k3/8/8/8/8/8/8/4K2R w K"),
+                "{stored_fen}"
+            );
+        }
+        other => panic!("expected a collision, got {other}"),
+    }
+    let message = err.to_string();
+    assert!(
+        message.contains("data.mdb") && message.contains(&PositionKey::of(&start).to_string()),
+        "{message}"
+    );
+    let view = store.read().unwrap();
+    let kept = view.node(PositionKey::of(&start)).unwrap().unwrap();
+    assert_eq!(kept.position, PackedPosition::of(&other));
+    assert!(
+        kept.edges.is_empty(),
+        "nothing of the refused change was written"
+    );
+    drop(view);
+    assert_eq!(
+        store.stats().unwrap().edges,
+        0,
+        "no parent link of the refused change was written"
+    );
+}
+
+#[test]
+fn a_refused_submission_does_not_hold_back_others_in_the_same_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), &StoreOptions::default()).unwrap();
+    let start = Chess::default();
+    let other = position("4k3/8/8/8/8/8/8/4K2R w K - 0 1");
+    let forged = Change::Merge {
+        key: PositionKey::of(&start),
+        node: Node::new(PackedPosition::of(&other)),
+        children: vec![],
+    };
+    store.writer().submit(vec![forged]).wait().unwrap();
+    let writer = store.writer();
+    let good = random_positions(3, 50);
+    let keys: Vec<_> = good.iter().filter_map(change_key).collect();
+    let refused = writer.submit(vec![
+        Change::merge(&start, node_with_edge(&start, "e2e4", 30, 10)).unwrap(),
+    ]);
+    let accepted = writer.submit(good);
+    assert!(refused.wait().is_err());
+    accepted.wait().unwrap();
+    let view = store.read().unwrap();
+    for key in keys {
+        assert!(view.node(key).unwrap().is_some());
+    }
+}
+
+#[test]
+fn corrupt_record_is_an_error_naming_file_and_key() {
+    let dir = tempfile::tempdir().unwrap();
+    drop(Store::open(dir.path(), &StoreOptions::default()).unwrap());
+    let key = PositionKey(0x0123_4567_89ab_cdef);
+    poke(dir.path(), "nodes", &key.to_bytes(), &[1, 0, 30, 1, 2]);
+    let store = Store::open(dir.path(), &StoreOptions::default()).unwrap();
+    let err = store.read().unwrap().node(key).unwrap_err();
+    let message = err.to_string();
+    assert!(matches!(err, StoreError::Corrupt { .. }), "{message}");
+    assert!(
+        message.contains("data.mdb") && message.contains("0123456789abcdef"),
+        "{message}"
+    );
+    // A write into the corrupt record is refused rather than overwriting it.
+    let pos = Chess::default();
+    let change = Change::Merge {
+        key,
+        node: Node::new(PackedPosition::of(&pos)),
+        children: vec![],
+    };
+    assert!(matches!(
+        store.writer().submit(vec![change]).wait(),
+        Err(StoreError::Corrupt { .. })
+    ));
+}
+
+#[test]
+fn newer_schema_is_refused_naming_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    drop(Store::open(dir.path(), &StoreOptions::default()).unwrap());
+    let env = unsafe {
+        EnvOpenOptions::new()
+            .map_size(1 << 30)
+            .max_dbs(4)
+            .open(dir.path())
+            .unwrap()
+    };
+    let mut wtxn = env.write_txn().unwrap();
+    let meta: heed::Database<Str, Bytes> = env.create_database(&mut wtxn, Some("meta")).unwrap();
+    meta.put(
+        &mut wtxn,
+        "schema_version",
+        &(SCHEMA_VERSION + 1).to_be_bytes(),
+    )
+    .unwrap();
+    wtxn.commit().unwrap();
+    env.prepare_for_closing().wait();
+
+    let err = Store::open(dir.path(), &StoreOptions::default())
+        .err()
+        .expect("a newer schema must be refused");
+    assert!(matches!(err, StoreError::NewerSchema { .. }), "{err}");
+    assert!(
+        err.to_string()
+            .contains(&dir.path().join("data.mdb").display().to_string()),
+        "{err}"
+    );
+}
+
+#[test]
+fn the_map_grows_on_demand() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = StoreOptions {
+        initial_map_size: 64 * 1024,
+        max_batch: 1000,
+    };
+    let store = Store::open(dir.path(), &options).unwrap();
+    let changes = random_positions(11, 5_000);
+    let keys: Vec<_> = changes.iter().filter_map(change_key).collect();
+    deeptree::bench::write_all(&store, changes, 700, |_| {}).unwrap();
+    let stats = store.stats().unwrap();
+    assert_eq!(stats.positions, 5_000);
+    assert!(
+        stats.map_size > 64 * 1024,
+        "the map grew past its initial size"
+    );
+    let view = store.read().unwrap();
+    for key in keys {
+        assert!(view.node(key).unwrap().is_some());
+    }
+}
+
+#[test]
+fn a_long_reader_does_not_block_the_writer() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), &StoreOptions::default()).unwrap();
+    let view = store.read().unwrap();
+    let changes = random_positions(5, 2_000);
+    let first = change_key(&changes[0]).unwrap();
+    deeptree::bench::write_all(&store, changes, 500, |_| {}).unwrap();
+    // The old snapshot does not see the new positions; a new one does.
+    assert!(view.node(first).unwrap().is_none());
+    drop(view);
+    assert!(store.read().unwrap().node(first).unwrap().is_some());
+}
+
+fn expected_keys(seed: u64, count: usize) -> Vec<PositionKey> {
+    random_positions(seed, count)
+        .iter()
+        .filter_map(change_key)
+        .collect()
+}
+
+#[test]
+fn two_processes_write_one_store_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("small-map.toml");
+    // A 1 MiB initial map makes both processes grow it and adopt each other's growth.
+    std::fs::write(&config, "map_size_mib = 1\n").unwrap();
+    let db = dir.path().join("tree");
+    let spawn = |seed: &str| {
+        deeptree()
+            .args([
+                "--db",
+                db.to_str().unwrap(),
+                "--config",
+                config.to_str().unwrap(),
+            ])
+            .args([
+                "fill",
+                "--positions",
+                "10000",
+                "--batch",
+                "250",
+                "--seed",
+                seed,
+            ])
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    let mut a = spawn("101");
+    let mut b = spawn("202");
+    assert!(a.wait().unwrap().success());
+    assert!(b.wait().unwrap().success());
+
+    let mut expected: HashSet<PositionKey> = expected_keys(101, 10_000).into_iter().collect();
+    expected.extend(expected_keys(202, 10_000));
+    assert_eq!(
+        expected.len(),
+        20_000,
+        "the two generators write disjoint positions"
+    );
+    let store = Store::open(&db, &StoreOptions::default()).unwrap();
+    let view = store.read().unwrap();
+    for key in &expected {
+        let node = view
+            .node(*key)
+            .unwrap()
+            .unwrap_or_else(|| panic!("position {key} missing"));
+        assert_eq!(PositionKey::of(&node.position.to_position().unwrap()), *key);
+    }
+    drop(view);
+    assert_eq!(store.stats().unwrap().positions, 20_000);
+}
+
+#[test]
+fn a_writer_killed_mid_run_loses_nothing_committed() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = deeptree()
+        .args(["--db", dir.path().to_str().unwrap()])
+        .args([
+            "fill",
+            "--positions",
+            "60000",
+            "--batch",
+            "200",
+            "--seed",
+            "77",
+        ])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let mut committed = 0usize;
+    for line in BufReader::new(stdout).lines() {
+        let line = line.unwrap();
+        committed = line.strip_prefix("committed ").unwrap().parse().unwrap();
+        if committed >= 3_000 {
+            break;
+        }
+    }
+    child.kill().unwrap(); // SIGKILL
+    let status = child.wait().unwrap();
+    assert!(!status.success(), "the writer was killed before finishing");
+    assert!(committed >= 3_000);
+
+    let store = Store::open(dir.path(), &StoreOptions::default()).unwrap();
+    let view = store.read().unwrap();
+    for key in expected_keys(77, committed) {
+        assert!(
+            view.node(key).unwrap().is_some(),
+            "committed position {key} lost"
+        );
+    }
+    drop(view);
+    let positions = store.stats().unwrap().positions;
+    assert!(
+        positions >= committed as u64 && positions < 60_000,
+        "{positions} positions after the kill"
+    );
+}
