@@ -7,4 +7,5 @@ pub mod bench;
 pub mod config;
 pub mod logger;
 pub mod score;
+pub mod search;
 pub mod store;

@@ -21,7 +21,8 @@
 //!
 //! ```text
 //! u8      format version (1)
-//! u8      flags: 0x01 eval, 0x02 eval has best move, 0x04 rest bound, 0x08 idea, 0x10 settled depth
+//! u8      flags: 0x01 eval, 0x02 eval has best move, 0x04 rest bound, 0x08 idea, 0x10 settled depth,
+//!         0x20 cyclic (a cycle is reachable from the position)
 //! u8      length L of the packed setup (1..=24), then L bytes: shakmaty's PackedSetup, move counters dropped
 //! eval    i16 score, u8 bound, u8 depth, [2] best move (if flagged), LEB128 u64 nodes
 //! rest    i16 score, u8 depth: an upper bound for every legal move that has no edge
@@ -51,7 +52,8 @@ const FLAG_BEST: u8 = 0x02;
 const FLAG_REST: u8 = 0x04;
 const FLAG_IDEA: u8 = 0x08;
 const FLAG_SETTLED: u8 = 0x10;
-const KNOWN_FLAGS: u8 = FLAG_EVAL | FLAG_BEST | FLAG_REST | FLAG_IDEA | FLAG_SETTLED;
+const FLAG_CYCLIC: u8 = 0x20;
+const KNOWN_FLAGS: u8 = FLAG_EVAL | FLAG_BEST | FLAG_REST | FLAG_IDEA | FLAG_SETTLED | FLAG_CYCLIC;
 
 const EDGE_IMPORTED: u8 = 0x04;
 const EDGE_BOUND_MASK: u8 = 0x03;
@@ -209,6 +211,8 @@ pub struct Node {
     pub idea: Option<Score>,
     /// Software depth settled with this position as root.
     pub settled_depth: Option<u8>,
+    /// Cached: a cycle of stored positions is reachable from this one (its alpha scores need a walk).
+    pub cyclic: bool,
 }
 
 impl Node {
@@ -220,6 +224,7 @@ impl Node {
             rest: None,
             idea: None,
             settled_depth: None,
+            cyclic: false,
         }
     }
 
@@ -267,6 +272,7 @@ impl Node {
             self.idea = other.idea;
         }
         self.settled_depth = self.settled_depth.max(other.settled_depth);
+        self.cyclic |= other.cyclic;
     }
 
     /// Encodes the record (format [`FORMAT_VERSION`]).
@@ -292,6 +298,9 @@ impl Node {
         }
         if self.settled_depth.is_some() {
             flags |= FLAG_SETTLED;
+        }
+        if self.cyclic {
+            flags |= FLAG_CYCLIC;
         }
         out.push(FORMAT_VERSION);
         out.push(flags);
@@ -417,6 +426,7 @@ impl Node {
             rest,
             idea,
             settled_depth,
+            cyclic: flags & FLAG_CYCLIC != 0,
         })
     }
 }
@@ -566,15 +576,19 @@ mod tests {
             prop::option::of(rest),
             prop::option::of(arb_score()),
             prop::option::of(any::<u8>()),
+            any::<bool>(),
         )
-            .prop_map(|(position, eval, edges, rest, idea, settled_depth)| Node {
-                position,
-                eval,
-                edges,
-                rest,
-                idea,
-                settled_depth,
-            })
+            .prop_map(
+                |(position, eval, edges, rest, idea, settled_depth, cyclic)| Node {
+                    position,
+                    eval,
+                    edges,
+                    rest,
+                    idea,
+                    settled_depth,
+                    cyclic,
+                },
+            )
     }
 
     proptest! {

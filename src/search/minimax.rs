@@ -1,0 +1,381 @@
+//! Idea and alpha scores over the stored graph.
+//!
+//! ```
+//! use deeptree::search::graph::{GraphEdge, GraphNode, MemGraph};
+//! use deeptree::search::minimax::{alpha_of_edges, propagate};
+//! use deeptree::score::Score;
+//! use deeptree::store::key::PositionKey;
+//!
+//! // A (to move) can go to B, and B back to A: a repetition.
+//! let (a, b) = (PositionKey(1), PositionKey(2));
+//! let mut g = MemGraph::default();
+//! g.insert(GraphNode::leaf(a, vec![GraphEdge::new(b, Score::cp(-30), true)]));
+//! g.insert(GraphNode::leaf(b, vec![GraphEdge::new(a, Score::cp(40), true)]));
+//! propagate(&mut g, [a, b]);
+//! // Idea: B's move back to A is valued by its engine score (+40 for B), so A's move scores -40.
+//! assert_eq!(g.node(a).unwrap().idea, Some(Score::cp(-40)));
+//! // Alpha from root A: B's move back to A repeats the root, a draw, so A's move scores 0.
+//! assert_eq!(alpha_of_edges(&g, a, &[]), vec![Score::cp(0)]);
+//! # use deeptree::search::graph::Graph;
+//! ```
+//!
+//! **Idea** value of a node `X`: negamax over the stored graph, unrolled from `X`, where an edge into a position that
+//! is already on the path being unrolled is valued by its own engine score (never as a draw); an edge into a
+//! position without evaluation is valued by its engine score too. It depends only on `X` and the graph, so it is
+//! cached in the node and kept up to date by [`propagate`] through the parent links.
+//!
+//! **Alpha** value of a move from a root: the same negamax, but a move into a position that occurred in the root's game
+//! history or earlier on the path scores 0 (a draw). A position from which no cycle is reachable cannot reach the
+//! path either, so its alpha value is its cached idea value: only cyclic regions are walked.
+//!
+//! Sign flips: every value is from the side to move at its node; an edge's value is its child's value backed up
+//! ([`Score::back_up`]: negated, mate one ply further).
+
+use std::collections::{HashMap, HashSet, VecDeque};
+
+use crate::{score::Score, store::key::PositionKey};
+
+use super::graph::{Graph, GraphMut, GraphNode};
+
+/// Most nodes one cyclic-region walk may visit before it falls back to cached values for what remains.
+pub const UNROLL_BUDGET: usize = 200_000;
+
+/// Most nodes the backward search for a node's cycle may visit.
+const CYCLE_SEARCH_BUDGET: usize = 50_000;
+
+/// Brute-force idea value: unrolls every simple path from `key` (exponential; the test reference).
+pub fn idea_brute<G: Graph>(g: &G, key: PositionKey) -> Option<Score> {
+    let node = g.node(key).filter(|n| n.evaluated)?;
+    let mut path = vec![key];
+    Some(unroll_idea_brute(g, &node, &mut path))
+}
+
+fn unroll_idea_brute<G: Graph>(g: &G, node: &GraphNode, path: &mut Vec<PositionKey>) -> Score {
+    if node.edges.is_empty() {
+        return node.eval_score.unwrap_or(Score::DRAW);
+    }
+    let mut best: Option<Score> = None;
+    for edge in &node.edges {
+        let value = match g
+            .node(edge.child)
+            .filter(|c| c.evaluated && !path.contains(&edge.child))
+        {
+            Some(child) => {
+                path.push(edge.child);
+                // Sign flip: the child's value is from the opponent's side.
+                let v = unroll_idea_brute(g, &child, path).back_up();
+                path.pop();
+                v
+            }
+            None => edge.score,
+        };
+        best = Some(best.map_or(value, |b| b.max(value)));
+    }
+    best.unwrap_or(Score::DRAW)
+}
+
+/// Brute-force alpha values of the root's moves (in the root's edge order), `history` being the positions of the
+/// game before the root.
+pub fn alpha_brute<G: Graph>(g: &G, root: PositionKey, history: &[PositionKey]) -> Vec<Score> {
+    let Some(node) = g.node(root) else {
+        return Vec::new();
+    };
+    let mut path: Vec<PositionKey> = history.to_vec();
+    path.push(root);
+    node.edges
+        .iter()
+        .map(|edge| {
+            if path.contains(&edge.child) {
+                return Score::DRAW;
+            }
+            match g.node(edge.child).filter(|c| c.evaluated) {
+                Some(child) => {
+                    path.push(edge.child);
+                    let v = unroll_alpha_brute(g, &child, &mut path).back_up();
+                    path.pop();
+                    v
+                }
+                None => edge.score,
+            }
+        })
+        .collect()
+}
+
+fn unroll_alpha_brute<G: Graph>(g: &G, node: &GraphNode, path: &mut Vec<PositionKey>) -> Score {
+    if node.edges.is_empty() {
+        return node.eval_score.unwrap_or(Score::DRAW);
+    }
+    let mut best: Option<Score> = None;
+    for edge in &node.edges {
+        let value = if path.contains(&edge.child) {
+            Score::DRAW
+        } else {
+            match g.node(edge.child).filter(|c| c.evaluated) {
+                Some(child) => {
+                    path.push(edge.child);
+                    // Sign flip: the child's value is from the opponent's side.
+                    let v = unroll_alpha_brute(g, &child, path).back_up();
+                    path.pop();
+                    v
+                }
+                None => edge.score,
+            }
+        };
+        best = Some(best.map_or(value, |b| b.max(value)));
+    }
+    best.unwrap_or(Score::DRAW)
+}
+
+/// The strongly connected component of `key` in the graph of stored positions (edges into stored nodes, reversible
+/// moves only: no cycle can use another). Returns just `[key]` when the node lies on no cycle.
+pub fn cycle_component<G: Graph>(g: &G, key: PositionKey) -> Vec<PositionKey> {
+    // Backward: every stored node that reaches `key` through reversible moves.
+    let mut reaches: HashSet<PositionKey> = HashSet::from([key]);
+    let mut queue = VecDeque::from([key]);
+    while let Some(current) = queue.pop_front() {
+        if reaches.len() > CYCLE_SEARCH_BUDGET {
+            log::warn!("cycle search from {key} stopped after {CYCLE_SEARCH_BUDGET} positions");
+            break;
+        }
+        for parent in g.parents(current) {
+            if reaches.contains(&parent) {
+                continue;
+            }
+            let Some(node) = g.node(parent) else { continue };
+            if node
+                .edges
+                .iter()
+                .any(|e| e.child == current && e.reversible)
+            {
+                reaches.insert(parent);
+                queue.push_back(parent);
+            }
+        }
+    }
+    if reaches.len() == 1 {
+        return vec![key];
+    }
+    // Forward within that set: the nodes both reachable from `key` and reaching it.
+    let mut component = vec![key];
+    let mut seen: HashSet<PositionKey> = HashSet::from([key]);
+    let mut stack = vec![key];
+    while let Some(current) = stack.pop() {
+        let Some(node) = g.node(current) else {
+            continue;
+        };
+        for edge in node.edges.iter().filter(|e| e.reversible) {
+            if reaches.contains(&edge.child) && seen.insert(edge.child) {
+                component.push(edge.child);
+                stack.push(edge.child);
+            }
+        }
+    }
+    component
+}
+
+/// Idea value of a member of a cycle component: unrolls inside the component, uses cached values outside it
+/// (a node outside cannot reach the path, which lies inside).
+fn unroll_idea_in_component<G: Graph>(
+    g: &G,
+    node: &GraphNode,
+    component: &HashSet<PositionKey>,
+    path: &mut Vec<PositionKey>,
+    budget: &mut usize,
+) -> Score {
+    if node.edges.is_empty() {
+        return node.eval_score.unwrap_or(Score::DRAW);
+    }
+    *budget = budget.saturating_sub(1);
+    let mut best: Option<Score> = None;
+    for edge in &node.edges {
+        let value = match g.node(edge.child).filter(|c| c.evaluated) {
+            None => edge.score,
+            Some(_) if path.contains(&edge.child) => edge.score,
+            Some(child) if component.contains(&edge.child) && *budget > 0 => {
+                path.push(edge.child);
+                // Sign flip: the child's value is from the opponent's side.
+                let v = unroll_idea_in_component(g, &child, component, path, budget).back_up();
+                path.pop();
+                v
+            }
+            Some(child) => child.idea.map_or(edge.score, Score::back_up),
+        };
+        best = Some(best.map_or(value, |b| b.max(value)));
+    }
+    best.unwrap_or(Score::DRAW)
+}
+
+/// The idea value and cyclic flag of every member of `key`'s cycle component, from cached values below it.
+fn recompute<G: Graph>(g: &G, key: PositionKey) -> Vec<(PositionKey, Option<Score>, bool)> {
+    let component = cycle_component(g, key);
+    let on_cycle = component.len() > 1;
+    let members: HashSet<PositionKey> = component.iter().copied().collect();
+    let mut out = Vec::with_capacity(component.len());
+    for member in component {
+        let Some(node) = g.node(member) else { continue };
+        let cyclic = on_cycle
+            || node.edges.iter().any(|e| {
+                g.node(e.child)
+                    .is_some_and(|c| c.cyclic && !members.contains(&e.child))
+            });
+        let idea = if !node.evaluated {
+            None
+        } else if on_cycle {
+            let mut budget = UNROLL_BUDGET;
+            let mut path = vec![member];
+            let value = unroll_idea_in_component(g, &node, &members, &mut path, &mut budget);
+            if budget == 0 {
+                log::warn!("idea value of {member}: cycle walk cut at {UNROLL_BUDGET} positions");
+            }
+            Some(value)
+        } else {
+            Some(node_value_from_cache(g, &node))
+        };
+        out.push((member, idea, cyclic));
+    }
+    out
+}
+
+/// Negamax one level deep over cached child values (no cycle through this node).
+fn node_value_from_cache<G: Graph>(g: &G, node: &GraphNode) -> Score {
+    node.edges
+        .iter()
+        .map(|edge| {
+            match g
+                .node(edge.child)
+                .filter(|c| c.evaluated && c.key != node.key)
+            {
+                // Sign flip: the child's value is from the opponent's side.
+                Some(child) => child.idea.map_or(edge.score, Score::back_up),
+                None => edge.score,
+            }
+        })
+        .max()
+        .or(node.eval_score)
+        .unwrap_or(Score::DRAW)
+}
+
+/// Brings cached idea values and cyclic flags up to date after `changed` nodes changed, carrying every change
+/// upward through the parent links. Returns how many nodes were recomputed.
+pub fn propagate<G: GraphMut>(g: &mut G, changed: impl IntoIterator<Item = PositionKey>) -> usize {
+    let mut queue: VecDeque<PositionKey> = VecDeque::new();
+    let mut queued: HashSet<PositionKey> = HashSet::new();
+    for key in changed {
+        if queued.insert(key) {
+            queue.push_back(key);
+        }
+    }
+    let mut recomputed = 0;
+    // Guards against endless ping-pong should cached values ever disagree inside a budget-cut component.
+    let mut visits: HashMap<PositionKey, u32> = HashMap::new();
+    while let Some(key) = queue.pop_front() {
+        queued.remove(&key);
+        let count = visits.entry(key).or_default();
+        *count += 1;
+        if *count > 64 {
+            continue;
+        }
+        for (member, idea, cyclic) in recompute(g, key) {
+            recomputed += 1;
+            let Some(node) = g.node(member) else { continue };
+            if node.idea == idea && node.cyclic == cyclic {
+                continue;
+            }
+            g.set_cached(member, idea, cyclic);
+            for parent in g.parents(member) {
+                if queued.insert(parent) {
+                    queue.push_back(parent);
+                }
+            }
+        }
+    }
+    recomputed
+}
+
+/// Recomputes every cached value from scratch (all nodes of the graph), for checks and repairs.
+pub fn recompute_all<G: GraphMut>(g: &mut G, keys: &[PositionKey]) {
+    for key in keys {
+        g.set_cached(*key, None, false);
+    }
+    propagate(g, keys.iter().copied());
+}
+
+/// Alpha value of a node reached on `path` (which holds the root's history, the root and the nodes down to here).
+pub fn alpha_of_node<G: Graph>(
+    g: &G,
+    node: &GraphNode,
+    path: &mut Vec<PositionKey>,
+    budget: &mut usize,
+) -> Score {
+    if !node.cyclic
+        && let Some(idea) = node.idea
+    {
+        return idea;
+    }
+    if node.edges.is_empty() {
+        return node.eval_score.unwrap_or(Score::DRAW);
+    }
+    *budget = budget.saturating_sub(1);
+    let mut best: Option<Score> = None;
+    for edge in &node.edges {
+        let value = alpha_of_edge(g, edge.child, edge.score, path, budget);
+        best = Some(best.map_or(value, |b| b.max(value)));
+    }
+    best.unwrap_or(Score::DRAW)
+}
+
+/// Alpha value of one move into `child` (engine score `score`) from the last node of `path`.
+pub fn alpha_of_edge<G: Graph>(
+    g: &G,
+    child: PositionKey,
+    score: Score,
+    path: &mut Vec<PositionKey>,
+    budget: &mut usize,
+) -> Score {
+    if path.contains(&child) {
+        return Score::DRAW; // a repetition of the game or of the line: a draw
+    }
+    match g.node(child).filter(|c| c.evaluated) {
+        Some(node) if *budget > 0 => {
+            path.push(child);
+            // Sign flip: the child's value is from the opponent's side.
+            let v = alpha_of_node(g, &node, path, budget).back_up();
+            path.pop();
+            v
+        }
+        Some(node) => node.idea.map_or(score, Score::back_up),
+        None => score,
+    }
+}
+
+/// Alpha values of the root's moves, in the root's edge order.
+pub fn alpha_of_edges<G: Graph>(g: &G, root: PositionKey, history: &[PositionKey]) -> Vec<Score> {
+    let Some(node) = g.node(root) else {
+        return Vec::new();
+    };
+    let mut path: Vec<PositionKey> = history.to_vec();
+    path.push(root);
+    let mut budget = UNROLL_BUDGET;
+    node.edges
+        .iter()
+        .map(|e| alpha_of_edge(g, e.child, e.score, &mut path, &mut budget))
+        .collect()
+}
+
+/// Idea value of one move seen along a displayed line: a move back into a position of the line is valued by its
+/// engine score; any other by its child's cached idea value.
+pub fn idea_of_edge<G: Graph>(
+    g: &G,
+    child: PositionKey,
+    score: Score,
+    line: &[PositionKey],
+) -> Score {
+    if line.contains(&child) {
+        return score;
+    }
+    match g.node(child).filter(|c| c.evaluated) {
+        // Sign flip: the child's value is from the opponent's side.
+        Some(node) => node.idea.map_or(score, Score::back_up),
+        None => score,
+    }
+}

@@ -1,0 +1,4 @@
+//! The deep-analysis search: expansion, passes, settling and deepening, over the store and an evaluator.
+
+pub mod graph;
+pub mod minimax;

@@ -1,0 +1,153 @@
+//! Idea and alpha values on small random graphs with transpositions and cycles: the incremental values, a
+//! from-scratch recomputation and a brute-force reference that unrolls every simple path all agree.
+
+use deeptree::{
+    score::Score,
+    search::{
+        graph::{Graph, GraphEdge, GraphNode, MemGraph},
+        minimax::{alpha_brute, alpha_of_edges, idea_brute, propagate, recompute_all},
+    },
+    store::key::PositionKey,
+};
+use proptest::prelude::*;
+
+#[derive(Debug, Clone)]
+struct RandomNode {
+    evaluated: bool,
+    eval: Score,
+    edges: Vec<(u64, Score)>,
+}
+
+fn arb_score() -> impl Strategy<Value = Score> {
+    prop_oneof![8 => (-300i32..300).prop_map(Score::cp), 1 => (-4i32..=4).prop_map(Score::from_uci_mate)]
+}
+
+/// Up to 9 positions; edges point at positions 0..12, so some lead to positions that are not stored.
+fn arb_graph() -> impl Strategy<Value = Vec<RandomNode>> {
+    let node = (
+        prop::bool::weighted(0.85),
+        arb_score(),
+        prop::collection::vec((0u64..12, arb_score()), 0..4),
+    )
+        .prop_map(|(evaluated, eval, mut edges)| {
+            edges.sort_by_key(|e| e.0);
+            edges.dedup_by_key(|e| e.0);
+            RandomNode {
+                evaluated,
+                eval,
+                edges,
+            }
+        });
+    prop::collection::vec(node, 1..10)
+}
+
+fn graph_node(key: u64, node: &RandomNode) -> GraphNode {
+    let edges = node
+        .edges
+        .iter()
+        .filter(|(child, _)| *child != key)
+        .map(|(child, score)| GraphEdge::new(PositionKey(*child), *score, true))
+        .collect::<Vec<_>>();
+    let mut g = GraphNode::leaf(PositionKey(key), edges);
+    g.evaluated = node.evaluated;
+    g.eval_score = Some(node.eval);
+    g
+}
+
+/// Builds the graph node by node in `order`, bringing cached values up to date after each insertion, as the
+/// writer does after each batch.
+fn incremental(nodes: &[RandomNode], order: &[usize]) -> MemGraph {
+    let mut g = MemGraph::default();
+    for &i in order {
+        g.insert(graph_node(i as u64, &nodes[i]));
+        // Keep the cached values the node had (an update of a stored node keeps them until recomputed).
+        propagate(&mut g, [PositionKey(i as u64)]);
+    }
+    g
+}
+
+fn permutation(len: usize, seed: u64) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..len).collect();
+    fastrand::Rng::with_seed(seed).shuffle(&mut order);
+    order
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(400))]
+
+    #[test]
+    fn incremental_scratch_and_brute_force_idea_values_agree(nodes in arb_graph(), seed: u64) {
+        let g = incremental(&nodes, &permutation(nodes.len(), seed));
+        let keys: Vec<PositionKey> = (0..nodes.len() as u64).map(PositionKey).collect();
+        let mut scratch = g.clone();
+        recompute_all(&mut scratch, &keys);
+        for key in &keys {
+            let brute = idea_brute(&g, *key);
+            prop_assert_eq!(g.node(*key).unwrap().idea, brute, "incremental idea of {}", key);
+            prop_assert_eq!(scratch.node(*key).unwrap().idea, brute, "from-scratch idea of {}", key);
+        }
+    }
+
+    #[test]
+    fn alpha_values_agree_with_brute_force_from_random_roots_and_histories(
+        nodes in arb_graph(), seed: u64, root_pick: prop::sample::Index, history_len in 0usize..5,
+    ) {
+        let g = incremental(&nodes, &permutation(nodes.len(), seed));
+        let root = PositionKey(root_pick.index(nodes.len()) as u64);
+        // A game history is a line of stored moves that leads to the root: walk back through the parent links.
+        let mut rng = fastrand::Rng::with_seed(seed ^ 0xa1fa);
+        let mut history = Vec::new();
+        let mut current = root;
+        for _ in 0..history_len {
+            let parents = g.parents(current);
+            if parents.is_empty() {
+                break;
+            }
+            let parent = parents[rng.usize(..parents.len())];
+            if parent == root || history.contains(&parent) {
+                break;
+            }
+            history.insert(0, parent);
+            current = parent;
+        }
+        prop_assert_eq!(alpha_of_edges(&g, root, &history), alpha_brute(&g, root, &history));
+    }
+}
+
+#[test]
+fn a_knight_shuffle_repetition_is_a_draw_for_alpha_and_an_engine_score_for_idea() {
+    // 1. Nf3 Nf6 2. Ng1 Ng8: s -> a -> b -> c -> s.
+    let (s, a, b, c) = (
+        PositionKey(10),
+        PositionKey(11),
+        PositionKey(12),
+        PositionKey(13),
+    );
+    let mut g = MemGraph::default();
+    g.insert(GraphNode::leaf(
+        s,
+        vec![GraphEdge::new(a, Score::cp(25), true)],
+    ));
+    g.insert(GraphNode::leaf(
+        a,
+        vec![GraphEdge::new(b, Score::cp(-20), true)],
+    ));
+    g.insert(GraphNode::leaf(
+        b,
+        vec![GraphEdge::new(c, Score::cp(10), true)],
+    ));
+    g.insert(GraphNode::leaf(
+        c,
+        vec![GraphEdge::new(s, Score::cp(-30), true)],
+    ));
+    propagate(&mut g, [s, a, b, c]);
+    // From c, the idea of Ng8 unrolls s -> a -> b, whose move back to c is valued by its engine score (+10):
+    // b = 10, a = -10, s = 10, so Ng8 is worth -10 for Black.
+    assert_eq!(g.node(c).unwrap().idea, Some(Score::cp(-10)));
+    assert_eq!(idea_brute(&g, c), Some(Score::cp(-10)));
+    // From the root c with history s, a, b: Ng8 repeats s.
+    assert_eq!(alpha_of_edges(&g, c, &[s, a, b]), vec![Score::DRAW]);
+    // From the root s with no history, the line comes back to s: every value on it is a draw.
+    assert_eq!(alpha_of_edges(&g, s, &[]), vec![Score::DRAW]);
+    assert!(g.node(s).unwrap().cyclic);
+}
