@@ -5,6 +5,7 @@
 
 pub mod bench;
 pub mod config;
+pub mod engine;
 pub mod logger;
 pub mod score;
 pub mod search;

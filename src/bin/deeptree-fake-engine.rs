@@ -1,0 +1,293 @@
+//! A scripted UCI engine for deeptree's tests: legal moves and made-up scores, plus scripted faults.
+//!
+//! ```text
+//! deeptree-fake-engine [--mode MODE] [--state FILE] [--pid-file FILE]
+//! ```
+//!
+//! `--mode` (or `DEEPTREE_FAKE_MODE`) is one of:
+//! - `normal`: answers like an engine; `go depth N` gives N depths of `info` then `bestmove`, `go infinite` waits for
+//!   `stop`. Line `k` (MultiPV) plays the `k`-th candidate move (legal moves, or `searchmoves`, in UCI text order)
+//!   with score `cp 20 - 7(k-1)`.
+//! - `crash`: exits in the middle of every search (after one `info` line).
+//! - `crash-once`: like `crash` for the first process that finds no `--state` file (it creates it), normal after.
+//! - `hang`: after `go`, never answers anything again (`isready` included).
+//! - `hang-handshake`: never answers `uci`.
+//! - `garbage`: normal, with garbage lines (noise, bad numbers, invalid UTF-8, a 100 KB line) between the real ones.
+//! - `illegal`: normal, but the best move is illegal.
+//! - `bound-only`: every score carries `lowerbound` or `upperbound` (the last ones `lowerbound`).
+//!
+//! `--pid-file` (or `DEEPTREE_FAKE_PID_FILE`) gets the process id appended, one line per process started.
+
+use std::{
+    fs::OpenOptions,
+    io::{BufRead, Write},
+    process::ExitCode,
+    time::Duration,
+};
+
+use shakmaty::{CastlingMode, Chess, Position, fen::Fen, uci::UciMove};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Normal,
+    Crash,
+    Hang,
+    HangHandshake,
+    Garbage,
+    Illegal,
+    BoundOnly,
+}
+
+struct Fake {
+    mode: Mode,
+    position: Chess,
+    multipv: usize,
+    /// A `go infinite` waiting for `stop`: its candidate moves.
+    pending: Option<Vec<UciMove>>,
+}
+
+fn main() -> ExitCode {
+    let mut args = std::env::args().skip(1);
+    let mut mode = std::env::var("DEEPTREE_FAKE_MODE").unwrap_or_else(|_| "normal".into());
+    let mut state = std::env::var("DEEPTREE_FAKE_STATE").ok();
+    let mut pid_file = std::env::var("DEEPTREE_FAKE_PID_FILE").ok();
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--mode" => mode = args.next().unwrap_or_default(),
+            "--state" => state = args.next(),
+            "--pid-file" => pid_file = args.next(),
+            other => {
+                eprintln!("deeptree-fake-engine: unknown argument {other:?}");
+                return ExitCode::from(2);
+            }
+        }
+    }
+    if let Some(path) = pid_file
+        && let Ok(mut file) = OpenOptions::new().create(true).append(true).open(path)
+    {
+        let _ = writeln!(file, "{}", std::process::id());
+    }
+    let mode = match mode.as_str() {
+        "normal" => Mode::Normal,
+        "crash" => Mode::Crash,
+        "crash-once" => {
+            let first = state.is_some_and(|path| OpenOptions::new().write(true).create_new(true).open(path).is_ok());
+            if first { Mode::Crash } else { Mode::Normal }
+        }
+        "hang" => Mode::Hang,
+        "hang-handshake" => Mode::HangHandshake,
+        "garbage" => Mode::Garbage,
+        "illegal" => Mode::Illegal,
+        "bound-only" => Mode::BoundOnly,
+        other => {
+            eprintln!("deeptree-fake-engine: unknown mode {other:?}");
+            return ExitCode::from(2);
+        }
+    };
+    let mut fake = Fake { mode, position: Chess::default(), multipv: 1, pending: None };
+    let stdin = std::io::stdin();
+    for line in stdin.lock().lines() {
+        let Ok(line) = line else { break };
+        if let Some(code) = fake.handle(line.trim()) {
+            return code;
+        }
+    }
+    if matches!(fake.mode, Mode::Hang | Mode::HangHandshake) {
+        // A hung engine does not even notice that its input closed.
+        loop {
+            std::thread::sleep(Duration::from_secs(3600));
+        }
+    }
+    ExitCode::SUCCESS
+}
+
+fn say(line: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{line}");
+    let _ = out.flush();
+}
+
+fn garbage() {
+    let mut out = std::io::stdout().lock();
+    for line in [
+        "",
+        "hello from the fake engine",
+        "info depth banana score cp x",
+        "info string bestmove a1a1",
+        "bestmove",
+        "readyokay",
+        "option name",
+        "id",
+        "info depth 1 frobnicate 3 score",
+        "\u{1}\u{2}\u{7f}",
+    ] {
+        let _ = writeln!(out, "{line}");
+    }
+    let _ = out.write_all(b"\xff\xfe\xfd not utf-8 \xc3\n");
+    let _ = out.write_all(&vec![b'x'; 100 * 1024]);
+    let _ = out.write_all(b"\n");
+    let _ = out.flush();
+}
+
+impl Fake {
+    /// Handles one command; `Some(code)` ends the process.
+    fn handle(&mut self, line: &str) -> Option<ExitCode> {
+        let mut tokens = line.split_whitespace();
+        let command = tokens.next().unwrap_or("");
+        if self.mode == Mode::HangHandshake || (self.mode == Mode::Hang && self.pending.is_some()) {
+            return None;
+        }
+        if self.mode == Mode::Garbage {
+            garbage();
+        }
+        match command {
+            "uci" => {
+                say("id name deeptree fake engine");
+                say("id author deeptree tests");
+                say("option name Hash type spin default 16 min 1 max 1024");
+                say("option name Threads type spin default 1 min 1 max 8");
+                say("option name MultiPV type spin default 1 min 1 max 10");
+                say("option name Clear Hash type button");
+                say("uciok");
+            }
+            "isready" => say("readyok"),
+            "setoption" => {
+                let rest: Vec<&str> = tokens.collect();
+                if let [_, name, _, value] = rest.as_slice()
+                    && name.eq_ignore_ascii_case("MultiPV")
+                {
+                    self.multipv = value.parse().unwrap_or(1);
+                }
+            }
+            "position" => {
+                if let Some(position) = parse_position(tokens) {
+                    self.position = position;
+                } else {
+                    say("info string bad position");
+                }
+            }
+            "go" => return self.go(tokens),
+            "stop" => {
+                if let Some(candidates) = self.pending.take() {
+                    self.answer(&candidates, 3);
+                }
+            }
+            "quit" => return Some(ExitCode::SUCCESS),
+            _ => {}
+        }
+        None
+    }
+
+    fn go<'a>(&mut self, mut tokens: impl Iterator<Item = &'a str>) -> Option<ExitCode> {
+        let mut depth = 3;
+        let mut infinite = false;
+        let mut searchmoves = Vec::new();
+        while let Some(token) = tokens.next() {
+            match token {
+                "depth" => depth = tokens.next().and_then(|d| d.parse().ok()).unwrap_or(3),
+                "infinite" => infinite = true,
+                "searchmoves" => {
+                    searchmoves.extend(tokens.by_ref().filter_map(|m| m.parse::<UciMove>().ok()));
+                }
+                _ => {}
+            }
+        }
+        let mut candidates: Vec<UciMove> = self
+            .position
+            .legal_moves()
+            .into_iter()
+            .map(UciMove::from_standard)
+            .filter(|m| searchmoves.is_empty() || searchmoves.contains(m))
+            .collect();
+        candidates.sort_by_key(ToString::to_string);
+        match self.mode {
+            Mode::Crash => {
+                if let Some(first) = candidates.first() {
+                    say(&format!("info depth 1 score cp 20 nodes 10 pv {first}"));
+                }
+                std::process::exit(3);
+            }
+            Mode::Hang => {
+                self.pending = Some(candidates);
+                None
+            }
+            _ if infinite => {
+                self.pending = Some(candidates);
+                None
+            }
+            _ => {
+                self.answer(&candidates, depth);
+                None
+            }
+        }
+    }
+
+    fn answer(&self, candidates: &[UciMove], depth: u32) {
+        let Some(best) = candidates.first() else {
+            say("info depth 0 score mate 0");
+            say("bestmove (none)");
+            return;
+        };
+        for d in 1..=depth {
+            for (i, m) in candidates.iter().take(self.multipv.max(1)).enumerate() {
+                let bound = match self.mode {
+                    Mode::BoundOnly if d == depth || d % 2 == 1 => " lowerbound",
+                    Mode::BoundOnly => " upperbound",
+                    _ => "",
+                };
+                let cp = 20 - 7 * i as i32;
+                say(&format!(
+                    "info depth {d} seldepth {} multipv {} score cp {cp}{bound} nodes {} nps 1000 pv {m}",
+                    d + 2,
+                    i + 1,
+                    100 * u64::from(d)
+                ));
+                if self.mode == Mode::Garbage {
+                    garbage();
+                }
+            }
+        }
+        if self.mode == Mode::Illegal {
+            let illegal = ["e2e5", "a1h8", "h8a1"]
+                .iter()
+                .filter_map(|m| m.parse::<UciMove>().ok())
+                .find(|m| m.to_move(&self.position).is_err())
+                .map_or_else(|| "a1a1".to_owned(), |m| m.to_string());
+            say(&format!("bestmove {illegal}"));
+        } else {
+            say(&format!("bestmove {best}"));
+        }
+    }
+}
+
+fn parse_position<'a>(mut tokens: impl Iterator<Item = &'a str>) -> Option<Chess> {
+    let mut position = match tokens.next()? {
+        "startpos" => Chess::default(),
+        "fen" => {
+            let mut fen = Vec::new();
+            for token in tokens.by_ref() {
+                if token == "moves" {
+                    break;
+                }
+                fen.push(token);
+            }
+            let fen: Fen = fen.join(" ").parse().ok()?;
+            let position: Chess = fen.into_position(CastlingMode::Standard).ok()?;
+            // "moves" has been consumed; fall through to the moves.
+            return play(position, tokens);
+        }
+        _ => return None,
+    };
+    if tokens.next() == Some("moves") {
+        position = play(position, tokens)?;
+    }
+    Some(position)
+}
+
+fn play<'a>(mut position: Chess, tokens: impl Iterator<Item = &'a str>) -> Option<Chess> {
+    for token in tokens {
+        let m = token.parse::<UciMove>().ok()?.to_move(&position).ok()?;
+        position.play_unchecked(m);
+    }
+    Some(position)
+}

@@ -1,0 +1,230 @@
+//! What an inner engine is asked (a position, a limit, optional `searchmoves` and MultiPV) and what it answers.
+
+use std::{sync::Arc, time::Duration};
+
+use shakmaty::{CastlingMode, Chess, EnPassantMode, Position, fen::Fen, uci::UciMove};
+
+use super::EngineError;
+use crate::score::{Bound, Score};
+
+/// A validated position to search: a start position and the moves played from it.
+///
+/// ```
+/// use deeptree::engine::EnginePosition;
+///
+/// let pos = EnginePosition::from_fen(
+///     "rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq - 0 1",
+///     vec!["e2e4".parse()?, "e7e5".parse()?],
+/// )?;
+/// assert!(pos.uci_command().ends_with(" moves e2e4 e7e5"));
+/// assert!(EnginePosition::from_fen("8/8/8/8/8/8/8/8 w - - 0 1", vec![]).is_err());
+/// assert!(EnginePosition::new(shakmaty::Chess::default(), vec!["e2e5".parse()?]).is_err());
+/// # Ok::<_, Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct EnginePosition {
+    start_fen: String,
+    moves: Vec<UciMove>,
+    position: Chess,
+}
+
+impl EnginePosition {
+    /// `start` followed by `moves`; every move must be legal where it is played.
+    pub fn new(start: Chess, moves: Vec<UciMove>) -> Result<EnginePosition, EngineError> {
+        let start_fen = Fen::from_position(&start, EnPassantMode::Legal).to_string();
+        let mut position = start;
+        for (i, uci) in moves.iter().enumerate() {
+            let m = uci.to_move(&position).map_err(|_| {
+                EngineError::InvalidRequest(format!("move {} ({uci}) is illegal after {start_fen}", i + 1))
+            })?;
+            position.play_unchecked(m);
+        }
+        Ok(EnginePosition { start_fen, moves, position })
+    }
+
+    /// A FEN (standard chess) followed by `moves`.
+    pub fn from_fen(fen: &str, moves: Vec<UciMove>) -> Result<EnginePosition, EngineError> {
+        let parsed: Fen =
+            fen.trim().parse().map_err(|e| EngineError::InvalidRequest(format!("bad FEN {fen:?}: {e}")))?;
+        let start: Chess = parsed
+            .into_position(CastlingMode::Standard)
+            .map_err(|e| EngineError::InvalidRequest(format!("impossible position {fen:?}: {e}")))?;
+        EnginePosition::new(start, moves)
+    }
+
+    /// The position itself, with no moves.
+    pub fn of(position: &Chess) -> EnginePosition {
+        EnginePosition {
+            start_fen: Fen::from_position(position, EnPassantMode::Legal).to_string(),
+            moves: Vec::new(),
+            position: position.clone(),
+        }
+    }
+
+    /// The position that is searched (after all moves).
+    pub fn position(&self) -> &Chess {
+        &self.position
+    }
+
+    pub fn moves(&self) -> &[UciMove] {
+        &self.moves
+    }
+
+    /// FEN of the searched position.
+    pub fn fen(&self) -> String {
+        Fen::from_position(&self.position, EnPassantMode::Legal).to_string()
+    }
+
+    /// The `position fen ... [moves ...]` command.
+    pub fn uci_command(&self) -> String {
+        let mut command = format!("position fen {}", self.start_fen);
+        if !self.moves.is_empty() {
+            command.push_str(" moves");
+            for m in &self.moves {
+                command.push(' ');
+                m.append_to_string(&mut command);
+            }
+        }
+        command
+    }
+}
+
+/// How long the engine searches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Limit {
+    Depth(u32),
+    Nodes(u64),
+    MoveTime(Duration),
+    /// Until stopped.
+    Infinite,
+}
+
+impl Limit {
+    fn uci(self) -> String {
+        match self {
+            Limit::Depth(d) => format!("depth {}", d.max(1)),
+            Limit::Nodes(n) => format!("nodes {}", n.max(1)),
+            Limit::MoveTime(t) => format!("movetime {}", t.as_millis().max(1)),
+            Limit::Infinite => "infinite".to_owned(),
+        }
+    }
+}
+
+/// One evaluation request.
+///
+/// ```
+/// use deeptree::engine::{EnginePosition, EvalRequest, Limit};
+///
+/// let request = EvalRequest::new(EnginePosition::of(&shakmaty::Chess::default()), Limit::Depth(8))
+///     .with_searchmoves(vec!["d2d4".parse()?, "c2c4".parse()?])?
+///     .with_multipv(2);
+/// assert_eq!(request.go_command(), "go depth 8 searchmoves d2d4 c2c4");
+/// # Ok::<_, Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct EvalRequest {
+    pub position: EnginePosition,
+    pub limit: Limit,
+    /// Moves to search (all when empty); each must be legal in the searched position.
+    pub searchmoves: Vec<UciMove>,
+    /// Lines to report (1 = only the best).
+    pub multipv: u32,
+}
+
+impl EvalRequest {
+    pub fn new(position: EnginePosition, limit: Limit) -> EvalRequest {
+        EvalRequest { position, limit, searchmoves: Vec::new(), multipv: 1 }
+    }
+
+    /// Restricts the search to `moves`, each of which must be legal in the searched position.
+    pub fn with_searchmoves(mut self, moves: Vec<UciMove>) -> Result<EvalRequest, EngineError> {
+        self.searchmoves = moves;
+        self.validate()?;
+        Ok(self)
+    }
+
+    pub fn with_multipv(mut self, lines: u32) -> EvalRequest {
+        self.multipv = lines.max(1);
+        self
+    }
+
+    /// Checks what can be checked before anything is sent: a legal move exists, `searchmoves` are legal.
+    pub fn validate(&self) -> Result<(), EngineError> {
+        let pos = self.position.position();
+        if pos.legal_moves().is_empty() {
+            return Err(EngineError::InvalidRequest(format!("no legal move in {}", self.position.fen())));
+        }
+        if let Some(bad) = self.searchmoves.iter().find(|m| m.to_move(pos).is_err()) {
+            return Err(EngineError::InvalidRequest(format!("searchmove {bad} is illegal in {}", self.position.fen())));
+        }
+        if self.multipv == 0 {
+            return Err(EngineError::InvalidRequest("MultiPV 0".to_owned()));
+        }
+        Ok(())
+    }
+
+    /// The `go ...` command (`searchmoves` last, since engines read it to the end of the line).
+    pub fn go_command(&self) -> String {
+        let mut command = format!("go {}", self.limit.uci());
+        if !self.searchmoves.is_empty() {
+            command.push_str(" searchmoves");
+            for m in &self.searchmoves {
+                command.push(' ');
+                m.append_to_string(&mut command);
+            }
+        }
+        command
+    }
+}
+
+/// One principal variation with its score.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PvLine {
+    /// 1 for the best line.
+    pub multipv: u32,
+    /// From the point of view of the side to move in the searched position.
+    pub score: Score,
+    pub bound: Bound,
+    pub depth: u32,
+    pub seldepth: u32,
+    /// Legal moves from the searched position (cut at the first illegal one the engine sent).
+    pub pv: Vec<UciMove>,
+}
+
+/// The answer to an [`EvalRequest`].
+#[derive(Debug, Clone)]
+pub struct Evaluation {
+    /// Legal in the searched position, and one of `searchmoves` when they were given.
+    pub best_move: UciMove,
+    /// Legal after `best_move`, when the engine sent one.
+    pub ponder: Option<UciMove>,
+    /// Line of multipv 1: the score of the search.
+    pub line: PvLine,
+    /// Lines 2, 3, ... when MultiPV was asked for.
+    pub other_lines: Vec<PvLine>,
+    /// Nodes searched (the largest count the engine reported).
+    pub nodes: u64,
+    /// The search was stopped before its limit.
+    pub stopped: bool,
+    /// `id name` of the engine that produced it.
+    pub engine: Arc<str>,
+}
+
+impl Evaluation {
+    pub fn score(&self) -> Score {
+        self.line.score
+    }
+
+    pub fn bound(&self) -> Bound {
+        self.line.bound
+    }
+
+    pub fn depth(&self) -> u32 {
+        self.line.depth
+    }
+
+    /// All lines, best first.
+    pub fn lines(&self) -> impl Iterator<Item = &PvLine> {
+        std::iter::once(&self.line).chain(&self.other_lines)
+    }
+}
