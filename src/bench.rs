@@ -30,11 +30,7 @@ fn random_node(pos: &Chess, rng: &mut fastrand::Rng, edges: usize) -> (Node, Vec
     for (i, m) in moves.iter().enumerate() {
         let uci = UciMove::from_standard(*m);
         let score = Score::cp(best - 7 * i as i32);
-        let bound = if i + 1 == moves.len() && i > 0 {
-            Bound::Upper
-        } else {
-            Bound::Exact
-        };
+        let bound = if i + 1 == moves.len() && i > 0 { Bound::Upper } else { Bound::Exact };
         node.edges.push(Edge::new(uci, score, bound, 18));
         let mut child = pos.clone();
         child.play_unchecked(*m);
@@ -170,12 +166,7 @@ fn per_second(n: usize, elapsed: Duration) -> f64 {
 }
 
 /// Builds a store of `positions` positions with three edges each in `store`, then measures reads.
-pub fn store_bench(
-    store: &Store,
-    positions: usize,
-    reads: usize,
-    seed: u64,
-) -> Result<StoreBench, StoreError> {
+pub fn store_bench(store: &Store, positions: usize, reads: usize, seed: u64) -> Result<StoreBench, StoreError> {
     let t = Instant::now();
     let changes = generated_tree(seed, positions);
     let generate_seconds = t.elapsed().as_secs_f64();

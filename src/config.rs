@@ -70,14 +70,8 @@ impl Default for Config {
 /// A settings file that cannot be used.
 #[derive(Debug)]
 pub enum ConfigError {
-    Read {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    Parse {
-        path: PathBuf,
-        message: String,
-    },
+    Read { path: PathBuf, source: std::io::Error },
+    Parse { path: PathBuf, message: String },
 }
 
 impl fmt::Display for ConfigError {
@@ -97,10 +91,7 @@ impl std::error::Error for ConfigError {}
 
 impl Config {
     pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
-        basic_toml::from_str(text).map_err(|e| ConfigError::Parse {
-            path: path.to_owned(),
-            message: e.to_string(),
-        })
+        basic_toml::from_str(text).map_err(|e| ConfigError::Parse { path: path.to_owned(), message: e.to_string() })
     }
 
     /// Loads the settings file that applies: `explicit` (from `--config`), else `DEEPTREE_CONFIG`, else the user's
@@ -108,23 +99,13 @@ impl Config {
     pub fn load(explicit: Option<&Path>) -> Result<(Config, Option<PathBuf>), ConfigError> {
         let chosen = explicit
             .map(Path::to_path_buf)
-            .or_else(|| {
-                std::env::var_os("DEEPTREE_CONFIG")
-                    .filter(|v| !v.is_empty())
-                    .map(PathBuf::from)
-            })
-            .or_else(|| {
-                dirs::config_dir()
-                    .map(|d| d.join("deeptree").join("deeptree.toml"))
-                    .filter(|p| p.is_file())
-            });
+            .or_else(|| std::env::var_os("DEEPTREE_CONFIG").filter(|v| !v.is_empty()).map(PathBuf::from))
+            .or_else(|| dirs::config_dir().map(|d| d.join("deeptree").join("deeptree.toml")).filter(|p| p.is_file()));
         match chosen {
             None => Ok((Config::default(), None)),
             Some(path) => {
-                let text = std::fs::read_to_string(&path).map_err(|source| ConfigError::Read {
-                    path: path.clone(),
-                    source,
-                })?;
+                let text = std::fs::read_to_string(&path)
+                    .map_err(|source| ConfigError::Read { path: path.clone(), source })?;
                 Ok((Config::parse(&text, &path)?, Some(path)))
             }
         }
@@ -139,11 +120,7 @@ impl Config {
         if !self.tree_path.is_empty() {
             return PathBuf::from(&self.tree_path);
         }
-        dirs::data_dir()
-            .or_else(dirs::home_dir)
-            .unwrap_or_else(|| PathBuf::from("."))
-            .join("deeptree")
-            .join("tree")
+        dirs::data_dir().or_else(dirs::home_dir).unwrap_or_else(|| PathBuf::from(".")).join("deeptree").join("tree")
     }
 
     pub fn store_options(&self) -> crate::store::StoreOptions {

@@ -16,13 +16,7 @@ impl Log for StderrLogger {
     fn log(&self, record: &Record) {
         if self.enabled(record.metadata()) {
             let mut err = std::io::stderr().lock();
-            let _ = writeln!(
-                err,
-                "[{} {}] {}",
-                record.level(),
-                record.target(),
-                record.args()
-            );
+            let _ = writeln!(err, "[{} {}] {}", record.level(), record.target(), record.args());
         }
     }
 

@@ -10,11 +10,7 @@ use deeptree::{
 };
 
 #[derive(Parser)]
-#[command(
-    name = "deeptree",
-    version,
-    about = "A UCI meta-engine that grows a persistent deep-analysis tree"
-)]
+#[command(name = "deeptree", version, about = "A UCI meta-engine that grows a persistent deep-analysis tree")]
 struct Cli {
     /// Directory of the tree store (default: the user's data directory, or tree_path in the settings).
     #[arg(long, global = true, env = "DEEPTREE_DB", value_name = "DIR")]
@@ -101,10 +97,7 @@ fn open_store(cli_db: Option<&std::path::Path>, config: &Config) -> Result<Store
 
 fn run(cli: Cli, config: &Config) -> Result<(), Box<dyn std::error::Error>> {
     let Some(command) = cli.command else {
-        return Err(
-            "the UCI mode is not available in this build; see `deeptree --help` for the commands"
-                .into(),
-        );
+        return Err("the UCI mode is not available in this build; see `deeptree --help` for the commands".into());
     };
     match command {
         Command::Stats { json } => {
@@ -120,40 +113,21 @@ fn run(cli: Cli, config: &Config) -> Result<(), Box<dyn std::error::Error>> {
                 println!("tree       {}", store.dir().display());
                 println!("positions  {}", stats.positions);
                 println!("edges      {}", stats.edges);
-                println!(
-                    "bytes      {} ({:.1} MiB)",
-                    stats.bytes,
-                    stats.bytes as f64 / 1048576.0
-                );
-                println!(
-                    "engine     {}",
-                    engine.as_deref().unwrap_or("(none recorded)")
-                );
+                println!("bytes      {} ({:.1} MiB)", stats.bytes, stats.bytes as f64 / 1048576.0);
+                println!("engine     {}", engine.as_deref().unwrap_or("(none recorded)"));
             }
         }
-        Command::Bench {
-            what:
-                BenchCommand::Store {
-                    positions,
-                    reads,
-                    seed,
-                    json,
-                },
-        } => {
+        Command::Bench { what: BenchCommand::Store { positions, reads, seed, json } } => {
             let scratch;
             let dir = match &cli.db {
                 Some(dir) => dir.clone(),
                 None => {
-                    scratch =
-                        std::env::temp_dir().join(format!("deeptree-bench-{}", std::process::id()));
+                    scratch = std::env::temp_dir().join(format!("deeptree-bench-{}", std::process::id()));
                     scratch.clone()
                 }
             };
             let store = Store::open(&dir, &config.store_options())?;
-            eprintln!(
-                "building a store of {positions} positions in {} ...",
-                dir.display()
-            );
+            eprintln!("building a store of {positions} positions in {} ...", dir.display());
             let result = bench::store_bench(&store, positions, reads, seed)?;
             drop(store);
             if cli.db.is_none() {
@@ -164,41 +138,19 @@ fn run(cli: Cli, config: &Config) -> Result<(), Box<dyn std::error::Error>> {
             } else {
                 println!("positions             {}", result.positions);
                 println!("edges (parent links)  {}", result.edges);
-                println!(
-                    "generation            {:.1} s (not timed below)",
-                    result.generate_seconds
-                );
-                println!(
-                    "batched inserts       {:.0} positions/s",
-                    result.inserts_per_second
-                );
-                println!(
-                    "point reads, decoded  {:.0} /s (one thread, warm)",
-                    result.reads_per_second
-                );
+                println!("generation            {:.1} s (not timed below)", result.generate_seconds);
+                println!("batched inserts       {:.0} positions/s", result.inserts_per_second);
+                println!("point reads, decoded  {:.0} /s (one thread, warm)", result.reads_per_second);
                 println!(
                     "point reads, raw      {:.0} /s (baseline; decoding costs x{:.2})",
                     result.raw_reads_per_second, result.decode_cost_ratio
                 );
-                println!(
-                    "parent lookups        {:.0} /s",
-                    result.parent_lookups_per_second
-                );
-                println!(
-                    "bytes on disk         {} ({:.1} per position)",
-                    result.bytes, result.bytes_per_position
-                );
-                println!(
-                    "bytes in tree pages   {:.1} per position",
-                    result.tree_bytes_per_position
-                );
+                println!("parent lookups        {:.0} /s", result.parent_lookups_per_second);
+                println!("bytes on disk         {} ({:.1} per position)", result.bytes, result.bytes_per_position);
+                println!("bytes in tree pages   {:.1} per position", result.tree_bytes_per_position);
             }
         }
-        Command::Fill {
-            positions,
-            seed,
-            batch,
-        } => {
+        Command::Fill { positions, seed, batch } => {
             let store = open_store(cli.db.as_deref(), config)?;
             let changes = bench::random_positions(seed, positions);
             let mut out = std::io::stdout().lock();

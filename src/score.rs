@@ -207,13 +207,7 @@ mod tests {
 
     #[test]
     fn json_form() {
-        assert_eq!(
-            serde_json::to_string(&Score::cp(-19)).unwrap(),
-            r#"{"cp":-19}"#
-        );
-        assert_eq!(
-            serde_json::to_string(&Score::from_uci_mate(3)).unwrap(),
-            r#"{"mate":3}"#
-        );
+        assert_eq!(serde_json::to_string(&Score::cp(-19)).unwrap(), r#"{"cp":-19}"#);
+        assert_eq!(serde_json::to_string(&Score::from_uci_mate(3)).unwrap(), r#"{"mate":3}"#);
     }
 }

@@ -24,19 +24,11 @@ fn arb_score() -> impl Strategy<Value = Score> {
 
 /// Up to 9 positions; edges point at positions 0..12, so some lead to positions that are not stored.
 fn arb_graph() -> impl Strategy<Value = Vec<RandomNode>> {
-    let node = (
-        prop::bool::weighted(0.85),
-        arb_score(),
-        prop::collection::vec((0u64..12, arb_score()), 0..4),
-    )
+    let node = (prop::bool::weighted(0.85), arb_score(), prop::collection::vec((0u64..12, arb_score()), 0..4))
         .prop_map(|(evaluated, eval, mut edges)| {
             edges.sort_by_key(|e| e.0);
             edges.dedup_by_key(|e| e.0);
-            RandomNode {
-                evaluated,
-                eval,
-                edges,
-            }
+            RandomNode { evaluated, eval, edges }
         });
     prop::collection::vec(node, 1..10)
 }
@@ -117,29 +109,12 @@ proptest! {
 #[test]
 fn a_knight_shuffle_repetition_is_a_draw_for_alpha_and_an_engine_score_for_idea() {
     // 1. Nf3 Nf6 2. Ng1 Ng8: s -> a -> b -> c -> s.
-    let (s, a, b, c) = (
-        PositionKey(10),
-        PositionKey(11),
-        PositionKey(12),
-        PositionKey(13),
-    );
+    let (s, a, b, c) = (PositionKey(10), PositionKey(11), PositionKey(12), PositionKey(13));
     let mut g = MemGraph::default();
-    g.insert(GraphNode::leaf(
-        s,
-        vec![GraphEdge::new(a, Score::cp(25), true)],
-    ));
-    g.insert(GraphNode::leaf(
-        a,
-        vec![GraphEdge::new(b, Score::cp(-20), true)],
-    ));
-    g.insert(GraphNode::leaf(
-        b,
-        vec![GraphEdge::new(c, Score::cp(10), true)],
-    ));
-    g.insert(GraphNode::leaf(
-        c,
-        vec![GraphEdge::new(s, Score::cp(-30), true)],
-    ));
+    g.insert(GraphNode::leaf(s, vec![GraphEdge::new(a, Score::cp(25), true)]));
+    g.insert(GraphNode::leaf(a, vec![GraphEdge::new(b, Score::cp(-20), true)]));
+    g.insert(GraphNode::leaf(b, vec![GraphEdge::new(c, Score::cp(10), true)]));
+    g.insert(GraphNode::leaf(c, vec![GraphEdge::new(s, Score::cp(-30), true)]));
     propagate(&mut g, [s, a, b, c]);
     // From c, the idea of Ng8 unrolls s -> a -> b, whose move back to c is valued by its engine score (+10):
     // b = 10, a = -10, s = 10, so Ng8 is worth -10 for Black.

@@ -27,32 +27,18 @@ fn deeptree() -> Command {
 }
 
 fn position(fen: &str) -> Chess {
-    fen.parse::<Fen>()
-        .unwrap()
-        .into_position(CastlingMode::Standard)
-        .unwrap()
+    fen.parse::<Fen>().unwrap().into_position(CastlingMode::Standard).unwrap()
 }
 
 fn node_with_edge(pos: &Chess, uci: &str, cp: i32, depth: u8) -> Node {
     let mut node = Node::new(PackedPosition::of(pos));
-    node.edges.push(Edge::new(
-        uci.parse().unwrap(),
-        Score::cp(cp),
-        Bound::Exact,
-        depth,
-    ));
+    node.edges.push(Edge::new(uci.parse().unwrap(), Score::cp(cp), Bound::Exact, depth));
     node
 }
 
 /// Writes raw bytes into a named database, as damage or an older/newer deeptree would.
 fn poke(dir: &Path, db: &str, key: &[u8], value: &[u8]) {
-    let env = unsafe {
-        EnvOpenOptions::new()
-            .map_size(1 << 30)
-            .max_dbs(4)
-            .open(dir)
-            .unwrap()
-    };
+    let env = unsafe { EnvOpenOptions::new().map_size(1 << 30).max_dbs(4).open(dir).unwrap() };
     let mut wtxn = env.write_txn().unwrap();
     let database: heed::Database<Bytes, Bytes> = env.create_database(&mut wtxn, Some(db)).unwrap();
     database.put(&mut wtxn, key, value).unwrap();
@@ -68,46 +54,21 @@ fn merges_are_stored_with_parent_links_and_survive_reopening() {
     {
         let store = Store::open(dir.path(), &StoreOptions::default()).unwrap();
         let writer = store.writer();
-        writer
-            .submit(vec![
-                Change::merge(&start, node_with_edge(&start, "e2e4", 30, 10)).unwrap(),
-            ])
-            .wait()
-            .unwrap();
+        writer.submit(vec![Change::merge(&start, node_with_edge(&start, "e2e4", 30, 10)).unwrap()]).wait().unwrap();
         // A deeper result for the same move and a new move are merged in.
         let mut more = node_with_edge(&start, "e2e4", 25, 12);
-        more.edges.push(Edge::new(
-            "d2d4".parse().unwrap(),
-            Score::cp(20),
-            Bound::Exact,
-            12,
-        ));
-        writer
-            .submit(vec![Change::merge(&start, more).unwrap()])
-            .wait()
-            .unwrap();
-        writer
-            .submit(vec![Change::SetEngine("Stockfish 16".into())])
-            .wait()
-            .unwrap();
+        more.edges.push(Edge::new("d2d4".parse().unwrap(), Score::cp(20), Bound::Exact, 12));
+        writer.submit(vec![Change::merge(&start, more).unwrap()]).wait().unwrap();
+        writer.submit(vec![Change::SetEngine("Stockfish 16".into())]).wait().unwrap();
     }
     let store = Store::open(dir.path(), &StoreOptions::default()).unwrap();
     let view = store.read().unwrap();
     let node = view.node(PositionKey::of(&start)).unwrap().unwrap();
     assert_eq!(node.edges.len(), 2);
-    assert_eq!(
-        node.edge(&"e2e4".parse().unwrap()).unwrap().score,
-        Score::cp(25)
-    );
-    assert_eq!(
-        view.parents(PositionKey::of(&e4)).unwrap(),
-        vec![PositionKey::of(&start)]
-    );
+    assert_eq!(node.edge(&"e2e4".parse().unwrap()).unwrap().score, Score::cp(25));
+    assert_eq!(view.parents(PositionKey::of(&e4)).unwrap(), vec![PositionKey::of(&start)]);
     drop(view);
-    assert_eq!(
-        store.engine_identity().unwrap().as_deref(),
-        Some("Stockfish 16")
-    );
+    assert_eq!(store.engine_identity().unwrap().as_deref(), Some("Stockfish 16"));
     let stats = store.stats().unwrap();
     assert_eq!((stats.positions, stats.edges), (1, 2));
 }
@@ -126,50 +87,30 @@ fn key_collision_is_reported_and_the_stored_position_kept() {
     let start = Chess::default();
     let other = position("4k3/8/8/8/8/8/8/4K2R w K - 0 1");
     // Forge a record of `other` under the start position's key, as a 64-bit collision would leave it.
-    let forged = Change::Merge {
-        key: PositionKey::of(&start),
-        node: Node::new(PackedPosition::of(&other)),
-        children: vec![],
-    };
+    let forged =
+        Change::Merge { key: PositionKey::of(&start), node: Node::new(PackedPosition::of(&other)), children: vec![] };
     store.writer().submit(vec![forged]).wait().unwrap();
 
     let err = store
         .writer()
-        .submit(vec![
-            Change::merge(&start, node_with_edge(&start, "e2e4", 30, 10)).unwrap(),
-        ])
+        .submit(vec![Change::merge(&start, node_with_edge(&start, "e2e4", 30, 10)).unwrap()])
         .wait()
         .unwrap_err();
     match &err {
-        StoreError::Collision {
-            key, stored_fen, ..
-        } => {
+        StoreError::Collision { key, stored_fen, .. } => {
             assert_eq!(*key, PositionKey::of(&start));
-            assert!(
-                stored_fen.starts_with("4k3/8/8/8/8/8/8/4K2R w K"),
-                "{stored_fen}"
-            );
+            assert!(stored_fen.starts_with("4k3/8/8/8/8/8/8/4K2R w K"), "{stored_fen}");
         }
         other => panic!("expected a collision, got {other}"),
     }
     let message = err.to_string();
-    assert!(
-        message.contains("data.mdb") && message.contains(&PositionKey::of(&start).to_string()),
-        "{message}"
-    );
+    assert!(message.contains("data.mdb") && message.contains(&PositionKey::of(&start).to_string()), "{message}");
     let view = store.read().unwrap();
     let kept = view.node(PositionKey::of(&start)).unwrap().unwrap();
     assert_eq!(kept.position, PackedPosition::of(&other));
-    assert!(
-        kept.edges.is_empty(),
-        "nothing of the refused change was written"
-    );
+    assert!(kept.edges.is_empty(), "nothing of the refused change was written");
     drop(view);
-    assert_eq!(
-        store.stats().unwrap().edges,
-        0,
-        "no parent link of the refused change was written"
-    );
+    assert_eq!(store.stats().unwrap().edges, 0, "no parent link of the refused change was written");
 }
 
 #[test]
@@ -178,18 +119,13 @@ fn a_refused_submission_does_not_hold_back_others_in_the_same_batch() {
     let store = Store::open(dir.path(), &StoreOptions::default()).unwrap();
     let start = Chess::default();
     let other = position("4k3/8/8/8/8/8/8/4K2R w K - 0 1");
-    let forged = Change::Merge {
-        key: PositionKey::of(&start),
-        node: Node::new(PackedPosition::of(&other)),
-        children: vec![],
-    };
+    let forged =
+        Change::Merge { key: PositionKey::of(&start), node: Node::new(PackedPosition::of(&other)), children: vec![] };
     store.writer().submit(vec![forged]).wait().unwrap();
     let writer = store.writer();
     let good = random_positions(3, 50);
     let keys: Vec<_> = good.iter().filter_map(change_key).collect();
-    let refused = writer.submit(vec![
-        Change::merge(&start, node_with_edge(&start, "e2e4", 30, 10)).unwrap(),
-    ]);
+    let refused = writer.submit(vec![Change::merge(&start, node_with_edge(&start, "e2e4", 30, 10)).unwrap()]);
     let accepted = writer.submit(good);
     assert!(refused.wait().is_err());
     accepted.wait().unwrap();
@@ -209,73 +145,40 @@ fn corrupt_record_is_an_error_naming_file_and_key() {
     let err = store.read().unwrap().node(key).unwrap_err();
     let message = err.to_string();
     assert!(matches!(err, StoreError::Corrupt { .. }), "{message}");
-    assert!(
-        message.contains("data.mdb") && message.contains("0123456789abcdef"),
-        "{message}"
-    );
+    assert!(message.contains("data.mdb") && message.contains("0123456789abcdef"), "{message}");
     // A write into the corrupt record is refused rather than overwriting it.
     let pos = Chess::default();
-    let change = Change::Merge {
-        key,
-        node: Node::new(PackedPosition::of(&pos)),
-        children: vec![],
-    };
-    assert!(matches!(
-        store.writer().submit(vec![change]).wait(),
-        Err(StoreError::Corrupt { .. })
-    ));
+    let change = Change::Merge { key, node: Node::new(PackedPosition::of(&pos)), children: vec![] };
+    assert!(matches!(store.writer().submit(vec![change]).wait(), Err(StoreError::Corrupt { .. })));
 }
 
 #[test]
 fn newer_schema_is_refused_naming_the_file() {
     let dir = tempfile::tempdir().unwrap();
     drop(Store::open(dir.path(), &StoreOptions::default()).unwrap());
-    let env = unsafe {
-        EnvOpenOptions::new()
-            .map_size(1 << 30)
-            .max_dbs(4)
-            .open(dir.path())
-            .unwrap()
-    };
+    let env = unsafe { EnvOpenOptions::new().map_size(1 << 30).max_dbs(4).open(dir.path()).unwrap() };
     let mut wtxn = env.write_txn().unwrap();
     let meta: heed::Database<Str, Bytes> = env.create_database(&mut wtxn, Some("meta")).unwrap();
-    meta.put(
-        &mut wtxn,
-        "schema_version",
-        &(SCHEMA_VERSION + 1).to_be_bytes(),
-    )
-    .unwrap();
+    meta.put(&mut wtxn, "schema_version", &(SCHEMA_VERSION + 1).to_be_bytes()).unwrap();
     wtxn.commit().unwrap();
     env.prepare_for_closing().wait();
 
-    let err = Store::open(dir.path(), &StoreOptions::default())
-        .err()
-        .expect("a newer schema must be refused");
+    let err = Store::open(dir.path(), &StoreOptions::default()).err().expect("a newer schema must be refused");
     assert!(matches!(err, StoreError::NewerSchema { .. }), "{err}");
-    assert!(
-        err.to_string()
-            .contains(&dir.path().join("data.mdb").display().to_string()),
-        "{err}"
-    );
+    assert!(err.to_string().contains(&dir.path().join("data.mdb").display().to_string()), "{err}");
 }
 
 #[test]
 fn the_map_grows_on_demand() {
     let dir = tempfile::tempdir().unwrap();
-    let options = StoreOptions {
-        initial_map_size: 64 * 1024,
-        max_batch: 1000,
-    };
+    let options = StoreOptions { initial_map_size: 64 * 1024, max_batch: 1000 };
     let store = Store::open(dir.path(), &options).unwrap();
     let changes = random_positions(11, 5_000);
     let keys: Vec<_> = changes.iter().filter_map(change_key).collect();
     deeptree::bench::write_all(&store, changes, 700, |_| {}).unwrap();
     let stats = store.stats().unwrap();
     assert_eq!(stats.positions, 5_000);
-    assert!(
-        stats.map_size > 64 * 1024,
-        "the map grew past its initial size"
-    );
+    assert!(stats.map_size > 64 * 1024, "the map grew past its initial size");
     let view = store.read().unwrap();
     for key in keys {
         assert!(view.node(key).unwrap().is_some());
@@ -297,10 +200,7 @@ fn a_long_reader_does_not_block_the_writer() {
 }
 
 fn expected_keys(seed: u64, count: usize) -> Vec<PositionKey> {
-    random_positions(seed, count)
-        .iter()
-        .filter_map(change_key)
-        .collect()
+    random_positions(seed, count).iter().filter_map(change_key).collect()
 }
 
 #[test]
@@ -312,21 +212,8 @@ fn two_processes_write_one_store_at_once() {
     let db = dir.path().join("tree");
     let spawn = |seed: &str| {
         deeptree()
-            .args([
-                "--db",
-                db.to_str().unwrap(),
-                "--config",
-                config.to_str().unwrap(),
-            ])
-            .args([
-                "fill",
-                "--positions",
-                "10000",
-                "--batch",
-                "250",
-                "--seed",
-                seed,
-            ])
+            .args(["--db", db.to_str().unwrap(), "--config", config.to_str().unwrap()])
+            .args(["fill", "--positions", "10000", "--batch", "250", "--seed", seed])
             .stdout(Stdio::null())
             .spawn()
             .unwrap()
@@ -338,18 +225,11 @@ fn two_processes_write_one_store_at_once() {
 
     let mut expected: HashSet<PositionKey> = expected_keys(101, 10_000).into_iter().collect();
     expected.extend(expected_keys(202, 10_000));
-    assert_eq!(
-        expected.len(),
-        20_000,
-        "the two generators write disjoint positions"
-    );
+    assert_eq!(expected.len(), 20_000, "the two generators write disjoint positions");
     let store = Store::open(&db, &StoreOptions::default()).unwrap();
     let view = store.read().unwrap();
     for key in &expected {
-        let node = view
-            .node(*key)
-            .unwrap()
-            .unwrap_or_else(|| panic!("position {key} missing"));
+        let node = view.node(*key).unwrap().unwrap_or_else(|| panic!("position {key} missing"));
         assert_eq!(PositionKey::of(&node.position.to_position().unwrap()), *key);
     }
     drop(view);
@@ -361,15 +241,7 @@ fn a_writer_killed_mid_run_loses_nothing_committed() {
     let dir = tempfile::tempdir().unwrap();
     let mut child = deeptree()
         .args(["--db", dir.path().to_str().unwrap()])
-        .args([
-            "fill",
-            "--positions",
-            "60000",
-            "--batch",
-            "200",
-            "--seed",
-            "77",
-        ])
+        .args(["fill", "--positions", "60000", "--batch", "200", "--seed", "77"])
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
@@ -390,15 +262,9 @@ fn a_writer_killed_mid_run_loses_nothing_committed() {
     let store = Store::open(dir.path(), &StoreOptions::default()).unwrap();
     let view = store.read().unwrap();
     for key in expected_keys(77, committed) {
-        assert!(
-            view.node(key).unwrap().is_some(),
-            "committed position {key} lost"
-        );
+        assert!(view.node(key).unwrap().is_some(), "committed position {key} lost");
     }
     drop(view);
     let positions = store.stats().unwrap().positions;
-    assert!(
-        positions >= committed as u64 && positions < 60_000,
-        "{positions} positions after the kill"
-    );
+    assert!(positions >= committed as u64 && positions < 60_000, "{positions} positions after the kill");
 }

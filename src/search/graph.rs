@@ -38,12 +38,7 @@ pub struct GraphEdge {
 
 impl GraphEdge {
     pub fn new(child: PositionKey, score: Score, reversible: bool) -> GraphEdge {
-        GraphEdge {
-            uci: None,
-            child,
-            score,
-            reversible,
-        }
+        GraphEdge { uci: None, child, score, reversible }
     }
 }
 
@@ -66,14 +61,7 @@ impl GraphNode {
     /// An evaluated node with these edges and no cached values.
     pub fn leaf(key: PositionKey, edges: Vec<GraphEdge>) -> GraphNode {
         let eval_score = edges.iter().map(|e| e.score).max();
-        GraphNode {
-            key,
-            evaluated: true,
-            eval_score,
-            edges,
-            idea: None,
-            cyclic: false,
-        }
+        GraphNode { key, evaluated: true, eval_score, edges, idea: None, cyclic: false }
     }
 
     /// The value of the node before looking below it: its best edge score, or its own score when it has no edge.
@@ -90,12 +78,7 @@ impl GraphNode {
             .filter_map(|edge| {
                 let pos = position.as_ref()?;
                 let (child, reversible) = child_of(pos, &edge.uci)?;
-                Some(GraphEdge {
-                    uci: Some(edge.uci),
-                    child,
-                    score: edge.score,
-                    reversible,
-                })
+                Some(GraphEdge { uci: Some(edge.uci), child, score: edge.score, reversible })
             })
             .collect();
         GraphNode {
@@ -187,11 +170,7 @@ pub struct StoreGraph<'v, 's> {
 
 impl<'v, 's> StoreGraph<'v, 's> {
     pub fn new(view: &'v ReadView<'s>) -> Self {
-        StoreGraph {
-            view,
-            cache: Default::default(),
-            error: Default::default(),
-        }
+        StoreGraph { view, cache: Default::default(), error: Default::default() }
     }
 
     /// The first store error met while reading (records that do not decode are treated as absent meanwhile).

@@ -31,9 +31,12 @@
 //! Sign flips: every value is from the side to move at its node; an edge's value is its child's value backed up
 //! ([`Score::back_up`]: negated, mate one ply further).
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::VecDeque;
 
-use crate::{score::Score, store::key::PositionKey};
+use crate::{
+    score::Score,
+    store::key::{KeyMap, KeySet, PositionKey},
+};
 
 use super::graph::{Graph, GraphMut, GraphNode};
 
@@ -56,10 +59,7 @@ fn unroll_idea_brute<G: Graph>(g: &G, node: &GraphNode, path: &mut Vec<PositionK
     }
     let mut best: Option<Score> = None;
     for edge in &node.edges {
-        let value = match g
-            .node(edge.child)
-            .filter(|c| c.evaluated && !path.contains(&edge.child))
-        {
+        let value = match g.node(edge.child).filter(|c| c.evaluated && !path.contains(&edge.child)) {
             Some(child) => {
                 path.push(edge.child);
                 // Sign flip: the child's value is from the opponent's side.
@@ -129,8 +129,14 @@ fn unroll_alpha_brute<G: Graph>(g: &G, node: &GraphNode, path: &mut Vec<Position
 /// The strongly connected component of `key` in the graph of stored positions (edges into stored nodes, reversible
 /// moves only: no cycle can use another). Returns just `[key]` when the node lies on no cycle.
 pub fn cycle_component<G: Graph>(g: &G, key: PositionKey) -> Vec<PositionKey> {
+    // A cycle through `key` leaves it by a reversible move into a stored position.
+    let leaves_reversibly =
+        g.node(key).is_some_and(|node| node.edges.iter().any(|e| e.reversible && g.node(e.child).is_some()));
+    if !leaves_reversibly {
+        return vec![key];
+    }
     // Backward: every stored node that reaches `key` through reversible moves.
-    let mut reaches: HashSet<PositionKey> = HashSet::from([key]);
+    let mut reaches: KeySet = KeySet::from_iter([key]);
     let mut queue = VecDeque::from([key]);
     while let Some(current) = queue.pop_front() {
         if reaches.len() > CYCLE_SEARCH_BUDGET {
@@ -142,11 +148,7 @@ pub fn cycle_component<G: Graph>(g: &G, key: PositionKey) -> Vec<PositionKey> {
                 continue;
             }
             let Some(node) = g.node(parent) else { continue };
-            if node
-                .edges
-                .iter()
-                .any(|e| e.child == current && e.reversible)
-            {
+            if node.edges.iter().any(|e| e.child == current && e.reversible) {
                 reaches.insert(parent);
                 queue.push_back(parent);
             }
@@ -157,7 +159,7 @@ pub fn cycle_component<G: Graph>(g: &G, key: PositionKey) -> Vec<PositionKey> {
     }
     // Forward within that set: the nodes both reachable from `key` and reaching it.
     let mut component = vec![key];
-    let mut seen: HashSet<PositionKey> = HashSet::from([key]);
+    let mut seen: KeySet = KeySet::from_iter([key]);
     let mut stack = vec![key];
     while let Some(current) = stack.pop() {
         let Some(node) = g.node(current) else {
@@ -178,7 +180,7 @@ pub fn cycle_component<G: Graph>(g: &G, key: PositionKey) -> Vec<PositionKey> {
 fn unroll_idea_in_component<G: Graph>(
     g: &G,
     node: &GraphNode,
-    component: &HashSet<PositionKey>,
+    component: &KeySet,
     path: &mut Vec<PositionKey>,
     budget: &mut usize,
 ) -> Score {
@@ -209,15 +211,12 @@ fn unroll_idea_in_component<G: Graph>(
 fn recompute<G: Graph>(g: &G, key: PositionKey) -> Vec<(PositionKey, Option<Score>, bool)> {
     let component = cycle_component(g, key);
     let on_cycle = component.len() > 1;
-    let members: HashSet<PositionKey> = component.iter().copied().collect();
+    let members: KeySet = component.iter().copied().collect();
     let mut out = Vec::with_capacity(component.len());
     for member in component {
         let Some(node) = g.node(member) else { continue };
         let cyclic = on_cycle
-            || node.edges.iter().any(|e| {
-                g.node(e.child)
-                    .is_some_and(|c| c.cyclic && !members.contains(&e.child))
-            });
+            || node.edges.iter().any(|e| g.node(e.child).is_some_and(|c| c.cyclic && !members.contains(&e.child)));
         let idea = if !node.evaluated {
             None
         } else if on_cycle {
@@ -241,10 +240,7 @@ fn node_value_from_cache<G: Graph>(g: &G, node: &GraphNode) -> Score {
     node.edges
         .iter()
         .map(|edge| {
-            match g
-                .node(edge.child)
-                .filter(|c| c.evaluated && c.key != node.key)
-            {
+            match g.node(edge.child).filter(|c| c.evaluated && c.key != node.key) {
                 // Sign flip: the child's value is from the opponent's side.
                 Some(child) => child.idea.map_or(edge.score, Score::back_up),
                 None => edge.score,
@@ -259,7 +255,7 @@ fn node_value_from_cache<G: Graph>(g: &G, node: &GraphNode) -> Score {
 /// upward through the parent links. Returns how many nodes were recomputed.
 pub fn propagate<G: GraphMut>(g: &mut G, changed: impl IntoIterator<Item = PositionKey>) -> usize {
     let mut queue: VecDeque<PositionKey> = VecDeque::new();
-    let mut queued: HashSet<PositionKey> = HashSet::new();
+    let mut queued: KeySet = KeySet::default();
     for key in changed {
         if queued.insert(key) {
             queue.push_back(key);
@@ -267,7 +263,7 @@ pub fn propagate<G: GraphMut>(g: &mut G, changed: impl IntoIterator<Item = Posit
     }
     let mut recomputed = 0;
     // Guards against endless ping-pong should cached values ever disagree inside a budget-cut component.
-    let mut visits: HashMap<PositionKey, u32> = HashMap::new();
+    let mut visits: KeyMap<u32> = KeyMap::default();
     while let Some(key) = queue.pop_front() {
         queued.remove(&key);
         let count = visits.entry(key).or_default();
@@ -301,12 +297,7 @@ pub fn recompute_all<G: GraphMut>(g: &mut G, keys: &[PositionKey]) {
 }
 
 /// Alpha value of a node reached on `path` (which holds the root's history, the root and the nodes down to here).
-pub fn alpha_of_node<G: Graph>(
-    g: &G,
-    node: &GraphNode,
-    path: &mut Vec<PositionKey>,
-    budget: &mut usize,
-) -> Score {
+pub fn alpha_of_node<G: Graph>(g: &G, node: &GraphNode, path: &mut Vec<PositionKey>, budget: &mut usize) -> Score {
     if !node.cyclic
         && let Some(idea) = node.idea
     {
@@ -356,20 +347,12 @@ pub fn alpha_of_edges<G: Graph>(g: &G, root: PositionKey, history: &[PositionKey
     let mut path: Vec<PositionKey> = history.to_vec();
     path.push(root);
     let mut budget = UNROLL_BUDGET;
-    node.edges
-        .iter()
-        .map(|e| alpha_of_edge(g, e.child, e.score, &mut path, &mut budget))
-        .collect()
+    node.edges.iter().map(|e| alpha_of_edge(g, e.child, e.score, &mut path, &mut budget)).collect()
 }
 
 /// Idea value of one move seen along a displayed line: a move back into a position of the line is valued by its
 /// engine score; any other by its child's cached idea value.
-pub fn idea_of_edge<G: Graph>(
-    g: &G,
-    child: PositionKey,
-    score: Score,
-    line: &[PositionKey],
-) -> Score {
+pub fn idea_of_edge<G: Graph>(g: &G, child: PositionKey, score: Score, line: &[PositionKey]) -> Score {
     if line.contains(&child) {
         return score;
     }

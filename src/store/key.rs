@@ -14,7 +14,11 @@
 //! Keys are stored big-endian, so LMDB's byte order is numeric order (and Polyglot order). shakmaty promises that
 //! its Zobrist64 values are stable.
 
-use std::fmt;
+use std::{
+    collections::{HashMap, HashSet},
+    fmt,
+    hash::{BuildHasherDefault, Hasher},
+};
 
 use shakmaty::{Chess, EnPassantMode, Position, zobrist::Zobrist64};
 
@@ -49,6 +53,31 @@ impl fmt::Display for PositionKey {
         write!(f, "{:016x}", self.0)
     }
 }
+
+/// Hashes a position key by taking its value: Zobrist keys are already uniformly spread.
+#[derive(Default, Clone, Copy)]
+pub struct KeyHasher(u64);
+
+impl Hasher for KeyHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(b);
+        }
+    }
+
+    fn write_u64(&mut self, value: u64) {
+        self.0 = value;
+    }
+}
+
+/// A hash map keyed by position.
+pub type KeyMap<V> = HashMap<PositionKey, V, BuildHasherDefault<KeyHasher>>;
+/// A hash set of positions.
+pub type KeySet = HashSet<PositionKey, BuildHasherDefault<KeyHasher>>;
 
 #[cfg(test)]
 mod tests {

@@ -64,10 +64,7 @@ pub struct StoreOptions {
 
 impl Default for StoreOptions {
     fn default() -> StoreOptions {
-        StoreOptions {
-            initial_map_size: 1 << 30,
-            max_batch: 50_000,
-        }
+        StoreOptions { initial_map_size: 1 << 30, max_batch: 50_000 }
     }
 }
 
@@ -75,36 +72,17 @@ impl Default for StoreOptions {
 #[derive(Debug, Clone)]
 pub enum StoreError {
     /// LMDB refused an operation.
-    Lmdb {
-        path: PathBuf,
-        source: Arc<heed::Error>,
-    },
+    Lmdb { path: PathBuf, source: Arc<heed::Error> },
     /// The directory or file could not be used.
-    Io {
-        path: PathBuf,
-        source: Arc<io::Error>,
-    },
+    Io { path: PathBuf, source: Arc<io::Error> },
     /// A record does not decode.
-    Corrupt {
-        path: PathBuf,
-        key: PositionKey,
-        source: DecodeError,
-    },
+    Corrupt { path: PathBuf, key: PositionKey, source: DecodeError },
     /// A meta entry does not decode.
     CorruptMeta { path: PathBuf, entry: &'static str },
     /// The store was written by a newer deeptree.
-    NewerSchema {
-        path: PathBuf,
-        found: u32,
-        supported: u32,
-    },
+    NewerSchema { path: PathBuf, found: u32, supported: u32 },
     /// Two different positions share a key: the stored one is kept, the new one refused.
-    Collision {
-        path: PathBuf,
-        key: PositionKey,
-        stored_fen: String,
-        new_fen: String,
-    },
+    Collision { path: PathBuf, key: PositionKey, stored_fen: String, new_fen: String },
     /// A move of a change is not legal in its position; nothing of the change was written.
     IllegalMove { fen: String, uci: String },
     /// The writer thread has stopped (the store is closing).
@@ -122,21 +100,12 @@ impl fmt::Display for StoreError {
             StoreError::CorruptMeta { path, entry } => {
                 write!(f, "{}: meta entry '{entry}' is corrupt", path.display())
             }
-            StoreError::NewerSchema {
-                path,
-                found,
-                supported,
-            } => write!(
+            StoreError::NewerSchema { path, found, supported } => write!(
                 f,
                 "{}: schema version {found} is newer than this deeptree supports ({supported}); upgrade deeptree",
                 path.display()
             ),
-            StoreError::Collision {
-                path,
-                key,
-                stored_fen,
-                new_fen,
-            } => write!(
+            StoreError::Collision { path, key, stored_fen, new_fen } => write!(
                 f,
                 "{}: key collision at {key}: stored position {stored_fen}, refused position {new_fen}",
                 path.display()
@@ -158,11 +127,7 @@ impl std::error::Error for StoreError {}
 pub enum Change {
     /// Merge a node into the stored record of its position (creating it when absent) and link every edge's child
     /// back to it. `children[i]` is the key of the position after `node.edges[i]`.
-    Merge {
-        key: PositionKey,
-        node: Node,
-        children: Vec<PositionKey>,
-    },
+    Merge { key: PositionKey, node: Node, children: Vec<PositionKey> },
     /// Record the inner engine that produced the evaluations.
     SetEngine(String),
 }
@@ -172,17 +137,11 @@ impl Change {
     pub fn merge(pos: &Chess, node: Node) -> Result<Change, StoreError> {
         let mut children = Vec::with_capacity(node.edges.len());
         for edge in &node.edges {
-            let child = play_uci(pos, &edge.uci).ok_or_else(|| StoreError::IllegalMove {
-                fen: node.position.fen(),
-                uci: edge.uci.to_string(),
-            })?;
+            let child = play_uci(pos, &edge.uci)
+                .ok_or_else(|| StoreError::IllegalMove { fen: node.position.fen(), uci: edge.uci.to_string() })?;
             children.push(PositionKey::of(&child));
         }
-        Ok(Change::Merge {
-            key: PositionKey::of(pos),
-            node,
-            children,
-        })
+        Ok(Change::Merge { key: PositionKey::of(pos), node, children })
     }
 }
 
@@ -230,31 +189,18 @@ pub struct Store {
 impl Store {
     /// Opens (creating when absent) the store in directory `dir`.
     pub fn open(dir: &Path, options: &StoreOptions) -> Result<Store, StoreError> {
-        std::fs::create_dir_all(dir).map_err(|e| StoreError::Io {
-            path: dir.to_owned(),
-            source: Arc::new(e),
-        })?;
+        std::fs::create_dir_all(dir).map_err(|e| StoreError::Io { path: dir.to_owned(), source: Arc::new(e) })?;
         let data_file = dir.join("data.mdb");
-        let lmdb = |source| StoreError::Lmdb {
-            path: data_file.clone(),
-            source: Arc::new(source),
-        };
+        let lmdb = |source| StoreError::Lmdb { path: data_file.clone(), source: Arc::new(source) };
         let page = page_size();
         let map_size = options.initial_map_size.max(page).div_ceil(page) * page;
         // SAFETY: the environment is opened once per store; deeptree never opens its data file otherwise.
         let env = unsafe {
-            EnvOpenOptions::new()
-                .read_txn_without_tls()
-                .map_size(map_size)
-                .max_dbs(4)
-                .max_readers(254)
-                .open(dir)
+            EnvOpenOptions::new().read_txn_without_tls().map_size(map_size).max_dbs(4).max_readers(254).open(dir)
         }
         .map_err(lmdb)?;
         let mut wtxn = env.write_txn().map_err(lmdb)?;
-        let nodes = env
-            .create_database(&mut wtxn, Some("nodes"))
-            .map_err(lmdb)?;
+        let nodes = env.create_database(&mut wtxn, Some("nodes")).map_err(lmdb)?;
         let parents = env
             .database_options()
             .types::<Bytes, Bytes>()
@@ -262,37 +208,23 @@ impl Store {
             .flags(DatabaseFlags::DUP_SORT | DatabaseFlags::DUP_FIXED)
             .create(&mut wtxn)
             .map_err(lmdb)?;
-        let meta: Database<Str, Bytes> =
-            env.create_database(&mut wtxn, Some("meta")).map_err(lmdb)?;
+        let meta: Database<Str, Bytes> = env.create_database(&mut wtxn, Some("meta")).map_err(lmdb)?;
         match meta.get(&wtxn, META_SCHEMA).map_err(lmdb)? {
-            None => meta
-                .put(&mut wtxn, META_SCHEMA, &SCHEMA_VERSION.to_be_bytes())
-                .map_err(lmdb)?,
+            None => meta.put(&mut wtxn, META_SCHEMA, &SCHEMA_VERSION.to_be_bytes()).map_err(lmdb)?,
             Some(bytes) => {
-                let found =
-                    u32::from_be_bytes(bytes.try_into().map_err(|_| StoreError::CorruptMeta {
-                        path: data_file.clone(),
-                        entry: META_SCHEMA,
-                    })?);
+                let found = u32::from_be_bytes(
+                    bytes
+                        .try_into()
+                        .map_err(|_| StoreError::CorruptMeta { path: data_file.clone(), entry: META_SCHEMA })?,
+                );
                 if found > SCHEMA_VERSION {
-                    return Err(StoreError::NewerSchema {
-                        path: data_file.clone(),
-                        found,
-                        supported: SCHEMA_VERSION,
-                    });
+                    return Err(StoreError::NewerSchema { path: data_file.clone(), found, supported: SCHEMA_VERSION });
                 }
             }
         }
         wtxn.commit().map_err(lmdb)?;
-        let shared = Arc::new(Shared {
-            env,
-            nodes,
-            parents,
-            meta,
-            dir: dir.to_owned(),
-            data_file,
-            resize: RwLock::new(()),
-        });
+        let shared =
+            Arc::new(Shared { env, nodes, parents, meta, dir: dir.to_owned(), data_file, resize: RwLock::new(()) });
         let writer = writer::WriterThread::spawn(shared.clone(), options.max_batch.max(1));
         Ok(Store { shared, writer })
     }
@@ -320,52 +252,29 @@ impl Store {
         let edges = self.shared.parents.len(&view.txn).map_err(lmdb)?;
         let info = self.shared.env.info();
         let bytes = std::fs::metadata(&self.shared.data_file)
-            .map_err(|e| StoreError::Io {
-                path: self.shared.data_file.clone(),
-                source: Arc::new(e),
-            })?
+            .map_err(|e| StoreError::Io { path: self.shared.data_file.clone(), source: Arc::new(e) })?
             .len();
         let mut used_pages = 0u64;
-        for stat in [
-            self.shared.nodes.stat(&view.txn).map_err(lmdb)?,
-            self.shared.parents.stat(&view.txn).map_err(lmdb)?,
-        ] {
+        for stat in
+            [self.shared.nodes.stat(&view.txn).map_err(lmdb)?, self.shared.parents.stat(&view.txn).map_err(lmdb)?]
+        {
             log::debug!("database pages: {stat:?}");
             used_pages += (stat.branch_pages + stat.leaf_pages + stat.overflow_pages) as u64;
         }
         let page = self.shared.nodes.stat(&view.txn).map_err(lmdb)?.page_size;
-        log::debug!(
-            "env: last page {} map {}",
-            info.last_page_number,
-            info.map_size
-        );
-        Ok(Stats {
-            positions,
-            edges,
-            bytes,
-            tree_bytes: used_pages * u64::from(page),
-            map_size: info.map_size as u64,
-        })
+        log::debug!("env: last page {} map {}", info.last_page_number, info.map_size);
+        Ok(Stats { positions, edges, bytes, tree_bytes: used_pages * u64::from(page), map_size: info.map_size as u64 })
     }
 
     /// The identity of the inner engine that produced the stored evaluations, if recorded.
     pub fn engine_identity(&self) -> Result<Option<String>, StoreError> {
         let view = self.read()?;
-        let bytes = self
-            .shared
-            .meta
-            .get(&view.txn, META_ENGINE)
-            .map_err(|e| self.shared.lmdb_error(e))?;
+        let bytes = self.shared.meta.get(&view.txn, META_ENGINE).map_err(|e| self.shared.lmdb_error(e))?;
         match bytes {
             None => Ok(None),
-            Some(b) => {
-                String::from_utf8(b.to_vec())
-                    .map(Some)
-                    .map_err(|_| StoreError::CorruptMeta {
-                        path: self.shared.data_file.clone(),
-                        entry: META_ENGINE,
-                    })
-            }
+            Some(b) => String::from_utf8(b.to_vec())
+                .map(Some)
+                .map_err(|_| StoreError::CorruptMeta { path: self.shared.data_file.clone(), entry: META_ENGINE }),
         }
     }
 
@@ -377,10 +286,7 @@ impl Store {
 
 impl Shared {
     fn lmdb_error(&self, source: heed::Error) -> StoreError {
-        StoreError::Lmdb {
-            path: self.data_file.clone(),
-            source: Arc::new(source),
-        }
+        StoreError::Lmdb { path: self.data_file.clone(), source: Arc::new(source) }
     }
 
     fn read(&self) -> Result<ReadView<'_>, StoreError> {
@@ -389,11 +295,7 @@ impl Shared {
             let guard = self.resize.read_recursive();
             match self.env.read_txn() {
                 Ok(txn) => {
-                    return Ok(ReadView {
-                        shared: self,
-                        txn,
-                        _guard: guard,
-                    });
+                    return Ok(ReadView { shared: self, txn, _guard: guard });
                 }
                 Err(heed::Error::Mdb(MdbError::MapResized)) => {
                     drop(guard);
@@ -429,10 +331,7 @@ impl Shared {
     }
 
     /// Runs `f` in a write transaction and commits, growing or adopting the map and retrying as needed.
-    fn write<R>(
-        &self,
-        mut f: impl FnMut(&Self, &mut RwTxn) -> Result<R, StoreError>,
-    ) -> Result<R, StoreError> {
+    fn write<R>(&self, mut f: impl FnMut(&Self, &mut RwTxn) -> Result<R, StoreError>) -> Result<R, StoreError> {
         loop {
             let outcome = {
                 let _guard = self.resize.read_recursive();
@@ -514,22 +413,17 @@ impl ReadView<'_> {
     pub fn node(&self, key: PositionKey) -> Result<Option<Node>, StoreError> {
         match self.raw_node(key)? {
             None => Ok(None),
-            Some(bytes) => Node::decode(bytes)
-                .map(Some)
-                .map_err(|source| StoreError::Corrupt {
-                    path: self.shared.data_file.clone(),
-                    key,
-                    source,
-                }),
+            Some(bytes) => Node::decode(bytes).map(Some).map_err(|source| StoreError::Corrupt {
+                path: self.shared.data_file.clone(),
+                key,
+                source,
+            }),
         }
     }
 
     /// The encoded record of a position, if stored.
     pub fn raw_node(&self, key: PositionKey) -> Result<Option<&[u8]>, StoreError> {
-        self.shared
-            .nodes
-            .get(&self.txn, &key.to_bytes())
-            .map_err(|e| self.shared.lmdb_error(e))
+        self.shared.nodes.get(&self.txn, &key.to_bytes()).map_err(|e| self.shared.lmdb_error(e))
     }
 
     pub fn contains(&self, key: PositionKey) -> Result<bool, StoreError> {
@@ -540,45 +434,26 @@ impl ReadView<'_> {
     pub fn parents(&self, child: PositionKey) -> Result<Vec<PositionKey>, StoreError> {
         let lmdb = |e| self.shared.lmdb_error(e);
         let mut out = Vec::new();
-        if let Some(iter) = self
-            .shared
-            .parents
-            .get_duplicates(&self.txn, &child.to_bytes())
-            .map_err(lmdb)?
-        {
+        if let Some(iter) = self.shared.parents.get_duplicates(&self.txn, &child.to_bytes()).map_err(lmdb)? {
             for item in iter {
                 let (_, parent) = item.map_err(lmdb)?;
-                out.push(
-                    PositionKey::from_slice(parent).ok_or_else(|| StoreError::Corrupt {
-                        path: self.shared.data_file.clone(),
-                        key: child,
-                        source: DecodeError::Corrupt {
-                            reason: "parent link is not a key",
-                            offset: 0,
-                        },
-                    })?,
-                );
+                out.push(PositionKey::from_slice(parent).ok_or_else(|| StoreError::Corrupt {
+                    path: self.shared.data_file.clone(),
+                    key: child,
+                    source: DecodeError::Corrupt { reason: "parent link is not a key", offset: 0 },
+                })?);
             }
         }
         Ok(out)
     }
 
     /// Every stored node in key order (errors for records that do not decode).
-    pub fn nodes(
-        &self,
-    ) -> Result<impl Iterator<Item = Result<(PositionKey, Node), StoreError>> + '_, StoreError>
-    {
-        let iter = self
-            .shared
-            .nodes
-            .iter(&self.txn)
-            .map_err(|e| self.shared.lmdb_error(e))?;
+    pub fn nodes(&self) -> Result<impl Iterator<Item = Result<(PositionKey, Node), StoreError>> + '_, StoreError> {
+        let iter = self.shared.nodes.iter(&self.txn).map_err(|e| self.shared.lmdb_error(e))?;
         Ok(iter.map(move |item| {
             let (key, bytes) = item.map_err(|e| self.shared.lmdb_error(e))?;
-            let key = PositionKey::from_slice(key).ok_or_else(|| StoreError::CorruptMeta {
-                path: self.shared.data_file.clone(),
-                entry: "nodes key",
-            })?;
+            let key = PositionKey::from_slice(key)
+                .ok_or_else(|| StoreError::CorruptMeta { path: self.shared.data_file.clone(), entry: "nodes key" })?;
             let node = Node::decode(bytes).map_err(|source| StoreError::Corrupt {
                 path: self.shared.data_file.clone(),
                 key,

@@ -74,10 +74,7 @@ impl fmt::Display for DecodeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             DecodeError::NewerVersion(v) => {
-                write!(
-                    f,
-                    "record format {v} is newer than this deeptree supports ({FORMAT_VERSION})"
-                )
+                write!(f, "record format {v} is newer than this deeptree supports ({FORMAT_VERSION})")
             }
             DecodeError::Corrupt { reason, offset } => {
                 write!(f, "corrupt record: {reason} at byte {offset}")
@@ -100,12 +97,8 @@ impl PackedPosition {
     pub fn of(pos: &Chess) -> PackedPosition {
         let setup = pos.to_setup(EnPassantMode::Legal);
         // A legal standard position always packs (its castling rights have rooks, its en passant square a pawn).
-        let packed =
-            PackedSetup::pack_standard_normalized(&setup).unwrap_or_else(|_| PackedSetup::empty());
-        PackedPosition::from_slice(packed.as_bytes()).unwrap_or(PackedPosition {
-            len: 0,
-            bytes: [0; MAX_SETUP_BYTES],
-        })
+        let packed = PackedSetup::pack_standard_normalized(&setup).unwrap_or_else(|_| PackedSetup::empty());
+        PackedPosition::from_slice(packed.as_bytes()).unwrap_or(PackedPosition { len: 0, bytes: [0; MAX_SETUP_BYTES] })
     }
 
     pub fn from_slice(bytes: &[u8]) -> Option<PackedPosition> {
@@ -114,10 +107,7 @@ impl PackedPosition {
         }
         let mut out = [0; MAX_SETUP_BYTES];
         out[..bytes.len()].copy_from_slice(bytes);
-        Some(PackedPosition {
-            len: bytes.len() as u8,
-            bytes: out,
-        })
+        Some(PackedPosition { len: bytes.len() as u8, bytes: out })
     }
 
     pub fn as_bytes(&self) -> &[u8] {
@@ -171,13 +161,7 @@ pub struct Edge {
 
 impl Edge {
     pub fn new(uci: UciMove, score: Score, bound: Bound, depth: u8) -> Edge {
-        Edge {
-            uci,
-            score,
-            depth,
-            bound,
-            imported: false,
-        }
+        Edge { uci, score, depth, bound, imported: false }
     }
 
     /// Bytes of one persisted edge.
@@ -187,8 +171,7 @@ impl Edge {
     /// score beats a bound; otherwise the newer (`self`) wins.
     fn supersedes(&self, other: &Edge) -> bool {
         self.depth > other.depth
-            || (self.depth == other.depth
-                && !(self.bound != Bound::Exact && other.bound == Bound::Exact))
+            || (self.depth == other.depth && !(self.bound != Bound::Exact && other.bound == Bound::Exact))
     }
 }
 
@@ -217,15 +200,7 @@ pub struct Node {
 
 impl Node {
     pub fn new(position: PackedPosition) -> Node {
-        Node {
-            position,
-            eval: None,
-            edges: Vec::new(),
-            rest: None,
-            idea: None,
-            settled_depth: None,
-            cyclic: false,
-        }
+        Node { position, eval: None, edges: Vec::new(), rest: None, idea: None, settled_depth: None, cyclic: false }
     }
 
     pub fn edge(&self, uci: &UciMove) -> Option<&Edge> {
@@ -240,8 +215,7 @@ impl Node {
             (None, Some(theirs)) => self.eval = Some(theirs.clone()),
             (Some(ours), Some(theirs)) => {
                 if theirs.depth > ours.depth
-                    || (theirs.depth == ours.depth
-                        && !(theirs.bound != Bound::Exact && ours.bound == Bound::Exact))
+                    || (theirs.depth == ours.depth && !(theirs.bound != Bound::Exact && ours.bound == Bound::Exact))
                 {
                     self.eval = Some(theirs.clone());
                 }
@@ -260,11 +234,7 @@ impl Node {
             }
         }
         self.rest = match (self.rest, other.rest) {
-            (Some(a), Some(b))
-                if b.depth > a.depth || (b.depth == a.depth && b.score < a.score) =>
-            {
-                Some(b)
-            }
+            (Some(a), Some(b)) if b.depth > a.depth || (b.depth == a.depth && b.score < a.score) => Some(b),
             (Some(a), _) => Some(a),
             (None, b) => b,
         };
@@ -352,47 +322,25 @@ impl Node {
         if len == 0 || len > MAX_SETUP_BYTES {
             return Err(r.corrupt("setup length out of range"));
         }
-        let position = PackedPosition::from_slice(r.take(len, "truncated setup")?)
-            .ok_or_else(|| r.corrupt("setup too long"))?;
+        let position =
+            PackedPosition::from_slice(r.take(len, "truncated setup")?).ok_or_else(|| r.corrupt("setup too long"))?;
         let eval = if flags & FLAG_EVAL != 0 {
             let score = r.score()?;
-            let bound =
-                Bound::from_bits(r.u8("truncated eval")?).ok_or_else(|| r.corrupt("bad bound"))?;
+            let bound = Bound::from_bits(r.u8("truncated eval")?).ok_or_else(|| r.corrupt("bad bound"))?;
             let depth = r.u8("truncated eval")?;
-            let best = if flags & FLAG_BEST != 0 {
-                Some(r.uci()?)
-            } else {
-                None
-            };
+            let best = if flags & FLAG_BEST != 0 { Some(r.uci()?) } else { None };
             let nodes = r.varint()?;
-            Some(Eval {
-                score,
-                bound,
-                depth,
-                best,
-                nodes,
-            })
+            Some(Eval { score, bound, depth, best, nodes })
         } else {
             None
         };
         let rest = if flags & FLAG_REST != 0 {
-            Some(RestBound {
-                score: r.score()?,
-                depth: r.u8("truncated rest bound")?,
-            })
+            Some(RestBound { score: r.score()?, depth: r.u8("truncated rest bound")? })
         } else {
             None
         };
-        let idea = if flags & FLAG_IDEA != 0 {
-            Some(r.score()?)
-        } else {
-            None
-        };
-        let settled_depth = if flags & FLAG_SETTLED != 0 {
-            Some(r.u8("truncated settled depth")?)
-        } else {
-            None
-        };
+        let idea = if flags & FLAG_IDEA != 0 { Some(r.score()?) } else { None };
+        let settled_depth = if flags & FLAG_SETTLED != 0 { Some(r.u8("truncated settled depth")?) } else { None };
         let count = r.varint()?;
         if count > (bytes.len() / Edge::SIZE) as u64 {
             return Err(r.corrupt("edge count exceeds record"));
@@ -406,28 +354,13 @@ impl Node {
             if bits & !(EDGE_BOUND_MASK | EDGE_IMPORTED) != 0 {
                 return Err(r.corrupt("unknown edge flags"));
             }
-            let bound = Bound::from_bits(bits & EDGE_BOUND_MASK)
-                .ok_or_else(|| r.corrupt("bad edge bound"))?;
-            edges.push(Edge {
-                uci,
-                score,
-                depth,
-                bound,
-                imported: bits & EDGE_IMPORTED != 0,
-            });
+            let bound = Bound::from_bits(bits & EDGE_BOUND_MASK).ok_or_else(|| r.corrupt("bad edge bound"))?;
+            edges.push(Edge { uci, score, depth, bound, imported: bits & EDGE_IMPORTED != 0 });
         }
         if r.pos != bytes.len() {
             return Err(r.corrupt("trailing bytes"));
         }
-        Ok(Node {
-            position,
-            eval,
-            edges,
-            rest,
-            idea,
-            settled_depth,
-            cyclic: flags & FLAG_CYCLIC != 0,
-        })
+        Ok(Node { position, eval, edges, rest, idea, settled_depth, cyclic: flags & FLAG_CYCLIC != 0 })
     }
 }
 
@@ -446,17 +379,11 @@ struct Reader<'a> {
 
 impl<'a> Reader<'a> {
     fn corrupt(&self, reason: &'static str) -> DecodeError {
-        DecodeError::Corrupt {
-            reason,
-            offset: self.pos,
-        }
+        DecodeError::Corrupt { reason, offset: self.pos }
     }
 
     fn take(&mut self, n: usize, reason: &'static str) -> Result<&'a [u8], DecodeError> {
-        let slice = self
-            .bytes
-            .get(self.pos..self.pos + n)
-            .ok_or_else(|| self.corrupt(reason))?;
+        let slice = self.bytes.get(self.pos..self.pos + n).ok_or_else(|| self.corrupt(reason))?;
         self.pos += n;
         Ok(slice)
     }
@@ -467,8 +394,7 @@ impl<'a> Reader<'a> {
 
     fn score(&mut self) -> Result<Score, DecodeError> {
         let b = self.take(2, "truncated score")?;
-        Score::from_bits(i16::from_be_bytes([b[0], b[1]]))
-            .ok_or_else(|| self.corrupt("score out of range"))
+        Score::from_bits(i16::from_be_bytes([b[0], b[1]])).ok_or_else(|| self.corrupt("score out of range"))
     }
 
     fn uci(&mut self) -> Result<UciMove, DecodeError> {
@@ -499,10 +425,7 @@ mod tests {
     use shakmaty::{Role, Square};
 
     fn arb_score() -> impl Strategy<Value = Score> {
-        prop_oneof![
-            (-30_000i32..=30_000).prop_map(Score::cp),
-            (-60i32..=60).prop_map(Score::from_uci_mate)
-        ]
+        prop_oneof![(-30_000i32..=30_000).prop_map(Score::cp), (-60i32..=60).prop_map(Score::from_uci_mate)]
     }
 
     fn arb_bound() -> impl Strategy<Value = Bound> {
@@ -510,16 +433,9 @@ mod tests {
     }
 
     fn arb_move() -> impl Strategy<Value = UciMove> {
-        (
-            0u32..64,
-            0u32..64,
-            prop::option::of(prop_oneof![Just(Role::Queen), Just(Role::Knight)]),
+        (0u32..64, 0u32..64, prop::option::of(prop_oneof![Just(Role::Queen), Just(Role::Knight)])).prop_map(
+            |(from, to, promotion)| UciMove::Normal { from: Square::new(from), to: Square::new(to), promotion },
         )
-            .prop_map(|(from, to, promotion)| UciMove::Normal {
-                from: Square::new(from),
-                to: Square::new(to),
-                promotion,
-            })
     }
 
     fn arb_position() -> impl Strategy<Value = PackedPosition> {
@@ -540,34 +456,10 @@ mod tests {
     }
 
     fn arb_node() -> impl Strategy<Value = Node> {
-        let eval = (
-            arb_score(),
-            arb_bound(),
-            any::<u8>(),
-            prop::option::of(arb_move()),
-            any::<u64>(),
-        )
-            .prop_map(|(score, bound, depth, best, nodes)| Eval {
-                score,
-                bound,
-                depth,
-                best,
-                nodes,
-            });
-        let edge = (
-            arb_move(),
-            arb_score(),
-            any::<u8>(),
-            arb_bound(),
-            any::<bool>(),
-        )
-            .prop_map(|(uci, score, depth, bound, imported)| Edge {
-                uci,
-                score,
-                depth,
-                bound,
-                imported,
-            });
+        let eval = (arb_score(), arb_bound(), any::<u8>(), prop::option::of(arb_move()), any::<u64>())
+            .prop_map(|(score, bound, depth, best, nodes)| Eval { score, bound, depth, best, nodes });
+        let edge = (arb_move(), arb_score(), any::<u8>(), arb_bound(), any::<bool>())
+            .prop_map(|(uci, score, depth, bound, imported)| Edge { uci, score, depth, bound, imported });
         let rest = (arb_score(), any::<u8>()).prop_map(|(score, depth)| RestBound { score, depth });
         (
             arb_position(),
@@ -578,17 +470,15 @@ mod tests {
             prop::option::of(any::<u8>()),
             any::<bool>(),
         )
-            .prop_map(
-                |(position, eval, edges, rest, idea, settled_depth, cyclic)| Node {
-                    position,
-                    eval,
-                    edges,
-                    rest,
-                    idea,
-                    settled_depth,
-                    cyclic,
-                },
-            )
+            .prop_map(|(position, eval, edges, rest, idea, settled_depth, cyclic)| Node {
+                position,
+                eval,
+                edges,
+                rest,
+                idea,
+                settled_depth,
+                cyclic,
+            })
     }
 
     proptest! {
@@ -613,23 +503,14 @@ mod tests {
     fn newer_version_is_reported() {
         let mut bytes = Node::new(PackedPosition::of(&Chess::default())).encode();
         bytes[0] = FORMAT_VERSION + 1;
-        assert_eq!(
-            Node::decode(&bytes),
-            Err(DecodeError::NewerVersion(FORMAT_VERSION + 1))
-        );
+        assert_eq!(Node::decode(&bytes), Err(DecodeError::NewerVersion(FORMAT_VERSION + 1)));
     }
 
     #[test]
     fn truncated_record_is_corrupt() {
         let bytes = Node::new(PackedPosition::of(&Chess::default())).encode();
-        assert!(matches!(
-            Node::decode(&bytes[..bytes.len() - 1]),
-            Err(DecodeError::Corrupt { .. })
-        ));
-        assert!(matches!(
-            Node::decode(&[]),
-            Err(DecodeError::Corrupt { .. })
-        ));
+        assert!(matches!(Node::decode(&bytes[..bytes.len() - 1]), Err(DecodeError::Corrupt { .. })));
+        assert!(matches!(Node::decode(&[]), Err(DecodeError::Corrupt { .. })));
     }
 
     #[test]
@@ -638,10 +519,7 @@ mod tests {
         let packed = PackedPosition::of(&pos);
         assert!(packed.as_bytes().len() <= MAX_SETUP_BYTES);
         assert_eq!(packed.to_position(), Some(pos));
-        assert_eq!(
-            packed.fen(),
-            "rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq - 0 1"
-        );
+        assert_eq!(packed.fen(), "rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq - 0 1");
     }
 
     #[test]
@@ -649,26 +527,11 @@ mod tests {
         let e4: UciMove = "e2e4".parse().unwrap();
         let d4: UciMove = "d2d4".parse().unwrap();
         let mut a = Node::new(PackedPosition::of(&Chess::default()));
-        a.eval = Some(Eval {
-            score: Score::cp(20),
-            bound: Bound::Exact,
-            depth: 10,
-            best: Some(e4),
-            nodes: 1,
-        });
+        a.eval = Some(Eval { score: Score::cp(20), bound: Bound::Exact, depth: 10, best: Some(e4), nodes: 1 });
         a.edges.push(Edge::new(e4, Score::cp(20), Bound::Exact, 10));
         let mut b = a.clone();
-        b.eval = Some(Eval {
-            score: Score::cp(30),
-            bound: Bound::Exact,
-            depth: 12,
-            best: Some(d4),
-            nodes: 2,
-        });
-        b.edges = vec![
-            Edge::new(e4, Score::cp(5), Bound::Exact, 8),
-            Edge::new(d4, Score::cp(30), Bound::Exact, 12),
-        ];
+        b.eval = Some(Eval { score: Score::cp(30), bound: Bound::Exact, depth: 12, best: Some(d4), nodes: 2 });
+        b.edges = vec![Edge::new(e4, Score::cp(5), Bound::Exact, 8), Edge::new(d4, Score::cp(30), Bound::Exact, 12)];
         let mut merged = a.clone();
         merged.merge(&b);
         assert_eq!(merged.eval.as_ref().map(|e| e.depth), Some(12));

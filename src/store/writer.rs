@@ -1,13 +1,21 @@
 //! The one writer of a process: a thread that takes changes from a channel and commits many per transaction.
 
-use std::{collections::HashMap, sync::Arc, thread::JoinHandle};
+use std::{cell::RefCell, collections::HashMap, sync::Arc, thread::JoinHandle};
 
 use crossbeam_channel::{Receiver, Sender, bounded, unbounded};
 use heed::{MdbError, PutFlags, RwTxn};
 
+use crate::{
+    score::Score,
+    search::{
+        graph::{Graph, GraphMut, GraphNode},
+        minimax::propagate,
+    },
+};
+
 use super::{
     Change, META_ENGINE, Shared, StoreError,
-    key::PositionKey,
+    key::{KeyMap, PositionKey},
     node::{Node, PackedPosition},
 };
 
@@ -36,11 +44,7 @@ pub struct Receipt {
 impl Receipt {
     /// Blocks until the changes are committed. All changes of one submission are committed together or not at all.
     pub fn wait(self) -> Result<(), StoreError> {
-        self.rx.recv().unwrap_or_else(|_| {
-            Err(StoreError::WriterStopped {
-                path: self.shared.data_file.clone(),
-            })
-        })
+        self.rx.recv().unwrap_or_else(|_| Err(StoreError::WriterStopped { path: self.shared.data_file.clone() }))
     }
 }
 
@@ -51,14 +55,9 @@ impl StoreWriter {
         if let Err(crossbeam_channel::SendError(Message::Write { ack, .. })) =
             self.tx.send(Message::Write { changes, ack })
         {
-            let _ = ack.send(Err(StoreError::WriterStopped {
-                path: self.shared.data_file.clone(),
-            }));
+            let _ = ack.send(Err(StoreError::WriterStopped { path: self.shared.data_file.clone() }));
         }
-        Receipt {
-            rx,
-            shared: self.shared.clone(),
-        }
+        Receipt { rx, shared: self.shared.clone() }
     }
 }
 
@@ -77,19 +76,13 @@ impl WriterThread {
             .spawn(move || run(&loop_shared, &rx, max_batch))
             .ok();
         if thread.is_none() {
-            log::error!(
-                "could not start the store writer thread for {}",
-                shared.data_file.display()
-            );
+            log::error!("could not start the store writer thread for {}", shared.data_file.display());
         }
         WriterThread { tx, shared, thread }
     }
 
     pub(super) fn handle(&self) -> StoreWriter {
-        StoreWriter {
-            tx: self.tx.clone(),
-            shared: self.shared.clone(),
-        }
+        StoreWriter { tx: self.tx.clone(), shared: self.shared.clone() }
     }
 }
 
@@ -132,10 +125,7 @@ fn run(shared: &Shared, rx: &Receiver<Message>, max_batch: usize) {
                 }
             }
             Err(e) => {
-                log::error!(
-                    "store write failed, {} submissions not committed: {e}",
-                    batch.len()
-                );
+                log::error!("store write failed, {} submissions not committed: {e}", batch.len());
                 for (_, ack) in batch {
                     let _ = ack.send(Err(e.clone()));
                 }
@@ -163,23 +153,14 @@ fn apply_batch(
         if verdict.is_ok() {
             for change in changes {
                 match change {
-                    Change::Merge {
-                        key,
-                        node,
-                        children,
-                    } => {
+                    Change::Merge { key, node, children } => {
                         accepted_positions.insert(*key, &node.position);
                         merges.push((*key, node));
-                        links.extend(
-                            children
-                                .iter()
-                                .map(|child| (child.to_bytes(), key.to_bytes())),
-                        );
+                        links.extend(children.iter().map(|child| (child.to_bytes(), key.to_bytes())));
                     }
-                    Change::SetEngine(identity) => shared
-                        .meta
-                        .put(txn, META_ENGINE, identity.as_bytes())
-                        .map_err(|e| shared.lmdb_error(e))?,
+                    Change::SetEngine(identity) => {
+                        shared.meta.put(txn, META_ENGINE, identity.as_bytes()).map_err(|e| shared.lmdb_error(e))?
+                    }
                 }
             }
         }
@@ -187,21 +168,19 @@ fn apply_batch(
     }
     // Stable: several changes of one key keep their order.
     merges.sort_by_key(|(key, _)| *key);
-    let mut buffer = Vec::with_capacity(256);
+    let mut merged: KeyMap<Node> = KeyMap::default();
     for (key, node) in merges {
-        merge(shared, txn, key, node, &mut buffer)?;
+        merge(shared, txn, key, node, &mut merged)?;
     }
     links.sort_unstable();
     links.dedup();
     for (child, parent) in links {
-        match shared
-            .parents
-            .put_with_flags(txn, PutFlags::NO_DUP_DATA, &child, &parent)
-        {
+        match shared.parents.put_with_flags(txn, PutFlags::NO_DUP_DATA, &child, &parent) {
             Ok(()) | Err(heed::Error::Mdb(MdbError::KeyExist)) => {}
             Err(e) => return Err(shared.lmdb_error(e)),
         }
     }
+    write_with_cached_values(shared, txn, merged)?;
     Ok(results)
 }
 
@@ -219,20 +198,12 @@ fn check(
         };
         let stored_position = match accepted.get(key) {
             Some(position) => Some((*position).clone()),
-            None => match shared
-                .nodes
-                .get(txn, &key.to_bytes())
-                .map_err(|e| shared.lmdb_error(e))?
-            {
+            None => match shared.nodes.get(txn, &key.to_bytes()).map_err(|e| shared.lmdb_error(e))? {
                 None => None,
                 Some(bytes) => match Node::decode(bytes) {
                     Ok(stored) => Some(stored.position),
                     Err(source) => {
-                        return Ok(Err(StoreError::Corrupt {
-                            path: shared.data_file.clone(),
-                            key: *key,
-                            source,
-                        }));
+                        return Ok(Err(StoreError::Corrupt { path: shared.data_file.clone(), key: *key, source }));
                     }
                 },
             },
@@ -249,31 +220,130 @@ fn check(
     Ok(Ok(()))
 }
 
-/// Merges a checked node into its stored record; writes nothing when the record would not change.
+/// Merges a checked node into its stored record (or into its earlier merge in this batch), keeping the result in
+/// `merged` when the record changes.
 fn merge(
     shared: &Shared,
-    txn: &mut RwTxn,
+    txn: &RwTxn,
     key: PositionKey,
     node: &Node,
-    buffer: &mut Vec<u8>,
+    merged: &mut KeyMap<Node>,
 ) -> Result<(), StoreError> {
-    let lmdb = |e| shared.lmdb_error(e);
-    let key_bytes = key.to_bytes();
-    buffer.clear();
-    match shared.nodes.get(txn, &key_bytes).map_err(lmdb)? {
-        None => node.encode_into(buffer),
+    if let Some(pending) = merged.get_mut(&key) {
+        pending.merge(node);
+        return Ok(());
+    }
+    match shared.nodes.get(txn, &key.to_bytes()).map_err(|e| shared.lmdb_error(e))? {
+        None => {
+            merged.insert(key, node.clone());
+        }
         Some(bytes) => {
-            let mut stored = Node::decode(bytes).map_err(|source| StoreError::Corrupt {
+            let stored = Node::decode(bytes).map_err(|source| StoreError::Corrupt {
                 path: shared.data_file.clone(),
                 key,
                 source,
             })?;
-            stored.merge(node);
-            stored.encode_into(buffer);
-            if buffer.as_slice() == bytes {
-                return Ok(());
+            let mut updated = stored.clone();
+            updated.merge(node);
+            if updated != stored {
+                merged.insert(key, updated);
             }
         }
     }
-    shared.nodes.put(txn, &key_bytes, buffer).map_err(lmdb)
+    Ok(())
+}
+
+/// The graph as the writer's transaction sees it, with this batch's merged records laid over the stored ones, for
+/// bringing cached idea values up to date inside the same transaction as the change that caused them.
+struct TxnGraph<'t, 'e> {
+    shared: &'t Shared,
+    txn: &'t RwTxn<'e>,
+    merged: &'t KeyMap<Node>,
+    cache: RefCell<KeyMap<Option<Arc<GraphNode>>>>,
+    updated: KeyMap<(Option<Score>, bool)>,
+}
+
+impl Graph for TxnGraph<'_, '_> {
+    fn node(&self, key: PositionKey) -> Option<Arc<GraphNode>> {
+        if let Some(hit) = self.cache.borrow().get(&key) {
+            return hit.clone();
+        }
+        let loaded = match self.merged.get(&key) {
+            Some(node) => Some(Arc::new(GraphNode::from_node(key, node))),
+            None => match self.shared.nodes.get(self.txn, &key.to_bytes()) {
+                Ok(Some(bytes)) => match Node::decode(bytes) {
+                    Ok(node) => Some(Arc::new(GraphNode::from_node(key, &node))),
+                    Err(e) => {
+                        log::error!("{}: key {key}: {e}; left out of idea values", self.shared.data_file.display());
+                        None
+                    }
+                },
+                Ok(None) => None,
+                Err(e) => {
+                    log::error!("{}: key {key}: {e}", self.shared.data_file.display());
+                    None
+                }
+            },
+        };
+        self.cache.borrow_mut().insert(key, loaded.clone());
+        loaded
+    }
+
+    fn parents(&self, key: PositionKey) -> Vec<PositionKey> {
+        let mut out = Vec::new();
+        if let Ok(Some(iter)) = self.shared.parents.get_duplicates(self.txn, &key.to_bytes()) {
+            out.extend(iter.filter_map(|item| item.ok().and_then(|(_, parent)| PositionKey::from_slice(parent))));
+        }
+        out
+    }
+}
+
+impl GraphMut for TxnGraph<'_, '_> {
+    fn set_cached(&mut self, key: PositionKey, idea: Option<Score>, cyclic: bool) {
+        if let Some(Some(node)) = self.cache.get_mut().get_mut(&key) {
+            let node = Arc::make_mut(node);
+            node.idea = idea;
+            node.cyclic = cyclic;
+        }
+        self.updated.insert(key, (idea, cyclic));
+    }
+}
+
+/// Brings cached values up to date from the merged records upward, then writes every merged or updated record once,
+/// in key order.
+fn write_with_cached_values(shared: &Shared, txn: &mut RwTxn, mut merged: KeyMap<Node>) -> Result<(), StoreError> {
+    if merged.is_empty() {
+        return Ok(());
+    }
+    let updated = {
+        let mut graph =
+            TxnGraph { shared, txn, merged: &merged, cache: RefCell::default(), updated: KeyMap::default() };
+        propagate(&mut graph, merged.keys().copied().collect::<Vec<_>>());
+        graph.updated
+    };
+    let mut keys: Vec<PositionKey> = merged.keys().chain(updated.keys()).copied().collect();
+    keys.sort_unstable();
+    keys.dedup();
+    let mut buffer = Vec::with_capacity(256);
+    for key in keys {
+        let key_bytes = key.to_bytes();
+        let mut node = match merged.remove(&key) {
+            Some(node) => node,
+            None => {
+                let Some(bytes) = shared.nodes.get(txn, &key_bytes).map_err(|e| shared.lmdb_error(e))? else {
+                    continue;
+                };
+                let Ok(node) = Node::decode(bytes) else { continue };
+                node
+            }
+        };
+        if let Some((idea, cyclic)) = updated.get(&key) {
+            node.idea = *idea;
+            node.cyclic = *cyclic;
+        }
+        buffer.clear();
+        node.encode_into(&mut buffer);
+        shared.nodes.put(txn, &key_bytes, &buffer).map_err(|e| shared.lmdb_error(e))?;
+    }
+    Ok(())
 }
