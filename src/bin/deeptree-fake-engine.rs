@@ -1,7 +1,7 @@
 //! A scripted UCI engine for deeptree's tests: legal moves and made-up scores, plus scripted faults.
 //!
 //! ```text
-//! deeptree-fake-engine [--mode MODE] [--state FILE] [--pid-file FILE]
+//! deeptree-fake-engine [--mode MODE] [--state FILE] [--pid-file FILE] [--log FILE]
 //! ```
 //!
 //! `--mode` (or `DEEPTREE_FAKE_MODE`) is one of:
@@ -16,7 +16,8 @@
 //! - `illegal`: normal, but the best move is illegal.
 //! - `bound-only`: every score carries `lowerbound` or `upperbound` (the last ones `lowerbound`).
 //!
-//! `--pid-file` (or `DEEPTREE_FAKE_PID_FILE`) gets the process id appended, one line per process started.
+//! `--pid-file` (or `DEEPTREE_FAKE_PID_FILE`) gets the process id appended, one line per process started; `--log`
+//! (or `DEEPTREE_FAKE_LOG`) gets every command received appended as `PID COMMAND`.
 
 use std::{
     fs::OpenOptions,
@@ -51,11 +52,13 @@ fn main() -> ExitCode {
     let mut mode = std::env::var("DEEPTREE_FAKE_MODE").unwrap_or_else(|_| "normal".into());
     let mut state = std::env::var("DEEPTREE_FAKE_STATE").ok();
     let mut pid_file = std::env::var("DEEPTREE_FAKE_PID_FILE").ok();
+    let mut log_file = std::env::var("DEEPTREE_FAKE_LOG").ok();
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--mode" => mode = args.next().unwrap_or_default(),
             "--state" => state = args.next(),
             "--pid-file" => pid_file = args.next(),
+            "--log" => log_file = args.next(),
             other => {
                 eprintln!("deeptree-fake-engine: unknown argument {other:?}");
                 return ExitCode::from(2);
@@ -85,9 +88,13 @@ fn main() -> ExitCode {
         }
     };
     let mut fake = Fake { mode, position: Chess::default(), multipv: 1, pending: None };
+    let mut log = log_file.and_then(|path| OpenOptions::new().create(true).append(true).open(path).ok());
     let stdin = std::io::stdin();
     for line in stdin.lock().lines() {
         let Ok(line) = line else { break };
+        if let Some(log) = log.as_mut() {
+            let _ = writeln!(log, "{} {}", std::process::id(), line.trim());
+        }
         if let Some(code) = fake.handle(line.trim()) {
             return code;
         }

@@ -1,0 +1,241 @@
+//! Engine faults, scripted with `deeptree-fake-engine`: each is handled, and none panics or yields a result.
+
+use std::{
+    path::Path,
+    time::{Duration, Instant},
+};
+
+use deeptree::{
+    engine::{
+        Engine, EngineConfig, EngineError, EnginePool, EnginePosition, EvalRequest, JobOutcome, JobResult, Limit,
+        RestartPolicy, Timeouts,
+    },
+    score::{Bound, Score},
+};
+use shakmaty::{Chess, uci::UciMove};
+use tempfile::TempDir;
+
+const FAKE: &str = env!("CARGO_BIN_EXE_deeptree-fake-engine");
+const HANDSHAKE: Duration = Duration::from_secs(1);
+const SILENCE: Duration = Duration::from_millis(300);
+
+/// A fake engine in `mode`, with short deadlines and back-off, writing its pids and commands into `dir`.
+fn fake(mode: &str, dir: &TempDir) -> EngineConfig {
+    let d = dir.path().display();
+    EngineConfig::new(format!("'{FAKE}' --mode {mode} --state '{d}/state' --pid-file '{d}/pids' --log '{d}/log'"))
+        .with_option("Hash", 32)
+        .with_timeouts(Timeouts { handshake: HANDSHAKE, search_silence: SILENCE })
+        .with_restart(RestartPolicy {
+            first_delay: Duration::from_millis(10),
+            max_delay: Duration::from_millis(100),
+            fresh_attempts: 3,
+        })
+}
+
+fn start_position() -> EnginePosition {
+    EnginePosition::of(&Chess::default())
+}
+
+fn depth(d: u32) -> EvalRequest {
+    EvalRequest::new(start_position(), Limit::Depth(d))
+}
+
+fn pids(dir: &TempDir) -> Vec<u32> {
+    std::fs::read_to_string(dir.path().join("pids")).unwrap_or_default().lines().map(|l| l.parse().unwrap()).collect()
+}
+
+/// The process is gone and reaped (a zombie would still have a /proc entry).
+fn gone(pid: u32) -> bool {
+    !Path::new(&format!("/proc/{pid}")).exists()
+}
+
+fn one_result(pool: &EnginePool) -> JobResult {
+    pool.results().recv_timeout(Duration::from_secs(20)).expect("a result")
+}
+
+/// The first move of the fake's candidates (legal moves in UCI text order).
+fn fakes_best() -> UciMove {
+    "a2a3".parse().unwrap()
+}
+
+#[test]
+fn normal_fake_is_evaluated_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut engine = Engine::spawn(&fake("normal", &dir)).unwrap();
+    assert_eq!(engine.identity().name, "deeptree fake engine");
+    assert_eq!(engine.identity().options.len(), 4);
+    let eval = engine.evaluate(&depth(4)).unwrap();
+    assert_eq!(eval.best_move, fakes_best());
+    assert_eq!((eval.score(), eval.bound(), eval.depth(), eval.line.seldepth), (Score::cp(20), Bound::Exact, 4, 6));
+    let eval = engine.evaluate(&depth(2).with_multipv(3)).unwrap();
+    let scores: Vec<_> = eval.lines().map(|l| l.score).collect();
+    assert_eq!(scores, [Score::cp(20), Score::cp(13), Score::cp(6)]);
+    let log = std::fs::read_to_string(dir.path().join("log")).unwrap();
+    assert!(log.contains("setoption name Hash value 32"), "{log}");
+    assert!(log.contains("setoption name Threads value 1"), "{log}");
+    assert!(log.contains("setoption name MultiPV value 3"), "{log}");
+}
+
+#[test]
+fn crash_is_retried_on_a_fresh_process_with_options_reapplied() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = EnginePool::start(vec![fake("crash-once", &dir)]).unwrap();
+    pool.submit(5, depth(3)).unwrap();
+    let result = one_result(&pool);
+    assert_eq!(result.id, 5);
+    let JobOutcome::Done(eval) = result.outcome else { panic!("{:?}", result.outcome) };
+    assert_eq!(eval.best_move, fakes_best());
+    assert_eq!(result.attempts, 2);
+    let pids = pids(&dir);
+    assert_eq!(pids.len(), 2, "one restart");
+    assert!(gone(pids[0]), "the crashed process was reaped");
+    // Both processes got the options after their handshake.
+    let log = std::fs::read_to_string(dir.path().join("log")).unwrap();
+    for pid in &pids {
+        assert!(log.contains(&format!("{pid} setoption name Hash value 32")), "{log}");
+    }
+    // The fresh process keeps working: no restart for the next job.
+    pool.submit(6, depth(2)).unwrap();
+    let result = one_result(&pool);
+    assert!(matches!(result.outcome, JobOutcome::Done(_)));
+    assert_eq!(result.attempts, 1);
+}
+
+#[test]
+fn a_job_that_crashes_three_fresh_processes_is_reported_failed() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = EnginePool::start(vec![fake("crash", &dir)]).unwrap();
+    pool.submit(9, depth(3)).unwrap();
+    let result = one_result(&pool);
+    assert_eq!(result.id, 9);
+    assert!(matches!(result.outcome, JobOutcome::Failed(EngineError::Eof)), "{:?}", result.outcome);
+    assert_eq!(result.attempts, 3);
+    let pids = pids(&dir);
+    assert_eq!(pids.len(), 3);
+    assert!(pids.iter().all(|&pid| gone(pid)), "every crashed process reaped");
+    assert!(pool.results().try_recv().is_err(), "one result per job");
+}
+
+#[test]
+fn a_hung_search_is_killed_after_the_deadline() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut engine = Engine::spawn(&fake("hang", &dir)).unwrap();
+    let started = Instant::now();
+    let err = engine.evaluate(&depth(3)).unwrap_err();
+    let waited = started.elapsed();
+    assert!(matches!(err, EngineError::Timeout { .. }), "{err}");
+    assert!(waited >= SILENCE + HANDSHAKE && waited < SILENCE + HANDSHAKE + Duration::from_secs(2), "{waited:?}");
+    let pid = engine.pid();
+    drop(engine);
+    assert!(gone(pid));
+
+    // In the pool: three fresh processes time out, the job fails, every process is killed.
+    let dir = tempfile::tempdir().unwrap();
+    let pool = EnginePool::start(vec![fake("hang", &dir)]).unwrap();
+    pool.submit(1, depth(3)).unwrap();
+    let result = one_result(&pool);
+    assert!(matches!(result.outcome, JobOutcome::Failed(EngineError::Timeout { .. })), "{:?}", result.outcome);
+    assert_eq!(result.attempts, 3);
+    assert!(pids(&dir).iter().all(|&pid| gone(pid)));
+}
+
+#[test]
+fn an_engine_that_never_answers_uci_is_killed_after_the_deadline() {
+    let dir = tempfile::tempdir().unwrap();
+    let started = Instant::now();
+    let err = Engine::spawn(&fake("hang-handshake", &dir)).err().expect("no engine");
+    assert!(matches!(err, EngineError::Timeout { waiting_for: "uciok", .. }), "{err}");
+    assert!(started.elapsed() < HANDSHAKE + Duration::from_secs(2));
+    assert!(pids(&dir).iter().all(|&pid| gone(pid)));
+    // A pool reports the same error at start.
+    assert!(matches!(EnginePool::start(vec![fake("hang-handshake", &dir)]), Err(EngineError::Timeout { .. })));
+}
+
+#[test]
+fn garbage_lines_are_ignored() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut engine = Engine::spawn(&fake("garbage", &dir)).unwrap();
+    assert_eq!(engine.identity().name, "deeptree fake engine");
+    assert_eq!(engine.identity().options.len(), 4);
+    let eval = engine.evaluate(&depth(3)).unwrap();
+    assert_eq!(
+        (eval.best_move, eval.score(), eval.bound(), eval.depth()),
+        (fakes_best(), Score::cp(20), Bound::Exact, 3)
+    );
+    assert_eq!(eval.nodes, 300);
+}
+
+#[test]
+fn an_illegal_best_move_is_a_fault() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut engine = Engine::spawn(&fake("illegal", &dir)).unwrap();
+    let err = engine.evaluate(&depth(3)).unwrap_err();
+    assert!(matches!(&err, EngineError::IllegalMove { mv, .. } if mv == "e2e5"), "{err}");
+    assert!(err.is_engine_fault());
+
+    let pool = EnginePool::start(vec![fake("illegal", &dir)]).unwrap();
+    pool.submit(3, depth(3)).unwrap();
+    let result = one_result(&pool);
+    assert!(matches!(result.outcome, JobOutcome::Failed(EngineError::IllegalMove { .. })), "{:?}", result.outcome);
+    assert_eq!(result.attempts, 3);
+}
+
+#[test]
+fn bound_only_scores_keep_their_bound() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut engine = Engine::spawn(&fake("bound-only", &dir)).unwrap();
+    let eval = engine.evaluate(&depth(4)).unwrap();
+    assert_eq!((eval.score(), eval.bound(), eval.depth()), (Score::cp(20), Bound::Lower, 4));
+    assert_ne!(eval.bound(), Bound::Exact);
+}
+
+#[test]
+fn queued_and_running_jobs_can_be_cancelled() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = EnginePool::start(vec![fake("normal", &dir)]).unwrap();
+    pool.submit(1, EvalRequest::new(start_position(), Limit::Infinite)).unwrap();
+    pool.submit(2, depth(3)).unwrap();
+    assert!(pool.submit(2, depth(3)).is_err(), "ids in flight are unique");
+    assert!(pool.cancel(2));
+    let result = one_result(&pool);
+    assert_eq!((result.id, result.worker, result.attempts), (2, None, 0));
+    assert!(matches!(result.outcome, JobOutcome::Cancelled));
+
+    // Let the worker take job 1, then stop it.
+    while pool.in_flight() != 1 {
+        std::thread::yield_now();
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    let started = Instant::now();
+    assert!(pool.cancel(1));
+    let result = one_result(&pool);
+    assert!(started.elapsed() < Duration::from_secs(1));
+    assert_eq!((result.id, result.worker), (1, Some(0)));
+    assert!(matches!(result.outcome, JobOutcome::Cancelled), "{:?}", result.outcome);
+    assert!(!pool.cancel(1), "no longer in flight");
+
+    // The worker is free again, on the same process.
+    pool.submit(3, depth(2)).unwrap();
+    let result = one_result(&pool);
+    assert!(matches!(result.outcome, JobOutcome::Done(_)));
+    assert_eq!(pids(&dir).len(), 1);
+    let log = std::fs::read_to_string(dir.path().join("log")).unwrap();
+    assert!(log.contains("go infinite") && log.contains("stop"), "{log}");
+}
+
+#[test]
+fn bad_commands_and_requests_are_errors_not_retries() {
+    assert!(matches!(EnginePool::start(vec![EngineConfig::new("/no/such/engine")]), Err(EngineError::Spawn { .. })));
+    assert!(matches!(Engine::spawn(&EngineConfig::new("'unbalanced")), Err(EngineError::BadCommand { .. })));
+    assert!(EnginePool::start(Vec::new()).is_err());
+    let dir = tempfile::tempdir().unwrap();
+    let pool = EnginePool::start(vec![fake("normal", &dir)]).unwrap();
+    let checkmated =
+        EnginePosition::new(Chess::default(), ["f2f3", "e7e5", "g2g4", "d8h4"].map(|m| m.parse().unwrap()).to_vec())
+            .unwrap();
+    assert!(matches!(
+        pool.submit(1, EvalRequest::new(checkmated, Limit::Depth(1))),
+        Err(EngineError::InvalidRequest(_))
+    ));
+    assert_eq!(pool.in_flight(), 0);
+}
