@@ -3,11 +3,20 @@
 use std::{io::Write, path::PathBuf, process::ExitCode};
 
 use clap::{Parser, Subcommand};
+use std::{sync::atomic::Ordering, time::Duration};
+
 use deeptree::{
     bench,
     config::Config,
+    engine::{EngineConfig, EnginePool},
+    search::{
+        analysis::{Analysis, Line, Params, Trace},
+        evaluator::PoolEvaluator,
+        show,
+    },
     store::{Store, StoreError},
 };
+use shakmaty::Position;
 
 #[derive(Parser)]
 #[command(name = "deeptree", version, about = "A UCI meta-engine that grows a persistent deep-analysis tree")]
@@ -27,6 +36,52 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Grow the tree of a position: settle each software depth, then deepen.
+    Analyze {
+        /// Start position (default: the standard start position).
+        #[arg(long)]
+        fen: Option<String>,
+        /// Moves played from the start position, in UCI notation: the last position is the root.
+        #[arg(long, default_value = "")]
+        moves: String,
+        /// Engine depth D of every inner-engine search (default: the settings' engine_depth).
+        #[arg(long)]
+        engine_depth: Option<u8>,
+        /// Move distance in centipawns at plies 0 and 1 (default: the settings' move_distance).
+        #[arg(long)]
+        move_distance: Option<u32>,
+        /// Deepest software depth to settle (default 4 without --time, unlimited with it).
+        #[arg(long)]
+        max_depth: Option<u8>,
+        /// Time budget in seconds.
+        #[arg(long)]
+        time: Option<f64>,
+        /// Inner-engine workers (default: one per core).
+        #[arg(long)]
+        workers: Option<usize>,
+        /// Inner engine command line (default: the settings' engine).
+        #[arg(long)]
+        engine: Option<String>,
+        /// Write one line per search decision to FILE.
+        #[arg(long, value_name = "FILE")]
+        trace: Option<PathBuf>,
+        /// End with one JSON object on stdout (settled rows go to stderr).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print the tree from a root with both scores and the depth of every move.
+    Show {
+        #[arg(long)]
+        fen: Option<String>,
+        #[arg(long, default_value = "")]
+        moves: String,
+        /// Plies to show below the root.
+        #[arg(long, default_value_t = 3)]
+        depth: u8,
+        /// Print one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
     /// Show what the store holds.
     Stats {
         /// Print one JSON object.
@@ -100,6 +155,79 @@ fn run(cli: Cli, config: &Config) -> Result<(), Box<dyn std::error::Error>> {
         return Err("the UCI mode is not available in this build; see `deeptree --help` for the commands".into());
     };
     match command {
+        Command::Analyze { fen, moves, engine_depth, move_distance, max_depth, time, workers, engine, trace, json } => {
+            let line = Line::parse(fen.as_deref(), &moves)?;
+            let store = open_store(cli.db.as_deref(), config)?;
+            let mut engine_config = EngineConfig::from_config(config);
+            if let Some(engine) = engine {
+                engine_config.command = engine;
+            }
+            let workers = workers.filter(|w| *w > 0).unwrap_or(if config.workers > 0 {
+                config.workers
+            } else {
+                deeptree::engine::default_workers()
+            });
+            let pool = EnginePool::uniform(&engine_config, workers)
+                .map_err(|e| format!("cannot start the inner engine '{}': {e}", engine_config.command))?;
+            let params = Params {
+                engine_depth: engine_depth.unwrap_or(config.engine_depth).max(1),
+                move_distance: move_distance.unwrap_or(config.move_distance).min(100_000) as i32,
+                max_depth: max_depth.unwrap_or(if time.is_some() { u8::MAX - 1 } else { 4 }),
+                time: time.filter(|t| t.is_finite() && *t > 0.0).map(Duration::from_secs_f64),
+            };
+            let mut analysis = Analysis::new(&store, PoolEvaluator::new(pool), params);
+            if let Some(path) = &trace {
+                analysis.trace = Trace::to_file(path)?;
+            }
+            analysis.progress = true;
+            let stop = analysis.stop.clone();
+            if let Err(e) = ctrlc::set_handler(move || stop.store(true, Ordering::Relaxed)) {
+                log::warn!("Ctrl-C will not stop the analysis cleanly: {e}");
+            }
+            let engine_depth = analysis.params.engine_depth;
+            if !json {
+                println!(
+                    "{:>6} {:>9} {:>9} {:>11} {:>10} {:>9}",
+                    "depth", "software", "combined", "evaluations", "positions", "seconds"
+                );
+            }
+            let report = analysis.run(&line, |row| {
+                let text = format!(
+                    "{:>6} {:>9} {:>9} {:>11} {:>10} {:>9.1}",
+                    row.software_depth,
+                    format!("{}-{}", row.min_depth, row.max_depth),
+                    format!("{}-{}", row.combined_min, row.combined_max),
+                    row.evaluations,
+                    row.positions,
+                    row.elapsed_seconds
+                );
+                if json { eprintln!("{text}") } else { println!("{text}") }
+            })?;
+            if json {
+                println!("{}", serde_json::to_string(&report)?);
+            } else {
+                println!(
+                    "{} evaluations at engine depth {engine_depth}, {} positions in the tree, settled depth {}{}",
+                    report.evaluations,
+                    report.positions,
+                    report.settled_depth.map_or("none".to_owned(), |d| d.to_string()),
+                    if report.stopped { " (stopped before the last depth settled)" } else { "" }
+                );
+            }
+        }
+        Command::Show { fen, moves, depth, json } => {
+            let line = Line::parse(fen.as_deref(), &moves)?;
+            let store = open_store(cli.db.as_deref(), config)?;
+            let view = store.read()?;
+            let tree = show::tree(&view, line.root(), &line.history_keys(), depth)?;
+            if json {
+                println!("{}", serde_json::to_string(&tree)?);
+            } else {
+                let root = line.root();
+                let ply = (root.fullmoves().get() as usize - 1) * 2 + usize::from(root.turn().is_black());
+                print!("{}", show::render_text(&tree, ply, root.turn().is_white()));
+            }
+        }
         Command::Stats { json } => {
             let store = open_store(cli.db.as_deref(), config)?;
             let stats = store.stats()?;

@@ -35,6 +35,10 @@ pub const MAX_CP: i32 = 30_000;
 
 impl Score {
     pub const DRAW: Score = Score(0);
+    /// The side to move is checkmated: the lowest score.
+    pub const MATED_NOW: Score = Score(-MATE);
+    /// Above every reachable score (mate in 0 plies cannot be the side to move's).
+    pub const MATE_NOW: Score = Score(MATE);
 
     /// A centipawn score, clamped to ±30000.
     pub fn cp(cp: i32) -> Score {

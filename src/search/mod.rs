@@ -1,4 +1,7 @@
 //! The deep-analysis search: expansion, passes, settling and deepening, over the store and an evaluator.
 
+pub mod analysis;
+pub mod evaluator;
 pub mod graph;
 pub mod minimax;
+pub mod show;

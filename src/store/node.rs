@@ -208,7 +208,7 @@ impl Node {
     }
 
     /// Merges another record of the same position into this one: the deeper evaluation wins, edges are united
-    /// (per move the deeper score wins), the deeper rest bound wins, the settled depth is the larger.
+    /// (per move the deeper score wins), the newer rest bound wins unless shallower, the settled depth is the larger.
     pub fn merge(&mut self, other: &Node) {
         match (&self.eval, &other.eval) {
             (_, None) => {}
@@ -233,8 +233,9 @@ impl Node {
                 None => self.edges.push(theirs.clone()),
             }
         }
+        // The newer search of the remaining moves wins at equal depth: it bounds the moves still unsearched.
         self.rest = match (self.rest, other.rest) {
-            (Some(a), Some(b)) if b.depth > a.depth || (b.depth == a.depth && b.score < a.score) => Some(b),
+            (Some(a), Some(b)) if b.depth >= a.depth => Some(b),
             (Some(a), _) => Some(a),
             (None, b) => b,
         };

@@ -1,0 +1,718 @@
+//! Settle-then-deepen: the deep-analysis search of a root.
+//!
+//! A pass at software depth `d` walks the stored graph from the root, alpha-beta, and plans an inner-engine search
+//! for every position it reaches that needs one: a position with no evaluation, or a node whose search for
+//! alternatives must go on because its unsearched moves could still be within the move distance of its best move.
+//! The planned searches run on all workers at once; their answers are stored, the graph is minimaxed again (the
+//! writer keeps idea values up to date), and the pass is repeated until it plans nothing: depth `d` is settled, and
+//! `d + 1` begins.
+//!
+//! Each pass plans from the store as it was when the pass began, and its answers are stored together, so which
+//! positions are searched and what the settled tree holds do not depend on how many workers run or in which order
+//! their answers arrive.
+
+use std::{
+    fmt,
+    fs::File,
+    io::{BufWriter, IsTerminal, Write},
+    path::Path,
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::{Duration, Instant},
+};
+
+use shakmaty::{CastlingMode, Chess, Position, fen::Fen, san::San, uci::UciMove};
+
+use crate::{
+    score::{Bound, Score},
+    store::{
+        Change, ReadView, Store, StoreError,
+        key::{KeyMap, KeySet, PositionKey},
+        node::{Edge, Eval, Node, PackedPosition, RestBound},
+        play_uci,
+    },
+};
+
+use super::{
+    evaluator::{Answer, Evaluator, Job},
+    graph::{Graph, StoreGraph},
+    minimax::{UNROLL_BUDGET, alpha_of_edge, alpha_of_node},
+};
+
+/// The three parameters of the search, and its budget.
+#[derive(Debug, Clone)]
+pub struct Params {
+    /// Engine depth `D` of every inner-engine search.
+    pub engine_depth: u8,
+    /// Move distance `δ` in centipawns at plies 0 and 1.
+    pub move_distance: i32,
+    /// Deepest software depth to settle.
+    pub max_depth: u8,
+    /// Wall-clock budget.
+    pub time: Option<Duration>,
+}
+
+/// The move distance at `ply`: `δ` at plies 0 and 1, halved at each ply after (20, 20, 10, 5, 2, 1, 0 ...).
+pub fn move_distance_at(move_distance: i32, ply: u8) -> i32 {
+    if ply <= 1 { move_distance } else { move_distance >> (ply - 1).min(31) }
+}
+
+/// A root as UCI gives it: a start position and moves played from it. The last position is the root; the earlier
+/// ones are its history.
+#[derive(Debug, Clone)]
+pub struct Line {
+    pub start: Chess,
+    pub moves: Vec<UciMove>,
+    /// Positions from the start to the root, both included.
+    pub positions: Vec<Chess>,
+}
+
+/// A root that cannot be set up.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LineError {
+    BadFen { fen: String, reason: String },
+    BadMove { uci: String, ply: usize, reason: &'static str },
+}
+
+impl fmt::Display for LineError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LineError::BadFen { fen, reason } => write!(f, "bad FEN '{fen}': {reason}"),
+            LineError::BadMove { uci, ply, reason } => write!(f, "move {} ('{uci}'): {reason}", ply + 1),
+        }
+    }
+}
+
+impl std::error::Error for LineError {}
+
+impl Line {
+    /// Parses `fen` (the start position when `None`) and the space-separated UCI `moves`, checking each is legal.
+    pub fn parse(fen: Option<&str>, moves: &str) -> Result<Line, LineError> {
+        let start = match fen.map(str::trim).filter(|f| !f.is_empty() && *f != "startpos") {
+            None => Chess::default(),
+            Some(fen) => fen
+                .parse::<Fen>()
+                .map_err(|e| LineError::BadFen { fen: fen.to_owned(), reason: e.to_string() })?
+                .into_position(CastlingMode::Standard)
+                .map_err(|e| LineError::BadFen { fen: fen.to_owned(), reason: e.to_string() })?,
+        };
+        let mut positions = vec![start.clone()];
+        let mut parsed = Vec::new();
+        for (ply, text) in moves.split_whitespace().enumerate() {
+            let uci: UciMove =
+                text.parse().map_err(|_| LineError::BadMove { uci: text.to_owned(), ply, reason: "not a UCI move" })?;
+            let current = positions.last().cloned().unwrap_or_default();
+            let next = play_uci(&current, &uci).ok_or(LineError::BadMove {
+                uci: text.to_owned(),
+                ply,
+                reason: "illegal in its position",
+            })?;
+            positions.push(next);
+            parsed.push(uci);
+        }
+        Ok(Line { start, moves: parsed, positions })
+    }
+
+    pub fn root(&self) -> &Chess {
+        self.positions.last().unwrap_or(&self.start)
+    }
+
+    /// Keys of the positions before the root, oldest first.
+    pub fn history_keys(&self) -> Vec<PositionKey> {
+        self.positions[..self.positions.len().saturating_sub(1)].iter().map(PositionKey::of).collect()
+    }
+}
+
+/// One settled software depth, as Deep Blue's table 3 reports it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Iteration {
+    pub software_depth: u8,
+    /// Shallowest and deepest ply at which the settling pass relied on an engine score.
+    pub min_depth: u8,
+    pub max_depth: u8,
+    /// Software depth plus the engine depth.
+    pub combined_min: u16,
+    pub combined_max: u16,
+    /// Inner-engine searches during this depth.
+    pub evaluations: u64,
+    pub passes: u32,
+    /// Positions in the store when it settled.
+    pub positions: u64,
+    pub elapsed_seconds: f64,
+}
+
+/// What an analysis did.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Report {
+    /// Inner-engine searches this run.
+    pub evaluations: u64,
+    /// Positions in the store.
+    pub positions: u64,
+    pub settled_depth: Option<u8>,
+    pub iterations: Vec<Iteration>,
+    /// Stopped by the time limit or an interrupt before `max_depth` settled.
+    pub stopped: bool,
+    /// Searches the engines failed (left for a later run).
+    pub failed: u64,
+}
+
+/// Why an analysis could not run.
+#[derive(Debug)]
+pub enum AnalysisError {
+    Store(StoreError),
+    Trace(std::io::Error),
+}
+
+impl fmt::Display for AnalysisError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AnalysisError::Store(e) => e.fmt(f),
+            AnalysisError::Trace(e) => write!(f, "cannot write the trace: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for AnalysisError {}
+
+impl From<StoreError> for AnalysisError {
+    fn from(e: StoreError) -> AnalysisError {
+        AnalysisError::Store(e)
+    }
+}
+
+/// One line per decision, so a user can tell why a position was or was not analysed.
+pub struct Trace {
+    out: Option<BufWriter<File>>,
+}
+
+impl Trace {
+    pub fn off() -> Trace {
+        Trace { out: None }
+    }
+
+    pub fn to_file(path: &Path) -> Result<Trace, AnalysisError> {
+        Ok(Trace { out: Some(BufWriter::new(File::create(path).map_err(AnalysisError::Trace)?)) })
+    }
+
+    fn enabled(&self) -> bool {
+        self.out.is_some()
+    }
+
+    fn line(&mut self, args: fmt::Arguments) {
+        if let Some(out) = &mut self.out
+            && writeln!(out, "{args}").is_err()
+        {
+            log::warn!("the trace file could not be written; tracing stops");
+            self.out = None;
+        }
+    }
+
+    fn flush(&mut self) {
+        if let Some(out) = &mut self.out {
+            let _ = out.flush();
+        }
+    }
+}
+
+macro_rules! trace {
+    ($trace:expr, $($arg:tt)*) => {
+        if $trace.enabled() {
+            $trace.line(format_args!($($arg)*));
+        }
+    };
+}
+
+/// What a planned search is for.
+#[derive(Debug, Clone)]
+enum Purpose {
+    /// The position's first evaluation (its best move).
+    Evaluate,
+    /// The best of the moves not searched yet.
+    Alternatives { unsearched: usize },
+    /// A move of the root's line (stored as an edge so the tree from the start leads to the root).
+    LineMove,
+}
+
+#[derive(Debug, Clone)]
+struct Planned {
+    key: PositionKey,
+    purpose: Purpose,
+    job: Job,
+}
+
+fn san(pos: &Chess, uci: &UciMove) -> String {
+    uci.to_move(pos).map(|m| San::from_move(pos, m).to_string()).unwrap_or_else(|_| uci.to_string())
+}
+
+fn fen(pos: &Chess) -> String {
+    Fen::from_position(pos, shakmaty::EnPassantMode::Legal).to_string()
+}
+
+/// One pass: the alpha-beta walk that plans searches.
+struct Walk<'v, 's, 't> {
+    view: &'v ReadView<'s>,
+    graph: StoreGraph<'v, 's>,
+    params: &'t Params,
+    depth: u8,
+    trace: &'t mut Trace,
+    planned: Vec<Planned>,
+    planned_keys: KeySet,
+    failed: &'t KeySet,
+    /// Lowest ply at which each node was walked in this pass.
+    walked: KeyMap<u8>,
+    terminal: Vec<Change>,
+    min_leaf: u8,
+    max_ply: u8,
+}
+
+const MINUS_INFINITY: Score = Score::MATED_NOW;
+const PLUS_INFINITY: Score = Score::MATE_NOW;
+
+impl Walk<'_, '_, '_> {
+    fn plan(&mut self, key: PositionKey, purpose: Purpose, job: Job) {
+        if self.failed.contains(&key) {
+            trace!(self.trace, "skip {key}: its engine search failed earlier in this run");
+            return;
+        }
+        if self.planned_keys.insert(key) {
+            self.planned.push(Planned { key, purpose, job });
+        }
+    }
+
+    fn leaf(&mut self, ply: u8) {
+        self.min_leaf = self.min_leaf.min(ply);
+        self.max_ply = self.max_ply.max(ply);
+    }
+
+    /// Walks `pos` at `ply`; returns its value for the side to move, or `None` when it has no evaluation yet.
+    fn visit(
+        &mut self,
+        pos: &Chess,
+        key: PositionKey,
+        ply: u8,
+        alpha: Score,
+        beta: Score,
+        path: &mut Vec<PositionKey>,
+    ) -> Result<Option<Score>, StoreError> {
+        self.max_ply = self.max_ply.max(ply);
+        let node = self.view.node(key)?;
+        let needs_eval = node.as_ref().and_then(|n| n.eval.as_ref()).is_none_or(|e| e.depth < self.params.engine_depth);
+        if needs_eval {
+            self.leaf(ply);
+            if pos.legal_moves().is_empty() {
+                // Checkmate or stalemate: no engine needed.
+                let score = if pos.is_check() { Score::MATED_NOW } else { Score::DRAW };
+                let mut terminal = Node::new(PackedPosition::of(pos));
+                terminal.eval =
+                    Some(Eval { score, bound: Bound::Exact, depth: self.params.engine_depth, best: None, nodes: 0 });
+                trace!(self.trace, "terminal ply={ply} {key} {}: {score}", fen(pos));
+                self.terminal.push(Change::Merge { key, node: terminal, children: Vec::new() });
+                return Ok(Some(score));
+            }
+            trace!(
+                self.trace,
+                "evaluate ply={ply} {key} {}: no evaluation at depth {}",
+                fen(pos),
+                self.params.engine_depth
+            );
+            self.plan(
+                key,
+                Purpose::Evaluate,
+                Job { position: pos.clone(), searchmoves: Vec::new(), depth: self.params.engine_depth },
+            );
+            return Ok(None);
+        }
+        let Some(node) = node else { return Ok(None) };
+        let Some(gnode) = self.graph.node(key) else { return Ok(None) };
+        let mut budget = UNROLL_BUDGET;
+        if ply >= self.depth || gnode.edges.is_empty() {
+            self.leaf(ply);
+            return Ok(Some(alpha_of_node(&self.graph, &gnode, path, &mut budget)));
+        }
+        if let Some(&earlier) = self.walked.get(&key)
+            && earlier <= ply
+        {
+            // A transposition already walked at this ply or a shallower one in this pass.
+            return Ok(Some(alpha_of_node(&self.graph, &gnode, path, &mut budget)));
+        }
+        self.walked.insert(key, ply);
+
+        // Estimates of every move from the minimaxed graph (alpha: repetitions of the path are draws).
+        let mut moves: Vec<(usize, Score)> = gnode
+            .edges
+            .iter()
+            .enumerate()
+            .map(|(i, e)| (i, alpha_of_edge(&self.graph, e.child, e.score, path, &mut budget)))
+            .collect();
+        moves.sort_by_key(|m| std::cmp::Reverse(m.1));
+        let best_estimate = moves.first().map_or(MINUS_INFINITY, |m| m.1);
+        let distance = move_distance_at(self.params.move_distance, ply);
+        let threshold = best_estimate.minus_cp(distance);
+
+        // The search for alternatives goes on while the unsearched moves could be within the window.
+        let legal = pos.legal_moves();
+        let unsearched: Vec<UciMove> =
+            legal.iter().map(|m| UciMove::from_standard(*m)).filter(|u| node.edge(u).is_none()).collect();
+        if !unsearched.is_empty() {
+            let rest = node.rest.map_or(best_estimate, |r: RestBound| r.score);
+            if rest >= threshold {
+                trace!(
+                    self.trace,
+                    "alternatives ply={ply} {key} {}: unsearched moves bounded by {rest} >= best {best_estimate} - {distance} = {threshold}; searching {} moves",
+                    fen(pos),
+                    unsearched.len()
+                );
+                let count = unsearched.len();
+                self.plan(
+                    key,
+                    Purpose::Alternatives { unsearched: count },
+                    Job { position: pos.clone(), searchmoves: unsearched, depth: self.params.engine_depth },
+                );
+            } else {
+                trace!(
+                    self.trace,
+                    "closed ply={ply} {key}: {} unsearched moves bounded by {rest} < best {best_estimate} - {distance} = {threshold}",
+                    unsearched.len()
+                );
+            }
+        }
+
+        let mut best: Option<Score> = None;
+        let mut alpha = alpha;
+        for (index, estimate) in moves {
+            let edge = &gnode.edges[index];
+            let Some(uci) = edge.uci else { continue };
+            let imported = node.edge(&uci).is_some_and(|e| e.imported);
+            if estimate < threshold && !imported {
+                trace!(
+                    self.trace,
+                    "refuse ply={ply} {} {}: {estimate} < best {best_estimate} - {distance} = {threshold}",
+                    key,
+                    san(pos, &uci)
+                );
+                best = Some(best.map_or(estimate, |b| b.max(estimate)));
+                continue;
+            }
+            trace!(
+                self.trace,
+                "admit ply={ply} {} {}: {estimate} >= {threshold}{}",
+                key,
+                san(pos, &uci),
+                if imported && estimate < threshold { " (imported)" } else { "" }
+            );
+            let value = if path.contains(&edge.child) {
+                self.leaf(ply + 1);
+                Score::DRAW
+            } else {
+                let Some(child) = play_uci(pos, &uci) else { continue };
+                path.push(edge.child);
+                // Sign flip: the child's window and value are from the opponent's side.
+                let child_value = self.visit(&child, edge.child, ply + 1, beta.back_up(), alpha.back_up(), path)?;
+                path.pop();
+                child_value.map_or(estimate, Score::back_up)
+            };
+            best = Some(best.map_or(value, |b| b.max(value)));
+            alpha = alpha.max(value);
+            if ply >= 2 && value >= beta {
+                trace!(self.trace, "cut ply={ply} {} after {}: {value} >= beta {beta}", key, san(pos, &uci));
+                break;
+            }
+        }
+        Ok(best)
+    }
+}
+
+/// The deep-analysis search of one root.
+pub struct Analysis<'a, E: Evaluator> {
+    pub store: &'a Store,
+    pub evaluator: E,
+    pub params: Params,
+    pub trace: Trace,
+    /// Set to stop cleanly (Ctrl-C).
+    pub stop: Arc<AtomicBool>,
+    /// Show a live progress line on stderr (only when it is a terminal).
+    pub progress: bool,
+    next_id: u64,
+    failed: KeySet,
+    evaluations: u64,
+    failures: u64,
+    started: Instant,
+}
+
+impl<'a, E: Evaluator> Analysis<'a, E> {
+    pub fn new(store: &'a Store, evaluator: E, params: Params) -> Self {
+        Analysis {
+            store,
+            evaluator,
+            params,
+            trace: Trace::off(),
+            stop: Arc::new(AtomicBool::new(false)),
+            progress: false,
+            next_id: 0,
+            failed: KeySet::default(),
+            evaluations: 0,
+            failures: 0,
+            started: Instant::now(),
+        }
+    }
+
+    fn out_of_time(&self) -> bool {
+        self.stop.load(Ordering::Relaxed) || self.params.time.is_some_and(|t| self.started.elapsed() >= t)
+    }
+
+    /// Runs the analysis of `line`'s root, calling `on_iteration` after each settled depth.
+    pub fn run(&mut self, line: &Line, mut on_iteration: impl FnMut(&Iteration)) -> Result<Report, AnalysisError> {
+        self.started = Instant::now();
+        self.store.writer().submit(vec![Change::SetEngine(self.evaluator.identity())]).wait()?;
+        let root = line.root().clone();
+        let root_key = PositionKey::of(&root);
+        let history = line.history_keys();
+        trace!(
+            self.trace,
+            "analysis of {} (key {root_key}) with {} history positions: engine depth {}, move distance {}, max depth {}",
+            fen(&root),
+            history.len(),
+            self.params.engine_depth,
+            self.params.move_distance,
+            self.params.max_depth
+        );
+        let mut stopped = self.store_line(line)?;
+        let mut iterations = Vec::new();
+        let mut settled = None;
+        let mut depth = 0u8;
+        while !stopped && depth <= self.params.max_depth {
+            let evaluations_before = self.evaluations;
+            let depth_started = Instant::now();
+            let mut passes = 0u32;
+            loop {
+                passes += 1;
+                let (planned, terminal, min_leaf, max_ply) = self.walk(&root, root_key, &history, depth, passes)?;
+                if !terminal.is_empty() {
+                    self.store.writer().submit(terminal).wait()?;
+                }
+                if planned.is_empty() {
+                    let mut mark = Node::new(PackedPosition::of(&root));
+                    mark.settled_depth = Some(depth);
+                    self.store
+                        .writer()
+                        .submit(vec![Change::Merge { key: root_key, node: mark, children: vec![] }])
+                        .wait()?;
+                    settled = Some(depth);
+                    let iteration = Iteration {
+                        software_depth: depth,
+                        min_depth: min_leaf.min(max_ply),
+                        max_depth: max_ply,
+                        combined_min: u16::from(min_leaf.min(max_ply)) + u16::from(self.params.engine_depth),
+                        combined_max: u16::from(max_ply) + u16::from(self.params.engine_depth),
+                        evaluations: self.evaluations - evaluations_before,
+                        passes,
+                        positions: self.store.stats()?.positions,
+                        elapsed_seconds: depth_started.elapsed().as_secs_f64(),
+                    };
+                    trace!(
+                        self.trace,
+                        "settled depth {depth} after {passes} passes, {} evaluations", iteration.evaluations
+                    );
+                    on_iteration(&iteration);
+                    iterations.push(iteration);
+                    break;
+                }
+                trace!(self.trace, "pass {passes} at depth {depth} planned {} searches", planned.len());
+                if self.run_batch(planned, depth, passes)? {
+                    stopped = true;
+                    break;
+                }
+            }
+            depth = depth.saturating_add(1);
+            if depth == u8::MAX {
+                break;
+            }
+        }
+        self.trace.flush();
+        if self.progress && std::io::stderr().is_terminal() {
+            eprint!("\r\x1b[2K");
+        }
+        Ok(Report {
+            evaluations: self.evaluations,
+            positions: self.store.stats()?.positions,
+            settled_depth: settled,
+            iterations,
+            stopped,
+            failed: self.failures,
+        })
+    }
+
+    /// Stores the root's line as edges (one search of each line move it lacks). Returns true when stopped.
+    fn store_line(&mut self, line: &Line) -> Result<bool, AnalysisError> {
+        let mut planned = Vec::new();
+        {
+            let view = self.store.read()?;
+            for (pos, uci) in line.positions.iter().zip(&line.moves) {
+                let key = PositionKey::of(pos);
+                let present = view
+                    .node(key)?
+                    .is_some_and(|n| n.edge(uci).is_some_and(|e| e.imported && e.depth >= self.params.engine_depth));
+                if !present {
+                    trace!(self.trace, "line move {} in {key} {}: stored as an edge", san(pos, uci), fen(pos));
+                    planned.push(Planned {
+                        key,
+                        purpose: Purpose::LineMove,
+                        job: Job { position: pos.clone(), searchmoves: vec![*uci], depth: self.params.engine_depth },
+                    });
+                }
+            }
+        }
+        if planned.is_empty() {
+            return Ok(false);
+        }
+        self.run_batch(planned, 0, 0)
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn walk(
+        &mut self,
+        root: &Chess,
+        root_key: PositionKey,
+        history: &[PositionKey],
+        depth: u8,
+        pass: u32,
+    ) -> Result<(Vec<Planned>, Vec<Change>, u8, u8), AnalysisError> {
+        let view = self.store.read()?;
+        trace!(self.trace, "pass {pass} at software depth {depth}");
+        let mut walk = Walk {
+            view: &view,
+            graph: StoreGraph::new(&view),
+            params: &self.params,
+            depth,
+            trace: &mut self.trace,
+            planned: Vec::new(),
+            planned_keys: KeySet::default(),
+            failed: &self.failed,
+            walked: KeyMap::default(),
+            terminal: Vec::new(),
+            min_leaf: u8::MAX,
+            max_ply: 0,
+        };
+        let mut path: Vec<PositionKey> = history.to_vec();
+        path.push(root_key);
+        walk.visit(root, root_key, 0, MINUS_INFINITY, PLUS_INFINITY, &mut path)?;
+        if let Some(e) = walk.graph.take_error() {
+            return Err(e.into());
+        }
+        Ok((walk.planned, walk.terminal, walk.min_leaf, walk.max_ply))
+    }
+
+    /// Runs planned searches on all workers and stores every answer. Returns true when stopped.
+    fn run_batch(&mut self, planned: Vec<Planned>, depth: u8, pass: u32) -> Result<bool, AnalysisError> {
+        let total = planned.len();
+        let mut jobs: Vec<(u64, Planned)> = Vec::with_capacity(total);
+        for plan in planned {
+            self.next_id += 1;
+            let id = self.next_id;
+            match self.evaluator.submit(id, plan.job.clone()) {
+                Ok(()) => jobs.push((id, plan)),
+                Err(e) => {
+                    log::warn!("search of {} not started: {e}", plan.key);
+                    self.failed.insert(plan.key);
+                    self.failures += 1;
+                }
+            }
+        }
+        let mut receipts = Vec::with_capacity(jobs.len());
+        let mut done = 0usize;
+        let mut stopped = false;
+        while done < jobs.len() {
+            if self.out_of_time() {
+                self.evaluator.cancel_all();
+                stopped = true;
+                break;
+            }
+            self.show_progress(depth, pass, done, total);
+            let Some((id, answer)) = self.evaluator.next(Duration::from_millis(100)) else { continue };
+            let Some((_, plan)) = jobs.iter().find(|(job_id, _)| *job_id == id) else { continue };
+            done += 1;
+            match answer {
+                Ok(answer) => {
+                    self.evaluations += 1;
+                    trace!(
+                        self.trace,
+                        "answer {} {:?}: {} {} depth {}",
+                        plan.key,
+                        plan.purpose,
+                        answer.best,
+                        answer.score,
+                        answer.depth
+                    );
+                    match change_for(plan, &answer) {
+                        Some(change) => receipts.push(self.store.writer().submit(vec![change])),
+                        None => {
+                            log::warn!("answer for {} does not fit its position; left out", plan.key);
+                            self.failed.insert(plan.key);
+                            self.failures += 1;
+                        }
+                    }
+                }
+                Err(e) => {
+                    log::warn!("engine search of {} failed: {e}", plan.key);
+                    trace!(self.trace, "failed {} {:?}: {e}", plan.key, plan.purpose);
+                    self.failed.insert(plan.key);
+                    self.failures += 1;
+                }
+            }
+        }
+        for receipt in receipts {
+            receipt.wait()?;
+        }
+        self.trace.flush();
+        Ok(stopped)
+    }
+
+    fn show_progress(&self, depth: u8, pass: u32, done: usize, total: usize) {
+        if self.progress && std::io::stderr().is_terminal() {
+            let secs = self.started.elapsed().as_secs();
+            eprint!(
+                "\r\x1b[2Kdepth {depth} pass {pass}: {done}/{total} searches, {} evaluations, {}:{:02}:{:02}",
+                self.evaluations,
+                secs / 3600,
+                secs / 60 % 60,
+                secs % 60
+            );
+        }
+    }
+}
+
+/// The change that stores an answer.
+fn change_for(plan: &Planned, answer: &Answer) -> Option<Change> {
+    let pos = &plan.job.position;
+    if !plan.job.searchmoves.is_empty() && !plan.job.searchmoves.contains(&answer.best) {
+        return None;
+    }
+    let mut node = Node::new(PackedPosition::of(pos));
+    let mut edge = Edge::new(answer.best, answer.score, answer.bound, answer.depth);
+    match plan.purpose {
+        Purpose::Evaluate => {
+            node.eval = Some(Eval {
+                score: answer.score,
+                bound: answer.bound,
+                depth: answer.depth,
+                best: Some(answer.best),
+                nodes: answer.nodes,
+            });
+            // The best move bounds every other move from above.
+            if pos.legal_moves().len() > 1 {
+                node.rest = Some(RestBound { score: answer.score, depth: answer.depth });
+            }
+        }
+        Purpose::Alternatives { unsearched } => {
+            // The best of the unsearched moves bounds the ones still unsearched.
+            if unsearched > 1 {
+                node.rest = Some(RestBound { score: answer.score, depth: answer.depth });
+            }
+        }
+        Purpose::LineMove => edge.imported = true,
+    }
+    node.edges.push(edge);
+    Change::merge(pos, node).ok()
+}

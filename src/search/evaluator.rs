@@ -1,0 +1,170 @@
+//! What the search asks of inner engines, and two ways to answer: the engine pool, and a scripted evaluator for
+//! exact, deterministic tests.
+
+use std::time::Duration;
+
+use shakmaty::{Chess, Position, uci::UciMove};
+
+use crate::{
+    engine::{EnginePool, EnginePosition, EvalRequest, JobOutcome, Limit},
+    score::{Bound, Score},
+    store::key::PositionKey,
+};
+
+/// One fixed-depth search of a position, restricted to `searchmoves` when not empty.
+#[derive(Debug, Clone)]
+pub struct Job {
+    pub position: Chess,
+    pub searchmoves: Vec<UciMove>,
+    pub depth: u8,
+}
+
+/// The answer to a [`Job`]: the best of the searched moves and its score (side to move's point of view).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Answer {
+    pub best: UciMove,
+    pub score: Score,
+    pub bound: Bound,
+    pub depth: u8,
+    pub nodes: u64,
+}
+
+/// A source of evaluations that can run several at once.
+pub trait Evaluator {
+    /// How many jobs can run at once.
+    fn workers(&self) -> usize;
+    /// Starts a job; its answer comes from [`Evaluator::next`] tagged with `id`.
+    fn submit(&mut self, id: u64, job: Job) -> Result<(), String>;
+    /// The next finished job, waiting at most `timeout`; `None` on timeout.
+    fn next(&mut self, timeout: Duration) -> Option<(u64, Result<Answer, String>)>;
+    /// Abandons every job in flight (their answers may still arrive and are to be ignored).
+    fn cancel_all(&mut self);
+    /// The identity of the engine, recorded in the store.
+    fn identity(&self) -> String;
+}
+
+/// The inner-engine pool as an evaluator.
+pub struct PoolEvaluator {
+    pool: EnginePool,
+    in_flight: Vec<u64>,
+}
+
+impl PoolEvaluator {
+    pub fn new(pool: EnginePool) -> PoolEvaluator {
+        PoolEvaluator { pool, in_flight: Vec::new() }
+    }
+}
+
+impl Evaluator for PoolEvaluator {
+    fn workers(&self) -> usize {
+        self.pool.workers()
+    }
+
+    fn submit(&mut self, id: u64, job: Job) -> Result<(), String> {
+        let request = EvalRequest::new(EnginePosition::of(&job.position), Limit::Depth(u32::from(job.depth)))
+            .with_searchmoves(job.searchmoves)
+            .map_err(|e| e.to_string())?;
+        self.pool.submit(id, request).map_err(|e| e.to_string())?;
+        self.in_flight.push(id);
+        Ok(())
+    }
+
+    fn next(&mut self, timeout: Duration) -> Option<(u64, Result<Answer, String>)> {
+        let result = self.pool.results().recv_timeout(timeout).ok()?;
+        self.in_flight.retain(|id| *id != result.id);
+        let answer = match result.outcome {
+            JobOutcome::Done(eval) => Ok(Answer {
+                best: eval.best_move,
+                score: eval.score(),
+                bound: eval.bound(),
+                depth: eval.depth().min(255) as u8,
+                nodes: eval.nodes,
+            }),
+            JobOutcome::Failed(e) => Err(e.to_string()),
+            JobOutcome::Cancelled => Err("cancelled".to_owned()),
+        };
+        Some((result.id, answer))
+    }
+
+    fn cancel_all(&mut self) {
+        for id in self.in_flight.drain(..) {
+            self.pool.cancel(id);
+        }
+    }
+
+    fn identity(&self) -> String {
+        self.pool.identities().first().map(|i| i.name.clone()).unwrap_or_else(|| "unknown engine".to_owned())
+    }
+}
+
+/// A deterministic evaluator: the score of a move depends only on the position and the move (a hash), so any
+/// order of evaluation gives the same answers. Answers come back in a seeded random order, as a pool's would.
+pub struct ScriptedEvaluator {
+    workers: usize,
+    pending: Vec<(u64, Result<Answer, String>)>,
+    rng: fastrand::Rng,
+    /// Evaluations answered so far.
+    pub evaluations: u64,
+}
+
+impl ScriptedEvaluator {
+    pub fn new(workers: usize, seed: u64) -> ScriptedEvaluator {
+        ScriptedEvaluator {
+            workers: workers.max(1),
+            pending: Vec::new(),
+            rng: fastrand::Rng::with_seed(seed),
+            evaluations: 0,
+        }
+    }
+
+    /// The scripted score of `uci` in `pos`, for the side to move: a hash of the child position spread over
+    /// -60..60 cp, so transpositions agree.
+    pub fn move_score(pos: &Chess, uci: &UciMove) -> Option<Score> {
+        let child = crate::store::play_uci(pos, uci)?;
+        let key = PositionKey::of(&child).0;
+        let spread = (key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 40) % 121;
+        Some(Score::cp(spread as i32 - 60))
+    }
+
+    fn answer(job: &Job) -> Result<Answer, String> {
+        let candidates: Vec<UciMove> = if job.searchmoves.is_empty() {
+            job.position.legal_moves().iter().map(|m| UciMove::from_standard(*m)).collect()
+        } else {
+            job.searchmoves.clone()
+        };
+        candidates
+            .into_iter()
+            .filter_map(|m| Some((ScriptedEvaluator::move_score(&job.position, &m)?, m)))
+            .max_by(|a, b| a.0.cmp(&b.0).then_with(|| b.1.to_string().cmp(&a.1.to_string())))
+            .map(|(score, best)| Answer { best, score, bound: Bound::Exact, depth: job.depth, nodes: 1000 })
+            .ok_or_else(|| "no legal move".to_owned())
+    }
+}
+
+impl Evaluator for ScriptedEvaluator {
+    fn workers(&self) -> usize {
+        self.workers
+    }
+
+    fn submit(&mut self, id: u64, job: Job) -> Result<(), String> {
+        self.evaluations += 1;
+        self.pending.push((id, ScriptedEvaluator::answer(&job)));
+        Ok(())
+    }
+
+    fn next(&mut self, _timeout: Duration) -> Option<(u64, Result<Answer, String>)> {
+        if self.pending.is_empty() {
+            return None;
+        }
+        let i = self.rng.usize(..self.pending.len());
+        Some(self.pending.swap_remove(i))
+    }
+
+    fn cancel_all(&mut self) {
+        self.pending.clear();
+    }
+
+    fn identity(&self) -> String {
+        "scripted".to_owned()
+    }
+}

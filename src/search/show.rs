@@ -1,0 +1,163 @@
+//! The tree from a root, with both scores and the depth of every move.
+
+use serde::Serialize;
+use shakmaty::{Chess, san::San, uci::UciMove};
+
+use crate::{
+    score::{Bound, Score},
+    store::{ReadView, StoreError, key::PositionKey, node::Node, play_uci},
+};
+
+use super::{
+    graph::StoreGraph,
+    minimax::{UNROLL_BUDGET, alpha_of_edge, idea_of_edge},
+};
+
+/// A position of the shown tree.
+#[derive(Debug, Clone, Serialize)]
+pub struct ShownNode {
+    pub fen: String,
+    pub key: String,
+    pub settled_depth: Option<u8>,
+    pub moves: Vec<ShownMove>,
+}
+
+/// A move of the shown tree, best first by alpha score.
+#[derive(Debug, Clone, Serialize)]
+pub struct ShownMove {
+    pub uci: String,
+    pub san: String,
+    /// Path-independent value (a move back into a position of the shown line is valued by its engine score).
+    pub idea: Score,
+    /// Value from the root with its history: a repetition is a draw.
+    pub alpha: Score,
+    /// Engine depth of the move's score.
+    pub depth: u8,
+    /// The engine score of the move and its bound.
+    pub engine: Score,
+    pub bound: &'static str,
+    pub imported: bool,
+    pub child: Option<Box<ShownNode>>,
+}
+
+/// Builds the tree from `root` (reached after `history`) down to `depth` plies.
+pub fn tree(view: &ReadView<'_>, root: &Chess, history: &[PositionKey], depth: u8) -> Result<ShownNode, StoreError> {
+    let graph = StoreGraph::new(view);
+    let root_key = PositionKey::of(root);
+    let mut path: Vec<PositionKey> = history.to_vec();
+    path.push(root_key);
+    let mut line = vec![root_key];
+    let node = view.node(root_key)?;
+    let shown = shown_node(view, &graph, root, root_key, node.as_ref(), depth, &mut path, &mut line)?;
+    if let Some(e) = graph.take_error() {
+        return Err(e);
+    }
+    Ok(shown)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn shown_node(
+    view: &ReadView<'_>,
+    graph: &StoreGraph<'_, '_>,
+    pos: &Chess,
+    key: PositionKey,
+    node: Option<&Node>,
+    depth: u8,
+    path: &mut Vec<PositionKey>,
+    line: &mut Vec<PositionKey>,
+) -> Result<ShownNode, StoreError> {
+    let mut moves = Vec::new();
+    if let Some(node) = node {
+        let mut budget = UNROLL_BUDGET;
+        for edge in &node.edges {
+            let Some(child_pos) = play_uci(pos, &edge.uci) else { continue };
+            let child_key = PositionKey::of(&child_pos);
+            let alpha = alpha_of_edge(graph, child_key, edge.score, path, &mut budget);
+            let idea = idea_of_edge(graph, child_key, edge.score, line);
+            let repeats = path.contains(&child_key);
+            let child = if depth > 1 && !repeats {
+                match view.node(child_key)? {
+                    Some(child_node) if !child_node.edges.is_empty() => {
+                        path.push(child_key);
+                        line.push(child_key);
+                        let shown =
+                            shown_node(view, graph, &child_pos, child_key, Some(&child_node), depth - 1, path, line)?;
+                        path.pop();
+                        line.pop();
+                        Some(Box::new(shown))
+                    }
+                    _ => None,
+                }
+            } else {
+                None
+            };
+            moves.push(ShownMove {
+                uci: edge.uci.to_string(),
+                san: san_of(pos, &edge.uci),
+                idea,
+                alpha,
+                depth: edge.depth,
+                engine: edge.score,
+                bound: bound_name(edge.bound),
+                imported: edge.imported,
+                child,
+            });
+        }
+    }
+    moves.sort_by(|a, b| b.alpha.cmp(&a.alpha).then(b.idea.cmp(&a.idea)));
+    Ok(ShownNode {
+        fen: shakmaty::fen::Fen::from_position(pos, shakmaty::EnPassantMode::Legal).to_string(),
+        key: key.to_string(),
+        settled_depth: node.and_then(|n| n.settled_depth),
+        moves,
+    })
+}
+
+fn bound_name(bound: Bound) -> &'static str {
+    bound.as_str()
+}
+
+fn san_of(pos: &Chess, uci: &UciMove) -> String {
+    uci.to_move(pos).map(|m| San::from_move(pos, m).to_string()).unwrap_or_else(|_| uci.to_string())
+}
+
+/// Centipawns as pawns with a sign (`+0.31`), or `#3` / `#-2` for mates.
+pub fn format_score(score: Score) -> String {
+    match score.as_uci_mate() {
+        Some(m) => format!("#{m}"),
+        None => format!("{:+.2}", f64::from(score.value()) / 100.0),
+    }
+}
+
+/// The tree as indented text, one move a line.
+pub fn render_text(root: &ShownNode, ply_offset: usize, white_to_move: bool) -> String {
+    let mut out = String::new();
+    out.push_str(&format!(
+        "{}  (key {}){}\n",
+        root.fen,
+        root.key,
+        root.settled_depth.map(|d| format!("  settled depth {d}")).unwrap_or_default()
+    ));
+    render_moves(&mut out, root, 0, ply_offset, white_to_move);
+    out
+}
+
+fn render_moves(out: &mut String, node: &ShownNode, indent: usize, ply: usize, white: bool) {
+    for m in &node.moves {
+        let number = ply / 2 + 1;
+        let label = if white { format!("{number}. {}", m.san) } else { format!("{number}... {}", m.san) };
+        out.push_str(&format!(
+            "{:indent$}{:<14} idea {:>7}  alpha {:>7}  depth {:>2}{}\n",
+            "",
+            label,
+            format_score(m.idea),
+            format_score(m.alpha),
+            m.depth,
+            if m.imported { "  (line)" } else { "" },
+            indent = indent * 2
+        ));
+        if let Some(child) = &m.child {
+            render_moves(out, child, indent + 1, ply + 1, !white);
+        }
+    }
+}

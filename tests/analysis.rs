@@ -1,0 +1,214 @@
+//! The deep-analysis search: scripted evaluations for exact checks, the real Stockfish for the repetition example.
+
+use std::{collections::HashSet, process::Command, time::Duration};
+
+use deeptree::{
+    search::{
+        analysis::{Analysis, Line, Params, Trace, move_distance_at},
+        evaluator::{Answer, Evaluator, Job, ScriptedEvaluator},
+        show,
+    },
+    store::{Store, StoreOptions, key::PositionKey},
+};
+use serde_json::Value;
+
+/// A scripted evaluator that records every job it is given.
+struct Recording {
+    inner: ScriptedEvaluator,
+    jobs: Vec<Job>,
+}
+
+impl Evaluator for Recording {
+    fn workers(&self) -> usize {
+        self.inner.workers()
+    }
+    fn submit(&mut self, id: u64, job: Job) -> Result<(), String> {
+        self.jobs.push(job.clone());
+        self.inner.submit(id, job)
+    }
+    fn next(&mut self, timeout: Duration) -> Option<(u64, Result<Answer, String>)> {
+        self.inner.next(timeout)
+    }
+    fn cancel_all(&mut self) {
+        self.inner.cancel_all()
+    }
+    fn identity(&self) -> String {
+        self.inner.identity()
+    }
+}
+
+fn params(max_depth: u8) -> Params {
+    Params { engine_depth: 10, move_distance: 20, max_depth, time: None }
+}
+
+fn run_scripted(store: &Store, workers: usize, seed: u64, max_depth: u8, moves: &str) -> (u64, Vec<Job>) {
+    let evaluator = Recording { inner: ScriptedEvaluator::new(workers, seed), jobs: Vec::new() };
+    let mut analysis = Analysis::new(store, evaluator, params(max_depth));
+    let report = analysis.run(&Line::parse(None, moves).unwrap(), |_| {}).unwrap();
+    assert_eq!(report.settled_depth, Some(max_depth));
+    (report.evaluations, analysis.evaluator.jobs)
+}
+
+fn tree_json(store: &Store, depth: u8) -> String {
+    let view = store.read().unwrap();
+    serde_json::to_string(&show::tree(&view, &shakmaty::Chess::default(), &[], depth).unwrap()).unwrap()
+}
+
+#[test]
+fn move_distance_halves_after_ply_one() {
+    let distances: Vec<i32> = (0..8).map(|ply| move_distance_at(20, ply)).collect();
+    assert_eq!(distances, vec![20, 20, 10, 5, 2, 1, 0, 0]);
+}
+
+#[test]
+fn the_settled_tree_does_not_depend_on_workers_or_answer_order() {
+    let one = tempfile::tempdir().unwrap();
+    let four = tempfile::tempdir().unwrap();
+    let store_one = Store::open(one.path(), &StoreOptions::default()).unwrap();
+    let store_four = Store::open(four.path(), &StoreOptions::default()).unwrap();
+    let (evals_one, _) = run_scripted(&store_one, 1, 1, 3, "");
+    let (evals_four, _) = run_scripted(&store_four, 4, 99, 3, "");
+    assert!(evals_one > 20, "a depth-3 tree takes many searches ({evals_one})");
+    assert_eq!(evals_one, evals_four);
+    assert_eq!(tree_json(&store_one, 6), tree_json(&store_four, 6));
+}
+
+#[test]
+fn nothing_is_searched_twice_and_a_rerun_searches_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), &StoreOptions::default()).unwrap();
+    let (first, jobs) = run_scripted(&store, 2, 5, 2, "");
+    assert!(first > 0);
+    let distinct: HashSet<(PositionKey, Vec<String>)> = jobs
+        .iter()
+        .map(|j| (PositionKey::of(&j.position), j.searchmoves.iter().map(|m| m.to_string()).collect()))
+        .collect();
+    assert_eq!(distinct.len(), jobs.len(), "every search is asked once");
+
+    let (again, _) = run_scripted(&store, 2, 6, 2, "");
+    assert_eq!(again, 0, "the same analysis again performs no evaluation");
+
+    // Deeper: only positions without an evaluation are evaluated.
+    let evaluated_before: HashSet<PositionKey> = {
+        let view = store.read().unwrap();
+        view.nodes().unwrap().filter_map(|n| n.ok()).filter(|(_, n)| n.eval.is_some()).map(|(k, _)| k).collect()
+    };
+    let (deeper, jobs) = run_scripted(&store, 2, 7, 3, "");
+    assert!(deeper > 0);
+    for job in jobs.iter().filter(|j| j.searchmoves.is_empty()) {
+        assert!(!evaluated_before.contains(&PositionKey::of(&job.position)), "evaluated twice");
+    }
+    let searched_before: HashSet<(PositionKey, Vec<String>)> = distinct;
+    for job in &jobs {
+        let id = (PositionKey::of(&job.position), job.searchmoves.iter().map(|m| m.to_string()).collect());
+        assert!(!searched_before.contains(&id), "a search was repeated");
+    }
+}
+
+#[test]
+fn a_settled_node_has_searched_every_move_that_could_be_within_its_window() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), &StoreOptions::default()).unwrap();
+    run_scripted(&store, 1, 3, 1, "");
+    let view = store.read().unwrap();
+    let start = shakmaty::Chess::default();
+    let root = view.node(PositionKey::of(&start)).unwrap().unwrap();
+    let shown = show::tree(&view, &start, &[], 1).unwrap();
+    let best_alpha = shown.moves.iter().map(|m| m.alpha).max().unwrap();
+    let all_searched = root.edges.len() == 20;
+    let rest = root.rest.expect("the root's unsearched moves are bounded").score;
+    assert!(
+        all_searched || rest < best_alpha.minus_cp(20),
+        "settled, yet unsearched moves bounded by {rest} could be within 20 cp of {best_alpha}"
+    );
+}
+
+#[test]
+fn a_trace_names_every_decision() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), &StoreOptions::default()).unwrap();
+    let trace_path = dir.path().join("trace.txt");
+    let mut analysis = Analysis::new(&store, ScriptedEvaluator::new(1, 1), params(2));
+    analysis.trace = Trace::to_file(&trace_path).unwrap();
+    analysis.run(&Line::parse(None, "").unwrap(), |_| {}).unwrap();
+    drop(analysis);
+    let trace = std::fs::read_to_string(&trace_path).unwrap();
+    for word in ["evaluate ply=0", "alternatives ply=0", "admit ply=0", "refuse ply=", "settled depth 2"] {
+        assert!(trace.contains(word), "trace lacks '{word}'");
+    }
+}
+
+fn stockfish() -> String {
+    for candidate in ["/usr/games/stockfish", "/usr/bin/stockfish"] {
+        if std::path::Path::new(candidate).exists() {
+            return candidate.to_owned();
+        }
+    }
+    "stockfish".to_owned()
+}
+
+fn deeptree(db: &std::path::Path, args: &[&str]) -> Value {
+    let output = Command::new(env!("CARGO_BIN_EXE_deeptree")).arg("--db").arg(db).args(args).output().unwrap();
+    assert!(output.status.success(), "deeptree {args:?}: {}", String::from_utf8_lossy(&output.stderr));
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    serde_json::from_str(stdout.lines().last().unwrap_or("null")).unwrap()
+}
+
+fn find_move<'a>(node: &'a Value, uci: &str) -> &'a Value {
+    node["moves"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["uci"] == uci)
+        .unwrap_or_else(|| panic!("no move {uci} in {node}"))
+}
+
+#[test]
+fn repetition_example_with_stockfish() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = stockfish();
+    let analyze = ["analyze", "--moves", "g1f3 g8f6 f3g1 f6g8", "--engine-depth", "8", "--max-depth", "1"];
+    let trace = dir.path().join("trace.txt");
+    let trace_arg = trace.to_str().unwrap();
+    let report = deeptree(
+        dir.path(),
+        &[&analyze[..], &["--engine", &engine, "--workers", "2", "--json", "--trace", trace_arg]].concat(),
+    );
+    let trace = std::fs::read_to_string(&trace).unwrap();
+    assert!(trace.contains("line move Nf3"), "the line is stored as edges");
+    assert!(trace.contains("closed ply=0"), "the root's search for alternatives closed at the window");
+    assert!(report["evaluations"].as_u64().unwrap() > 0);
+    assert_eq!(report["settled_depth"], 1);
+
+    let tree = deeptree(dir.path(), &["show", "--json", "--depth", "4"]);
+    let ng8 =
+        find_move(&find_move(&find_move(&find_move(&tree, "g1f3")["child"], "g8f6")["child"], "f3g1")["child"], "f6g8");
+    assert_eq!(ng8["san"], "Ng8");
+    assert_eq!(ng8["alpha"], serde_json::json!({"cp": 0}), "2...Ng8 repeats the start position: a draw");
+    assert_eq!(ng8["idea"], ng8["engine"], "its idea score is its engine score");
+    assert!(ng8["idea"]["cp"].as_i64().is_some_and(|cp| (-150..=50).contains(&cp)), "{}", ng8["idea"]);
+    assert!(ng8["child"].is_null());
+
+    // Seen from the root after 2. Ng1, with its history, 2...Ng8 is a draw too.
+    let after_ng1 = deeptree(dir.path(), &["show", "--json", "--moves", "g1f3 g8f6 f3g1", "--depth", "1"]);
+    assert_eq!(find_move(&after_ng1, "f6g8")["alpha"], serde_json::json!({"cp": 0}));
+
+    // The same command again performs no evaluation.
+    let again = deeptree(dir.path(), &[&analyze[..], &["--engine", &engine, "--workers", "2", "--json"]].concat());
+    assert_eq!(again["evaluations"], 0);
+}
+
+#[test]
+fn a_time_limit_stops_cleanly_keeping_what_was_stored() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = stockfish();
+    let report = deeptree(
+        dir.path(),
+        &["analyze", "--engine", &engine, "--engine-depth", "10", "--time", "2", "--workers", "2", "--json"],
+    );
+    assert_eq!(report["stopped"], true);
+    let positions = report["positions"].as_u64().unwrap();
+    assert!(positions > 0);
+    let stats = deeptree(dir.path(), &["stats", "--json"]);
+    assert_eq!(stats["positions"].as_u64().unwrap(), positions);
+}
