@@ -227,3 +227,80 @@ pub fn store_bench(store: &Store, positions: usize, reads: usize, seed: u64) -> 
         tree_bytes_per_position: stats.tree_bytes as f64 / stats.positions.max(1) as f64,
     })
 }
+
+/// Results of the search benchmark on a generated store.
+#[derive(Debug, serde::Serialize)]
+pub struct SearchBench {
+    pub positions: u64,
+    /// Median time to compute the alpha scores of a root's moves (random roots of the tree, no history).
+    pub alpha_median_ms: f64,
+    pub alpha_max_ms: f64,
+    /// Median time the writer spends carrying one new evaluation's idea value up through the ancestors.
+    pub idea_update_median_ms: f64,
+    /// Median time from submitting one new evaluation to its commit (including the commit's sync to disk).
+    pub commit_median_ms: f64,
+    pub samples: usize,
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values.get(values.len() / 2).copied().unwrap_or(0.0)
+}
+
+/// Measures alpha scores and idea updates on a generated tree of `positions` positions.
+pub fn search_bench(store: &Store, positions: usize, samples: usize, seed: u64) -> Result<SearchBench, StoreError> {
+    use crate::search::{graph::StoreGraph, minimax::alpha_of_edges};
+
+    let changes = generated_tree(seed, positions);
+    // Each stored position with the first of its moves.
+    let nodes: Vec<(PositionKey, Chess, Option<UciMove>)> = changes
+        .iter()
+        .filter_map(|c| match c {
+            Change::Merge { key, node, .. } => {
+                Some((*key, node.position.to_position()?, node.edges.first().map(|e| e.uci)))
+            }
+            Change::SetEngine(_) => None,
+        })
+        .collect();
+    write_all(store, changes, 10_000, |_| {})?;
+    let mut rng = fastrand::Rng::with_seed(seed ^ 0xa1fa);
+
+    let mut alpha_ms = Vec::with_capacity(samples);
+    for i in 0..samples {
+        // The start position first, then random roots.
+        let (root, _, _) = if i == 0 { &nodes[0] } else { &nodes[rng.usize(..nodes.len())] };
+        let view = store.read()?;
+        let t = Instant::now();
+        let graph = StoreGraph::new(&view);
+        std::hint::black_box(alpha_of_edges(&graph, *root, &[]));
+        alpha_ms.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+
+    // New evaluations of positions one move below the deepest stored ones: each changes its parent's value,
+    // which is carried up to the start position.
+    let mut update_ms = Vec::with_capacity(samples);
+    let mut commit_ms = Vec::with_capacity(samples);
+    let writer = store.writer();
+    let leaves = &nodes[nodes.len() - nodes.len().min(samples * 10)..];
+    for _ in 0..samples {
+        let (_, leaf, Some(uci)) = &leaves[rng.usize(..leaves.len())] else { continue };
+        let Some(child) = crate::store::play_uci(leaf, uci) else { continue };
+        if child.legal_moves().is_empty() || store.read()?.contains(PositionKey::of(&child))? {
+            continue;
+        }
+        let (node, _) = random_node(&child, &mut rng, 1);
+        let change = Change::merge(&child, node)?;
+        let t = Instant::now();
+        writer.submit(vec![change]).wait()?;
+        commit_ms.push(t.elapsed().as_secs_f64() * 1e3);
+        update_ms.push(store.last_update_time().as_secs_f64() * 1e3);
+    }
+    Ok(SearchBench {
+        positions: store.stats()?.positions,
+        alpha_median_ms: median(alpha_ms.clone()),
+        alpha_max_ms: alpha_ms.iter().copied().fold(0.0, f64::max),
+        idea_update_median_ms: median(update_ms),
+        commit_median_ms: median(commit_ms),
+        samples,
+    })
+}

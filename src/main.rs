@@ -107,6 +107,30 @@ enum Command {
 
 #[derive(Subcommand)]
 enum BenchCommand {
+    /// On a generated store: time the alpha scores of a root and the idea update after one new evaluation.
+    Search {
+        #[arg(long, default_value_t = 1_000_000)]
+        positions: usize,
+        #[arg(long, default_value_t = 101)]
+        samples: usize,
+        #[arg(long, default_value_t = 7)]
+        seed: u64,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Settle a software depth from the start position with one worker, then two: the speed-up.
+    Settle {
+        #[arg(long, default_value_t = 10)]
+        engine_depth: u8,
+        #[arg(long, default_value_t = 20)]
+        move_distance: u32,
+        #[arg(long, default_value_t = 3)]
+        depth: u8,
+        #[arg(long)]
+        engine: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
     /// Build a generated store (three edges a position) and measure inserts, point reads and size on disk.
     Store {
         #[arg(long, default_value_t = 1_000_000)]
@@ -276,6 +300,71 @@ fn run(cli: Cli, config: &Config) -> Result<(), Box<dyn std::error::Error>> {
                 println!("parent lookups        {:.0} /s", result.parent_lookups_per_second);
                 println!("bytes on disk         {} ({:.1} per position)", result.bytes, result.bytes_per_position);
                 println!("bytes in tree pages   {:.1} per position", result.tree_bytes_per_position);
+            }
+        }
+        Command::Bench { what: BenchCommand::Search { positions, samples, seed, json } } => {
+            let dir = std::env::temp_dir().join(format!("deeptree-bench-search-{}", std::process::id()));
+            let store = Store::open(&dir, &config.store_options())?;
+            eprintln!("building a store of {positions} positions in {} ...", dir.display());
+            let result = bench::search_bench(&store, positions, samples.max(1), seed);
+            drop(store);
+            let _ = std::fs::remove_dir_all(&dir);
+            let result = result?;
+            if json {
+                println!("{}", serde_json::to_string(&result)?);
+            } else {
+                println!("positions                     {}", result.positions);
+                println!(
+                    "alpha scores of a root        median {:.3} ms, max {:.3} ms",
+                    result.alpha_median_ms, result.alpha_max_ms
+                );
+                println!("idea update, one evaluation   median {:.3} ms (in the writer)", result.idea_update_median_ms);
+                println!(
+                    "submit to commit              median {:.3} ms (includes the sync to disk)",
+                    result.commit_median_ms
+                );
+            }
+        }
+        Command::Bench { what: BenchCommand::Settle { engine_depth, move_distance, depth, engine, json } } => {
+            let mut engine_config = EngineConfig::from_config(config);
+            if let Some(engine) = engine {
+                engine_config.command = engine;
+            }
+            let mut seconds = Vec::new();
+            let mut evaluations = Vec::new();
+            for workers in [1usize, 2] {
+                let dir = std::env::temp_dir().join(format!("deeptree-bench-settle-{}-{workers}", std::process::id()));
+                let _ = std::fs::remove_dir_all(&dir);
+                let store = Store::open(&dir, &config.store_options())?;
+                let pool = EnginePool::uniform(&engine_config, workers)?;
+                let params = Params { engine_depth, move_distance: move_distance as i32, max_depth: depth, time: None };
+                let mut analysis = Analysis::new(&store, PoolEvaluator::new(pool), params);
+                let started = std::time::Instant::now();
+                let report = analysis.run(&Line::parse(None, "")?, |_| {})?;
+                seconds.push(started.elapsed().as_secs_f64());
+                evaluations.push(report.evaluations);
+                drop(analysis);
+                drop(store);
+                let _ = std::fs::remove_dir_all(&dir);
+                eprintln!(
+                    "{workers} worker(s): {:.2} s, {} evaluations",
+                    seconds[seconds.len() - 1],
+                    report.evaluations
+                );
+            }
+            let ratio = seconds[1] / seconds[0].max(1e-9);
+            let result = serde_json::json!({
+                "engine_depth": engine_depth, "move_distance": move_distance, "software_depth": depth,
+                "seconds_one_worker": seconds[0], "seconds_two_workers": seconds[1],
+                "evaluations": evaluations, "time_ratio_two_over_one": ratio,
+            });
+            if json {
+                println!("{result}");
+            } else {
+                println!(
+                    "settling depth {depth} (D {engine_depth}, distance {move_distance}): one worker {:.2} s, two workers {:.2} s, ratio {ratio:.2}",
+                    seconds[0], seconds[1]
+                );
             }
         }
         Command::Fill { positions, seed, batch } => {

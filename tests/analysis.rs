@@ -212,3 +212,34 @@ fn a_time_limit_stops_cleanly_keeping_what_was_stored() {
     let stats = deeptree(dir.path(), &["stats", "--json"]);
     assert_eq!(stats["positions"].as_u64().unwrap(), positions);
 }
+
+#[test]
+fn stored_idea_values_equal_a_from_scratch_recomputation() {
+    use deeptree::search::{
+        graph::{Graph, GraphNode, MemGraph},
+        minimax::{idea_brute, recompute_all},
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), &StoreOptions::default()).unwrap();
+    // The knight shuffle makes a cycle through the start position.
+    run_scripted(&store, 3, 11, 3, "g1f3 g8f6 f3g1 f6g8");
+    let view = store.read().unwrap();
+    let mut graph = MemGraph::default();
+    let mut keys = Vec::new();
+    for item in view.nodes().unwrap() {
+        let (key, node) = item.unwrap();
+        graph.insert(GraphNode::from_node(key, &node));
+        keys.push(key);
+    }
+    assert!(keys.len() > 10, "{} positions", keys.len());
+    let mut scratch = graph.clone();
+    recompute_all(&mut scratch, &keys);
+    for key in &keys {
+        let stored = graph.node(*key).unwrap();
+        assert_eq!(stored.idea, scratch.node(*key).unwrap().idea, "idea of {key}");
+        assert_eq!(stored.cyclic, scratch.node(*key).unwrap().cyclic, "cyclic flag of {key}");
+    }
+    let start = PositionKey::of(&shakmaty::Chess::default());
+    assert!(graph.node(start).unwrap().cyclic, "the shuffle line is a cycle");
+    assert_eq!(graph.node(start).unwrap().idea, idea_brute(&graph, start));
+}

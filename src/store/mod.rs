@@ -175,6 +175,8 @@ pub(crate) struct Shared {
     meta: Database<Str, Bytes>,
     dir: PathBuf,
     data_file: PathBuf,
+    /// Nanoseconds the writer spent bringing cached idea values up to date in its last transaction.
+    last_update_nanos: std::sync::atomic::AtomicU64,
     /// Held shared by every transaction of this process; held exclusively to resize the map, which LMDB allows
     /// only while the process has no transaction.
     resize: RwLock<()>,
@@ -223,8 +225,16 @@ impl Store {
             }
         }
         wtxn.commit().map_err(lmdb)?;
-        let shared =
-            Arc::new(Shared { env, nodes, parents, meta, dir: dir.to_owned(), data_file, resize: RwLock::new(()) });
+        let shared = Arc::new(Shared {
+            env,
+            nodes,
+            parents,
+            meta,
+            dir: dir.to_owned(),
+            data_file,
+            last_update_nanos: Default::default(),
+            resize: RwLock::new(()),
+        });
         let writer = writer::WriterThread::spawn(shared.clone(), options.max_batch.max(1));
         Ok(Store { shared, writer })
     }
@@ -276,6 +286,11 @@ impl Store {
                 .map(Some)
                 .map_err(|_| StoreError::CorruptMeta { path: self.shared.data_file.clone(), entry: META_ENGINE }),
         }
+    }
+
+    /// Time the writer spent bringing idea values up to date in its last transaction (a benchmark figure).
+    pub fn last_update_time(&self) -> std::time::Duration {
+        std::time::Duration::from_nanos(self.shared.last_update_nanos.load(std::sync::atomic::Ordering::Relaxed))
     }
 
     /// Waits until every change submitted so far has been committed.

@@ -315,12 +315,14 @@ fn write_with_cached_values(shared: &Shared, txn: &mut RwTxn, mut merged: KeyMap
     if merged.is_empty() {
         return Ok(());
     }
+    let started = std::time::Instant::now();
     let updated = {
         let mut graph =
             TxnGraph { shared, txn, merged: &merged, cache: RefCell::default(), updated: KeyMap::default() };
         propagate(&mut graph, merged.keys().copied().collect::<Vec<_>>());
         graph.updated
     };
+    shared.last_update_nanos.store(started.elapsed().as_nanos() as u64, std::sync::atomic::Ordering::Relaxed);
     let mut keys: Vec<PositionKey> = merged.keys().chain(updated.keys()).copied().collect();
     keys.sort_unstable();
     keys.dedup();
