@@ -10,3 +10,4 @@ pub mod logger;
 pub mod score;
 pub mod search;
 pub mod store;
+pub mod uci;

@@ -176,7 +176,9 @@ fn open_store(cli_db: Option<&std::path::Path>, config: &Config) -> Result<Store
 
 fn run(cli: Cli, config: &Config) -> Result<(), Box<dyn std::error::Error>> {
     let Some(command) = cli.command else {
-        return Err("the UCI mode is not available in this build; see `deeptree --help` for the commands".into());
+        // No command: speak UCI on stdin/stdout.
+        deeptree::uci::run(config, config.tree_dir(cli.db.as_deref()));
+        return Ok(());
     };
     match command {
         Command::Analyze { fen, moves, engine_depth, move_distance, max_depth, time, workers, engine, trace, json } => {

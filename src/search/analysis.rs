@@ -654,6 +654,10 @@ impl<'a, E: Evaluator> Analysis<'a, E> {
                         }
                     }
                 }
+                Err(e) if self.out_of_time() => {
+                    log::debug!("engine search of {} ended with the analysis: {e}", plan.key);
+                    self.failed.insert(plan.key);
+                }
                 Err(e) => {
                     log::warn!("engine search of {} failed: {e}", plan.key);
                     trace!(self.trace, "failed {} {:?}: {e}", plan.key, plan.purpose);

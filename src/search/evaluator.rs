@@ -168,3 +168,25 @@ impl Evaluator for ScriptedEvaluator {
         "scripted".to_owned()
     }
 }
+
+impl<E: Evaluator + ?Sized> Evaluator for &mut E {
+    fn workers(&self) -> usize {
+        (**self).workers()
+    }
+
+    fn submit(&mut self, id: u64, job: Job) -> Result<(), String> {
+        (**self).submit(id, job)
+    }
+
+    fn next(&mut self, timeout: Duration) -> Option<(u64, Result<Answer, String>)> {
+        (**self).next(timeout)
+    }
+
+    fn cancel_all(&mut self) {
+        (**self).cancel_all()
+    }
+
+    fn identity(&self) -> String {
+        (**self).identity()
+    }
+}

@@ -1,0 +1,47 @@
+//! Time management: how long to think about one move.
+//!
+//! ```
+//! use deeptree::uci::{command::Go, time::budget};
+//! use std::time::Duration;
+//!
+//! let go = Go { wtime: Some(60_000), btime: Some(60_000), winc: Some(1_000), binc: Some(1_000), ..Go::default() };
+//! let think = budget(&go, true).unwrap();
+//! assert!(think > Duration::from_millis(1_000) && think < Duration::from_millis(24_000));
+//! ```
+
+use std::time::Duration;
+
+use super::command::Go;
+
+/// Kept back for the round trip to the GUI and the inner engine.
+pub const OVERHEAD_MS: u64 = 50;
+
+/// Thinking time for this move, or `None` when `go` gives no clock and no move time.
+pub fn budget(go: &Go, white_to_move: bool) -> Option<Duration> {
+    if let Some(movetime) = go.movetime {
+        return Some(Duration::from_millis(movetime.saturating_sub(OVERHEAD_MS / 2).max(1)));
+    }
+    let (time, inc) = if white_to_move { (go.wtime?, go.winc.unwrap_or(0)) } else { (go.btime?, go.binc.unwrap_or(0)) };
+    let moves_left = go.movestogo.map_or(30, |m| m.clamp(1, 60) + 1);
+    let share = time / moves_left + inc * 3 / 4;
+    // Never more than 40% of the clock (80% with one move to the control, where the increment follows).
+    let cap = if go.movestogo == Some(1) { time * 4 / 5 } else { time * 2 / 5 };
+    let millis = share.min(cap).saturating_sub(OVERHEAD_MS).max(5.min(time / 2).max(1));
+    Some(Duration::from_millis(millis))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Whatever the clock, the budget leaves the overhead and most of the clock.
+        #[test]
+        fn never_spends_the_clock(time in 0u64..10_000_000, inc in 0u64..60_000, mtg in prop::option::of(0u64..80)) {
+            let go = Go { wtime: Some(time), winc: Some(inc), movestogo: mtg, ..Go::default() };
+            let think = budget(&go, true).unwrap().as_millis() as u64;
+            prop_assert!(think <= (time * 4 / 5).max(1), "{think} of {time}");
+        }
+    }
+}

@@ -1,0 +1,103 @@
+//! What the tree says about a position: its best move by alpha score, its principal variation, and `info` lines.
+
+use shakmaty::{Chess, uci::UciMove};
+
+use crate::{
+    score::Score,
+    search::{
+        graph::{Graph, StoreGraph},
+        minimax::{UNROLL_BUDGET, alpha_of_edge, alpha_of_edges, idea_of_edge},
+    },
+    store::{ReadView, StoreError, key::PositionKey, play_uci},
+};
+
+/// One candidate move of a root as the tree values it.
+#[derive(Debug, Clone)]
+pub struct Candidate {
+    pub uci: UciMove,
+    pub alpha: Score,
+    pub idea: Score,
+    /// The move and the tree's best continuation after it.
+    pub pv: Vec<UciMove>,
+}
+
+/// The tree's view of a root.
+#[derive(Debug, Clone)]
+pub struct TreeView {
+    /// Moves best first by alpha score.
+    pub candidates: Vec<Candidate>,
+    /// Software depth settled from this root, if any.
+    pub settled_depth: Option<u8>,
+    /// Engine depth of the root's own evaluation.
+    pub engine_depth: u8,
+    /// Inner-engine nodes behind the root's evaluation.
+    pub nodes: u64,
+    /// The best move's child has been evaluated: the tree looks at least one ply below the root.
+    pub deepened: bool,
+}
+
+/// Reads the tree at `root` (reached after `history`); `None` when the root has no evaluation.
+pub fn view(view: &ReadView<'_>, root: &Chess, history: &[PositionKey]) -> Result<Option<TreeView>, StoreError> {
+    let root_key = PositionKey::of(root);
+    let Some(node) = view.node(root_key)? else { return Ok(None) };
+    let Some(eval) = &node.eval else { return Ok(None) };
+    let graph = StoreGraph::new(view);
+    let Some(gnode) = graph.node(root_key) else { return Ok(None) };
+    let alphas = alpha_of_edges(&graph, root_key, history);
+    let mut path: Vec<PositionKey> = history.to_vec();
+    path.push(root_key);
+    let mut candidates: Vec<Candidate> = gnode
+        .edges
+        .iter()
+        .zip(alphas)
+        .filter_map(|(edge, alpha)| {
+            let uci = edge.uci?;
+            let idea = idea_of_edge(&graph, edge.child, edge.score, &[root_key]);
+            let mut pv = vec![uci];
+            let child = play_uci(root, &uci)?;
+            path.push(edge.child);
+            principal_variation(&graph, &child, &mut path, &mut pv);
+            path.truncate(history.len() + 1);
+            Some(Candidate { uci, alpha, idea, pv })
+        })
+        .collect();
+    candidates.sort_by(|a, b| b.alpha.cmp(&a.alpha).then(b.idea.cmp(&a.idea)));
+    let deepened = candidates
+        .first()
+        .and_then(|c| play_uci(root, &c.uci))
+        .and_then(|child| graph.node(PositionKey::of(&child)))
+        .is_some_and(|child| child.evaluated);
+    if let Some(e) = graph.take_error() {
+        return Err(e);
+    }
+    Ok(Some(TreeView {
+        candidates,
+        settled_depth: node.settled_depth,
+        engine_depth: eval.depth,
+        nodes: eval.nodes,
+        deepened,
+    }))
+}
+
+/// Follows the best alpha move down from `pos` while the tree has evaluated positions.
+fn principal_variation<G: Graph>(g: &G, pos: &Chess, path: &mut Vec<PositionKey>, pv: &mut Vec<UciMove>) {
+    let mut pos = pos.clone();
+    let mut budget = UNROLL_BUDGET;
+    while pv.len() < 40 {
+        let key = PositionKey::of(&pos);
+        let Some(node) = g.node(key).filter(|n| n.evaluated) else { return };
+        let best = node
+            .edges
+            .iter()
+            .filter_map(|e| Some((alpha_of_edge(g, e.child, e.score, path, &mut budget), e.uci?, e.child)))
+            .max_by_key(|(alpha, _, _)| *alpha);
+        let Some((_, uci, child_key)) = best else { return };
+        let Some(child) = play_uci(&pos, &uci) else { return };
+        pv.push(uci);
+        if path.contains(&child_key) {
+            return;
+        }
+        path.push(child_key);
+        pos = child;
+    }
+}
