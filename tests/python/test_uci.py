@@ -1,0 +1,198 @@
+"""deeptree driven as a UCI engine by python-chess (the client lichess-bot uses).
+
+Usage: python3 tests/python/test_uci.py DEEPTREE_BINARY
+Prints one line per scenario and a closing 'N passed, N failed' line; exits 1 on any failure.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+
+import chess
+import chess.engine
+
+BINARY = sys.argv[1]
+STOCKFISH = shutil.which("stockfish") or "/usr/games/stockfish"
+SETTINGS = {"InnerEngine": STOCKFISH, "EngineDepth": 6, "MoveDistance": 30, "BackgroundAnalysis": False}
+
+
+def deeptree_cli(db, *args):
+    out = subprocess.run([BINARY, "--db", db, *args], check=True, capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def open_engine(db):
+    engine = chess.engine.SimpleEngine.popen_uci([BINARY, "--db", db], timeout=20)
+    engine.configure(SETTINGS)
+    return engine
+
+
+def test_handshake_and_options(db):
+    engine = chess.engine.SimpleEngine.popen_uci([BINARY, "--db", db], timeout=20)
+    try:
+        assert engine.id["name"].startswith("deeptree"), engine.id
+        for name in ["TreePath", "InnerEngine", "EngineDepth", "MoveDistance", "BackgroundAnalysis", "Hash",
+                     "Threads", "MultiPV", "Ponder", "UCI_AnalyseMode"]:
+            assert name in engine.options, f"option {name} missing"
+        # An option of the inner engine is offered under its own name and accepted.
+        assert "Move Overhead" in engine.options, sorted(engine.options)
+        engine.configure({"Move Overhead": 30, **SETTINGS})
+        assert engine.options["TreePath"].default == db
+        engine.ping()
+    finally:
+        engine.quit()
+
+
+def test_play_from_the_tree(db):
+    report = deeptree_cli(db, "analyze", "--engine", STOCKFISH, "--engine-depth", "6", "--move-distance", "30",
+                          "--max-depth", "2", "--workers", "2", "--json")
+    assert report["settled_depth"] == 2, report
+    tree = deeptree_cli(db, "show", "--json", "--depth", "1")
+    best = tree["moves"][0]["uci"]
+    engine = open_engine(db)
+    try:
+        started = time.monotonic()
+        result = engine.play(chess.Board(), chess.engine.Limit(time=5), info=chess.engine.INFO_ALL)
+        elapsed = time.monotonic() - started
+        assert result.move.uci() == best, (result.move, best)
+        assert elapsed < 1.0, f"answered from the tree in {elapsed:.2f} s"
+        assert result.info.get("depth", 0) >= 8, result.info  # combined depth: software 2 + engine 6
+        assert result.info["pv"][0] == result.move, result.info
+        assert "score" in result.info
+    finally:
+        engine.quit()
+
+
+def test_fallback_to_the_inner_engine_stores_what_it_learned(db):
+    board = chess.Board("r1bqkb1r/pppp1ppp/2n2n2/4p3/2B1P3/5N2/PPPP1PPP/RNBQK2R w KQkq - 4 4")
+    engine = open_engine(db)
+    try:
+        result = engine.play(board, chess.engine.Limit(depth=7), info=chess.engine.INFO_ALL)
+        assert result.move in board.legal_moves
+        assert result.info.get("depth") == 7, result.info
+    finally:
+        engine.quit()
+    shown = deeptree_cli(db, "show", "--json", "--fen", board.fen(), "--depth", "1")
+    assert [m["uci"] for m in shown["moves"]] == [result.move.uci()], shown
+
+
+def test_infinite_analysis_streams_and_stops(db):
+    engine = open_engine(db)
+    try:
+        board = chess.Board()
+        board.push_uci("d2d4")
+        with engine.analysis(board, multipv=3) as analysis:
+            seen = []
+            deadline = time.monotonic() + 6
+            for info in analysis:
+                if "pv" in info and "multipv" in info:
+                    seen.append(info)
+                if time.monotonic() > deadline or len({i["multipv"] for i in seen}) >= 2 and len(seen) >= 6:
+                    break
+            assert seen, "info lines while the tree grows"
+            assert all(info["pv"][0] in board.legal_moves for info in seen)
+            assert max(info["multipv"] for info in seen) >= 2, "several candidate moves"
+            analysis.stop()
+            best = analysis.wait()
+        assert best.move in board.legal_moves
+    finally:
+        engine.quit()
+
+
+def test_pondering(db):
+    engine = open_engine(db)
+    try:
+        board = chess.Board()
+        for _ in range(4):
+            result = engine.play(board, chess.engine.Limit(white_clock=30, black_clock=30, white_inc=0.1,
+                                                           black_inc=0.1), ponder=True)
+            assert result.move in board.legal_moves
+            board.push(result.move)
+            # The opponent plays the expected move (a ponderhit) or another one (a stop).
+            reply = result.ponder if result.ponder in board.legal_moves else next(iter(board.legal_moves))
+            board.push(reply)
+        engine.ping()
+    finally:
+        engine.quit()
+
+
+def test_bad_input_is_answered_and_changes_nothing(db):
+    before = deeptree_cli(db, "stats", "--json")
+    lines = [
+        "hello there", "position fen not-a-fen", "position startpos moves e2e5", "go depth x",
+        "setoption name Threads value 0", "setoption name EngineDepth value -3", "setoption name Nope value 1",
+        "setoption name Ponder value maybe", "position fen 8/8/8/8/8/8/8/8 w - - 0 1", "go",
+        "position", "go wtime", "\x00\x01garbage", "isready",
+    ]
+    proc = subprocess.run([BINARY, "--db", db], input="\n".join(lines) + "\n", capture_output=True, text=True,
+                          timeout=30)
+    out = proc.stdout.splitlines()
+    errors = [line for line in out if line.startswith("info string error:")]
+    assert len(errors) >= 10, out
+    assert out[-1] == "readyok", out
+    assert "bestmove 0000" in out, out
+    assert proc.returncode == 0, proc.stderr
+    after = deeptree_cli(db, "stats", "--json")
+    assert (after["positions"], after["edges"]) == (before["positions"], before["edges"]), (before, after)
+
+
+def test_missing_inner_engine_is_reported(db):
+    engine = chess.engine.SimpleEngine.popen_uci([BINARY, "--db", db], timeout=20)
+    try:
+        engine.configure({"InnerEngine": "/nonexistent/engine", "BackgroundAnalysis": False})
+        board = chess.Board("8/8/8/4k3/8/8/4P3/4K3 w - - 0 1")
+        result = engine.play(board, chess.engine.Limit(depth=5))
+        assert result.move in board.legal_moves, "the game goes on"
+    finally:
+        engine.quit()
+
+
+def test_fast_game_never_loses_on_time(db):
+    engine = open_engine(db)
+    try:
+        board = chess.Board()
+        clocks = {chess.WHITE: 3.0, chess.BLACK: 3.0}
+        inc = 0.05
+        while not board.is_game_over() and board.ply() < 60:
+            started = time.monotonic()
+            result = engine.play(board, chess.engine.Limit(white_clock=clocks[chess.WHITE],
+                                                           black_clock=clocks[chess.BLACK],
+                                                           white_inc=inc, black_inc=inc))
+            spent = time.monotonic() - started
+            clocks[board.turn] -= spent
+            assert clocks[board.turn] > 0, f"lost on time at ply {board.ply()}"
+            clocks[board.turn] += inc
+            board.push(result.move)
+    finally:
+        engine.quit()
+
+
+def main():
+    tests = [(name, fn) for name, fn in sorted(globals().items()) if name.startswith("test_")]
+    only = os.environ.get("DEEPTREE_UCI_TEST")
+    passed = failed = 0
+    for name, fn in tests:
+        if only and only not in name:
+            continue
+        db = tempfile.mkdtemp(prefix="deeptree-uci-")
+        started = time.monotonic()
+        try:
+            fn(db)
+            passed += 1
+            print(f"ok   {name} ({time.monotonic() - started:.1f} s)", flush=True)
+        except Exception:
+            failed += 1
+            print(f"FAIL {name}\n{traceback.format_exc()}", flush=True)
+        finally:
+            shutil.rmtree(db, ignore_errors=True)
+    print(f"{passed} passed, {failed} failed")
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
