@@ -1,0 +1,97 @@
+//! Random and mutated UCI command streams: deeptree answers every one and keeps going.
+
+use std::{
+    io::Write,
+    process::{Command, Stdio},
+};
+
+const VOCABULARY: &[&str] = &[
+    "uci",
+    "isready",
+    "ucinewgame",
+    "position startpos",
+    "position startpos moves e2e4 e7e5 g1f3",
+    "position startpos moves e2e4 e7e5 e1e2 e8e7 e2e1 e7e8 e1e2",
+    "position fen rnbqkbnr/pppppppp/8/8/4P3/8/PPPP1PPP/RNBQKBNR b KQkq - 0 1 moves c7c5",
+    "position fen 8/8/8/8/8/8/8/8 w - - 0 1",
+    "position fen 7k/5Q2/6K1/8/8/8/8/8 b - - 0 1",
+    "go depth 2",
+    "go nodes 500",
+    "go movetime 50",
+    "go wtime 1000 btime 1000 winc 10 binc 10",
+    "go infinite",
+    "go ponder",
+    "go searchmoves e2e4 d2d4 depth 2",
+    "stop",
+    "ponderhit",
+    "setoption name MultiPV value 2",
+    "setoption name Threads value 1",
+    "setoption name EngineDepth value 2",
+    "setoption name Hash value 99999999",
+    "setoption name",
+    "debug on",
+    "register later",
+];
+
+fn mutate(line: &str, rng: &mut fastrand::Rng) -> String {
+    let mut chars: Vec<char> = line.chars().collect();
+    match rng.u8(0..6) {
+        0 if !chars.is_empty() => {
+            let at = rng.usize(..chars.len());
+            chars.truncate(at);
+        }
+        1 if !chars.is_empty() => {
+            let at = rng.usize(..chars.len());
+            chars.remove(at);
+        }
+        2 => {
+            let at = rng.usize(..=chars.len());
+            let noise = ['x', ' ', '9', '-', '\u{fffd}', 'é', '\t', 'q'];
+            chars.insert(at, noise[rng.usize(..noise.len())]);
+        }
+        3 => return line.split_whitespace().rev().collect::<Vec<_>>().join(" "),
+        _ => {}
+    }
+    chars.into_iter().collect()
+}
+
+#[test]
+fn random_and_mutated_command_streams() {
+    let fake = env!("CARGO_BIN_EXE_deeptree-fake-engine");
+    for seed in 0..12u64 {
+        let mut rng = fastrand::Rng::with_seed(seed);
+        let dir = tempfile::tempdir().unwrap();
+        let mut input = format!(
+            "uci\nsetoption name InnerEngine value {fake}\nsetoption name EngineDepth value 2\nsetoption name BackgroundAnalysis value false\n"
+        );
+        for _ in 0..40 {
+            let line = VOCABULARY[rng.usize(..VOCABULARY.len())];
+            let line = if rng.bool() { mutate(line, &mut rng) } else { line.to_owned() };
+            input.push_str(&line);
+            input.push('\n');
+        }
+        input.push_str("stop\nisready\n");
+        let mut child = Command::new(env!("CARGO_BIN_EXE_deeptree"))
+            .arg("--db")
+            .arg(dir.path())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+        let output = child.wait_with_output().unwrap();
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(output.status.success(), "seed {seed}: exit {:?}\n{stderr}", output.status);
+        assert!(!stderr.contains("panicked"), "seed {seed}: {stderr}");
+        assert!(stdout.lines().any(|l| l == "readyok"), "seed {seed}: no readyok\n{stdout}");
+        // Every bestmove is preceded by an info line.
+        let lines: Vec<&str> = stdout.lines().collect();
+        for (i, line) in lines.iter().enumerate() {
+            if line.starts_with("bestmove") {
+                assert!(i > 0 && lines[..i].iter().rev().any(|l| l.starts_with("info")), "seed {seed}: bare bestmove");
+            }
+        }
+    }
+}
