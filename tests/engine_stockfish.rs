@@ -8,7 +8,6 @@ use std::{
     time::{Duration, Instant},
 };
 
-use crossbeam_channel::bounded;
 use deeptree::{
     engine::{
         Engine, EngineConfig, EngineError, EnginePool, EnginePosition, EvalRequest, Evaluation, JobOutcome, Limit,
@@ -149,19 +148,23 @@ fn multipv_3_returns_three_distinct_lines() {
 fn stop_ends_an_infinite_search_quickly_and_the_engine_is_free_again() {
     let mut engine = Engine::spawn(&stockfish()).unwrap();
     let start = EnginePosition::of(&Chess::default());
-    let (stop, stop_rx) = bounded(1);
+    let stop = engine.stop_handle();
     let stopper = std::thread::spawn(move || {
         std::thread::sleep(Duration::from_millis(300));
-        stop.send(()).unwrap();
+        stop.stop();
         Instant::now()
     });
     let mut infos = 0;
-    let eval = engine.search(&EvalRequest::new(start.clone(), Limit::Infinite), &stop_rx, &mut |_| infos += 1).unwrap();
+    let eval = engine.search(&EvalRequest::new(start.clone(), Limit::Infinite), &mut |_| infos += 1).unwrap();
     let stopped_at = stopper.join().unwrap();
     assert!(stopped_at.elapsed() < Duration::from_millis(500), "bestmove {:?} after stop", stopped_at.elapsed());
     assert!(eval.stopped);
     assert!(infos > 0);
     assert_legal(&start, &eval);
+    // A handle taken now stops the next search before it starts; the one after runs.
+    engine.stop_handle().stop();
+    let err = engine.evaluate(&EvalRequest::new(start.clone(), Limit::Infinite)).unwrap_err();
+    assert!(matches!(err, EngineError::Stopped), "{err}");
     let eval = engine.evaluate(&EvalRequest::new(start.clone(), Limit::Depth(3))).unwrap();
     assert!(!eval.stopped);
     assert_eq!(eval.depth(), 3);

@@ -50,16 +50,24 @@ pub const BENCH_POSITIONS: &[&str] = &[
 pub struct EngineBenchSizes {
     /// Depth-1 evaluations per measurement of the pool and of the bare loop.
     pub shallow_evaluations: usize,
-    /// Alternating measurements of pool and bare loop; the best of each counts.
+    /// Measurements of pool and bare loop (each round both, in alternating order); the best of each counts.
     pub shallow_rounds: usize,
     pub deep_depth: u32,
     /// Evaluations at `deep_depth` for the one- and two-worker runs.
     pub deep_evaluations: usize,
+    /// Measurements of one and two workers (fresh engines each time, alternating order); the best of each counts.
+    pub deep_rounds: usize,
 }
 
 impl Default for EngineBenchSizes {
     fn default() -> EngineBenchSizes {
-        EngineBenchSizes { shallow_evaluations: 2000, shallow_rounds: 3, deep_depth: 10, deep_evaluations: 44 }
+        EngineBenchSizes {
+            shallow_evaluations: 1000,
+            shallow_rounds: 9,
+            deep_depth: 10,
+            deep_evaluations: 44,
+            deep_rounds: 3,
+        }
     }
 }
 
@@ -102,9 +110,15 @@ pub fn engine_bench(command: &str, sizes: &EngineBenchSizes) -> Result<EngineBen
     bare.run(&commands[..commands.len().min(50)])?;
     run_jobs(&pool, &shallow[..shallow.len().min(50)])?;
     let (mut bare_best, mut pool_best) = (Duration::MAX, Duration::MAX);
-    for _ in 0..sizes.shallow_rounds.max(1) {
-        bare_best = bare_best.min(bare.run(&commands)?);
-        pool_best = pool_best.min(run_jobs(&pool, &shallow)?);
+    // Alternate which goes first, so that neither always runs on a warmer (or colder) machine.
+    for round in 0..sizes.shallow_rounds.max(1) {
+        if round % 2 == 0 {
+            bare_best = bare_best.min(bare.run(&commands)?);
+            pool_best = pool_best.min(run_jobs(&pool, &shallow)?);
+        } else {
+            pool_best = pool_best.min(run_jobs(&pool, &shallow)?);
+            bare_best = bare_best.min(bare.run(&commands)?);
+        }
     }
     drop((bare, pool));
     let rate = |d: Duration| shallow.len() as f64 / d.as_secs_f64().max(1e-9);
@@ -112,8 +126,17 @@ pub fn engine_bench(command: &str, sizes: &EngineBenchSizes) -> Result<EngineBen
     let deep: Vec<EvalRequest> = (0..sizes.deep_evaluations.max(2))
         .map(|i| EvalRequest::new(positions[i % positions.len()].clone(), Limit::Depth(sizes.deep_depth)))
         .collect();
-    let one = run_jobs(&EnginePool::uniform(&config, 1)?, &deep)?;
-    let two = run_jobs(&EnginePool::uniform(&config, 2)?, &deep)?;
+    let (mut one, mut two) = (Duration::MAX, Duration::MAX);
+    for round in 0..sizes.deep_rounds.max(1) {
+        let (one_pool, two_pool) = (EnginePool::uniform(&config, 1)?, EnginePool::uniform(&config, 2)?);
+        if round % 2 == 0 {
+            one = one.min(run_jobs(&one_pool, &deep)?);
+            two = two.min(run_jobs(&two_pool, &deep)?);
+        } else {
+            two = two.min(run_jobs(&two_pool, &deep)?);
+            one = one.min(run_jobs(&one_pool, &deep)?);
+        }
+    }
 
     Ok(EngineBench {
         engine,
@@ -186,7 +209,7 @@ impl BareEngine {
 
     fn send(&mut self, text: &str) -> Result<(), EngineError> {
         let written = self.input.write_all(text.as_bytes());
-        written.and_then(|()| self.input.flush()).map_err(|e| EngineError::Write { source: Arc::new(e) })
+        written.and_then(|()| self.input.flush()).map_err(|e| EngineError::Io { source: Arc::new(e) })
     }
 
     fn read_until(&mut self, prefix: &str) -> Result<(), EngineError> {

@@ -21,7 +21,7 @@ use std::{fmt, io, sync::Arc, time::Duration};
 
 pub use self::command::{resolve_program, split_command_line};
 pub use self::pool::{EnginePool, JobId, JobOutcome, JobResult};
-pub use self::process::{Engine, EngineConfig, EngineIdentity, RestartPolicy, Timeouts};
+pub use self::process::{Engine, EngineConfig, EngineIdentity, RestartPolicy, StopHandle, Timeouts};
 pub use self::request::{EnginePosition, EvalRequest, Evaluation, Limit, PvLine};
 
 /// Workers to run by default: one per available core.
@@ -36,8 +36,8 @@ pub enum EngineError {
     BadCommand { command: String, reason: String },
     /// The process could not be started.
     Spawn { command: String, source: Arc<io::Error> },
-    /// Writing to the engine failed (a broken pipe: it died).
-    Write { source: Arc<io::Error> },
+    /// Reading from or writing to the engine failed (a broken pipe: it died).
+    Io { source: Arc<io::Error> },
     /// The engine closed its output: it exited or crashed.
     Eof,
     /// The engine did not answer in time.
@@ -46,6 +46,8 @@ pub enum EngineError {
     IllegalMove { mv: String, fen: String, what: &'static str },
     /// The engine ended a search without a score for its first line.
     NoScore,
+    /// The search was stopped before it started; nothing was sent.
+    Stopped,
     /// The request cannot be sent (bad FEN, illegal move, no legal move, unknown option...). Not the engine's fault.
     InvalidRequest(String),
 }
@@ -54,7 +56,7 @@ impl EngineError {
     /// A fault of the engine process: it is killed and restarted, and the job retried. Other errors are the
     /// request's or the command line's.
     pub fn is_engine_fault(&self) -> bool {
-        !matches!(self, EngineError::InvalidRequest(_) | EngineError::BadCommand { .. })
+        !matches!(self, EngineError::InvalidRequest(_) | EngineError::BadCommand { .. } | EngineError::Stopped)
     }
 }
 
@@ -67,7 +69,7 @@ impl fmt::Display for EngineError {
             EngineError::Spawn { command, source } => {
                 write!(f, "cannot start engine {command:?}: {source}")
             }
-            EngineError::Write { source } => write!(f, "cannot write to the engine: {source}"),
+            EngineError::Io { source } => write!(f, "cannot talk to the engine: {source}"),
             EngineError::Eof => write!(f, "the engine closed its output (it exited or crashed)"),
             EngineError::Timeout { waiting_for, after } => {
                 write!(f, "the engine did not answer in {after:?} (waiting for {waiting_for})")
@@ -76,6 +78,7 @@ impl fmt::Display for EngineError {
                 write!(f, "the engine sent {what} {mv:?} in {fen}")
             }
             EngineError::NoScore => write!(f, "the engine ended its search without a score"),
+            EngineError::Stopped => write!(f, "the search was stopped before it started"),
             EngineError::InvalidRequest(reason) => write!(f, "invalid engine request: {reason}"),
         }
     }
@@ -84,7 +87,7 @@ impl fmt::Display for EngineError {
 impl std::error::Error for EngineError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            EngineError::Spawn { source, .. } | EngineError::Write { source } => Some(source.as_ref()),
+            EngineError::Spawn { source, .. } | EngineError::Io { source } => Some(source.as_ref()),
             _ => None,
         }
     }

@@ -10,7 +10,7 @@ use parking_lot::Mutex;
 
 use super::{
     EngineError,
-    process::{EngineConfig, EngineIdentity},
+    process::{EngineConfig, EngineIdentity, StopHandle},
     request::{EvalRequest, Evaluation},
     worker::{Ran, Worker},
 };
@@ -45,7 +45,12 @@ pub(crate) struct Queued {
 
 enum JobState {
     Queued,
-    Running { stop: Sender<()>, cancelled: bool },
+    /// `wake` interrupts the worker's back-off; `engine` stops the search of the engine running the job.
+    Running {
+        wake: Sender<()>,
+        engine: Option<StopHandle>,
+        cancelled: bool,
+    },
 }
 
 /// What the pool and its workers share.
@@ -56,16 +61,27 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    /// A worker takes job `id`: the receiver its stop requests arrive on, or `None` when the job was cancelled.
+    /// A worker takes job `id`: the receiver that a cancel wakes it on, or `None` when the job was cancelled.
     pub(crate) fn begin(&self, id: JobId) -> Option<Receiver<()>> {
         let mut jobs = self.jobs.lock();
         let state = jobs.get_mut(&id)?;
         if !matches!(state, JobState::Queued) {
             return None;
         }
-        let (stop, stop_rx) = bounded(1);
-        *state = JobState::Running { stop, cancelled: false };
-        Some(stop_rx)
+        let (wake, wake_rx) = bounded(1);
+        *state = JobState::Running { wake, engine: None, cancelled: false };
+        Some(wake_rx)
+    }
+
+    /// Job `id` is about to run on the engine that `stop` stops; false when the job has been cancelled.
+    pub(crate) fn arm(&self, id: JobId, stop: StopHandle) -> bool {
+        match self.jobs.lock().get_mut(&id) {
+            Some(JobState::Running { engine, cancelled, .. }) => {
+                *engine = Some(stop);
+                !*cancelled
+            }
+            _ => false,
+        }
     }
 
     pub(crate) fn finish(&self, id: JobId, worker: usize, ran: Ran) {
@@ -86,19 +102,24 @@ impl Shared {
 
     fn cancel(&self, id: JobId) -> bool {
         let mut jobs = self.jobs.lock();
-        match jobs.get_mut(&id) {
-            None => false,
+        let engine = match jobs.get_mut(&id) {
+            None => return false,
             Some(JobState::Queued) => {
                 jobs.remove(&id);
                 let _ = self.results.send(JobResult { id, worker: None, attempts: 0, outcome: JobOutcome::Cancelled });
-                true
+                return true;
             }
-            Some(JobState::Running { stop, cancelled }) => {
+            Some(JobState::Running { wake, engine, cancelled }) => {
                 *cancelled = true;
-                let _ = stop.try_send(());
-                true
+                let _ = wake.try_send(());
+                engine.clone()
             }
+        };
+        drop(jobs);
+        if let Some(engine) = engine {
+            engine.stop();
         }
+        true
     }
 }
 
@@ -219,15 +240,13 @@ impl EnginePool {
 impl Drop for EnginePool {
     /// Drops queued jobs, stops running ones and waits for the workers, whose engines are killed as they end.
     fn drop(&mut self) {
-        {
+        let running: Vec<JobId> = {
             let mut jobs = self.shared.jobs.lock();
-            jobs.retain(|_, state| match state {
-                JobState::Queued => false,
-                JobState::Running { stop, .. } => {
-                    let _ = stop.try_send(());
-                    true
-                }
-            });
+            jobs.retain(|_, state| !matches!(state, JobState::Queued));
+            jobs.keys().copied().collect()
+        };
+        for id in running {
+            self.shared.cancel(id);
         }
         self.queue = None;
         for thread in self.threads.drain(..) {

@@ -1,20 +1,24 @@
 //! One inner-engine process and the handle that talks to it.
 //!
-//! An [`Engine`] owns its child: it spawns it, speaks UCI with it over pipes (flushing after every command), and kills
-//! and reaps it when dropped. A thread per pipe turns the engine's output into lines on a channel, so every wait has a
-//! deadline; end of output is [`EngineError::Eof`]. Nothing the engine sends can make the handle panic.
+//! An [`Engine`] owns its child: it spawns it, speaks UCI with it (one write, flushed, per command), and kills and
+//! reaps it when dropped. Every wait has a deadline; end of output is [`EngineError::Eof`]. The engine's stderr is
+//! forwarded to the log. Nothing the engine sends can make the handle panic.
 
 use std::{
     collections::BTreeMap,
-    io::{BufRead, BufReader, BufWriter, Read, Write},
-    process::{Child, ChildStdin, Command, Stdio},
-    sync::Arc,
+    io::{BufRead, BufReader, ErrorKind, Read, Write},
+    os::unix::process::CommandExt,
+    process::{Child, ChildStdin, ChildStdout, Command, Stdio},
+    sync::{
+        Arc, Weak,
+        atomic::{AtomicU64, Ordering},
+    },
     thread,
     time::{Duration, Instant},
 };
 
-use crossbeam_channel::{Receiver, Sender, never, select, unbounded};
 use log::{debug, trace, warn};
+use parking_lot::{Condvar, Mutex};
 use shakmaty::{Chess, Position, uci::UciMove};
 
 use super::{
@@ -133,33 +137,217 @@ impl EngineIdentity {
 }
 
 /// The handle of one running engine process.
+///
+/// The handle's own thread writes commands and reads the engine's output straight from the pipes. A watchdog thread
+/// per engine keeps the deadlines: it asks a silent searching engine `isready`, and kills the engine (its whole
+/// process group, so that a wrapper's children go too) when an answer is late; the blocked read then ends with the
+/// [`EngineError::Timeout`] that names the answer. Reading a line costs no more than a bare loop's read.
 pub struct Engine {
-    child: Child,
-    stdin: BufWriter<ChildStdin>,
-    lines: Receiver<String>,
+    link: Arc<Link>,
+    output: BufReader<ChildStdout>,
+    /// The line being read.
+    partial: Vec<u8>,
+    watchdog: Option<thread::JoinHandle<()>>,
     identity: Arc<EngineIdentity>,
     name: Arc<str>,
-    timeouts: Timeouts,
     /// MultiPV currently set in the engine.
     multipv: u32,
+    /// Every configuring command sent so far is followed by an `isready`.
+    covered: bool,
+}
+
+/// What the handle shares with its watchdog and its [`StopHandle`]s.
+struct Link {
+    input: Mutex<ChildStdin>,
+    state: Mutex<LinkState>,
+    /// Wakes the watchdog when a deadline comes earlier than it planned to look.
+    wake: Condvar,
+    timeouts: Timeouts,
+    pid: u32,
+    /// When the last line came, in nanoseconds since `epoch` (written for every line, without a lock).
+    last_line: AtomicU64,
+    epoch: Instant,
+}
+
+struct LinkState {
+    child: Child,
+    phase: Phase,
+    /// When the watchdog will look next (`None`: only when woken).
+    watch_at: Option<Instant>,
+    /// The deadline that the watchdog enforced, for the handle to report.
+    expired: Option<EngineError>,
+    closed: bool,
     /// `isready` sent whose `readyok` has not come yet.
     pending_readyok: u32,
+    /// Counts searches; a stop handle stops only the search of its generation.
+    generation: u64,
+    searching: bool,
+    /// `stop` asked for before `go` was sent.
+    stop_requested: bool,
+    stop_sent: bool,
 }
 
-/// A wait for an answer, for the error that names it.
-struct Wait {
-    deadline: Instant,
-    timeout: Duration,
-    what: &'static str,
+/// What the engine is expected to do next.
+#[derive(Debug, Clone, Copy)]
+enum Phase {
+    /// Nothing: no deadline.
+    Idle,
+    /// Answer by `deadline`.
+    Until { deadline: Instant, what: &'static str, after: Duration },
+    /// Search, saying something at least every `search_silence`; after a silence it was asked `isready` at `ping`.
+    Search { ping: Option<Instant> },
 }
 
-impl Wait {
-    fn new(timeout: Duration, what: &'static str) -> Wait {
-        Wait { deadline: Instant::now() + timeout, timeout, what }
+impl Link {
+    fn send(&self, command: &str) -> Result<(), EngineError> {
+        let mut line = String::with_capacity(command.len() + 1);
+        line.push_str(command);
+        line.push('\n');
+        let mut input = self.input.lock();
+        input.write_all(line.as_bytes()).and_then(|()| input.flush()).map_err(io_error)
     }
 
-    fn expired(&self) -> EngineError {
-        EngineError::Timeout { waiting_for: self.what, after: self.timeout }
+    fn now_nanos(&self) -> u64 {
+        u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    fn last_line(&self) -> Instant {
+        self.epoch + Duration::from_nanos(self.last_line.load(Ordering::Relaxed))
+    }
+
+    /// Enters `phase`, waking the watchdog if it must look earlier than planned.
+    fn enter(&self, state: &mut LinkState, phase: Phase) {
+        state.phase = phase;
+        let due = match phase {
+            Phase::Idle => return,
+            Phase::Until { deadline, .. } => deadline,
+            Phase::Search { ping: Some(at) } => at + self.timeouts.handshake,
+            Phase::Search { ping: None } => {
+                self.last_line.store(self.now_nanos(), Ordering::Relaxed);
+                Instant::now() + self.timeouts.search_silence
+            }
+        };
+        if state.watch_at.is_none_or(|at| due < at) {
+            self.wake.notify_one();
+        }
+    }
+
+    fn until(&self, state: &mut LinkState, timeout: Duration, what: &'static str) {
+        let deadline = Instant::now() + timeout;
+        self.enter(state, Phase::Until { deadline, what, after: timeout });
+    }
+
+    /// The watchdog's loop: enforce the deadline of the current phase until the engine is dropped.
+    fn watch(&self) {
+        let mut state = self.state.lock();
+        loop {
+            if state.closed {
+                return;
+            }
+            let now = Instant::now();
+            let due = match state.phase {
+                Phase::Idle => None,
+                Phase::Until { deadline, what, after } if now >= deadline => {
+                    self.expire(&mut state, what, after);
+                    continue;
+                }
+                Phase::Until { deadline, .. } => Some(deadline),
+                Phase::Search { ping: Some(at) } if now >= at + self.timeouts.handshake => {
+                    self.expire(&mut state, "readyok during a search", self.timeouts.handshake);
+                    continue;
+                }
+                Phase::Search { ping: Some(at) } => Some(at + self.timeouts.handshake),
+                Phase::Search { ping: None } => {
+                    let due = self.last_line() + self.timeouts.search_silence;
+                    if now < due {
+                        Some(due)
+                    } else {
+                        debug!(
+                            "engine pid {}: silent for {:?} in a search, asking isready",
+                            self.pid,
+                            now - self.last_line()
+                        );
+                        state.phase = Phase::Search { ping: Some(now) };
+                        state.pending_readyok += 1;
+                        drop(state);
+                        // A failed write: the engine is gone, and its reader sees that.
+                        let _ = self.send("isready");
+                        state = self.state.lock();
+                        continue;
+                    }
+                }
+            };
+            state.watch_at = due;
+            match due {
+                Some(at) => {
+                    self.wake.wait_until(&mut state, at);
+                }
+                None => self.wake.wait(&mut state),
+            }
+            state.watch_at = None;
+        }
+    }
+
+    /// A deadline passed: kill the engine, so that its reader sees the end of its output.
+    fn expire(&self, state: &mut LinkState, what: &'static str, after: Duration) {
+        warn!("engine pid {}: no {what} within {after:?}, killing it", self.pid);
+        state.expired = Some(EngineError::Timeout { waiting_for: what, after });
+        state.phase = Phase::Idle;
+        let _ = state.child.kill();
+        kill_process_group(self.pid);
+    }
+}
+
+/// Kills the process group that an engine leads (it was started as a group of its own), so that the children of a
+/// wrapper script that did not `exec` its engine go too. There is no std call for it, hence kill(1); the direct
+/// child has been killed already, so a missing kill(1) only leaves such children to end at their input's end.
+fn kill_process_group(pid: u32) {
+    let _ = Command::new("kill")
+        .args(["-s", "KILL", "--", &format!("-{pid}")])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
+}
+
+fn io_error(e: std::io::Error) -> EngineError {
+    EngineError::Io { source: Arc::new(e) }
+}
+
+/// Stops the search an [`Engine`] is running (or is about to run), from any thread.
+///
+/// A handle belongs to one search: the one running when it was taken, else the next one. Stopping a search that has
+/// ended, or an engine that is gone, does nothing.
+#[derive(Clone)]
+pub struct StopHandle {
+    link: Weak<Link>,
+    generation: u64,
+}
+
+impl std::fmt::Debug for StopHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StopHandle").field("generation", &self.generation).finish_non_exhaustive()
+    }
+}
+
+impl StopHandle {
+    /// Sends `stop` if the search is running (its `bestmove` is then due within [`Timeouts::handshake`]); if it has
+    /// not started, it will not (it ends as [`EngineError::Stopped`]).
+    pub fn stop(&self) {
+        let Some(link) = self.link.upgrade() else { return };
+        let mut state = link.state.lock();
+        if state.generation != self.generation {
+            return;
+        }
+        if !state.searching {
+            state.stop_requested = true;
+        } else if !state.stop_sent {
+            state.stop_sent = true;
+            link.until(&mut state, link.timeouts.handshake, "bestmove after stop");
+            // Sent under the lock, so that it cannot reach a later search. A failed write: the engine is gone, and
+            // the search sees that.
+            let _ = link.send("stop");
+        }
     }
 }
 
@@ -178,26 +366,39 @@ impl Engine {
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
+            // Its own process group: a timeout kills wrapper and engine together, and a Ctrl-C meant for deeptree
+            // does not reach the engines directly.
+            .process_group(0)
             .spawn()
             .map_err(spawn_error)?;
+        let pid = child.id();
         let (Some(stdin), Some(stdout), Some(stderr)) = (child.stdin.take(), child.stdout.take(), child.stderr.take())
         else {
             let _ = child.kill();
             let _ = child.wait();
             return Err(spawn_error(std::io::Error::other("no pipes to the child")));
         };
-        let pid = child.id();
-        let (line_tx, lines) = unbounded();
         let label = program_path.file_name().map_or_else(|| program.clone(), |n| n.to_string_lossy().into_owned());
-        let started = thread::Builder::new()
-            .name(format!("engine-{pid}-out"))
-            .spawn(move || read_lines(stdout, &line_tx))
-            .and_then(|_| {
-                let label = label.clone();
-                thread::Builder::new()
-                    .name(format!("engine-{pid}-err"))
-                    .spawn(move || forward_stderr(stderr, &label, pid))
-            });
+        let link = Arc::new(Link {
+            input: Mutex::new(stdin),
+            state: Mutex::new(LinkState {
+                child,
+                phase: Phase::Idle,
+                watch_at: None,
+                expired: None,
+                closed: false,
+                pending_readyok: 0,
+                generation: 0,
+                searching: false,
+                stop_requested: false,
+                stop_sent: false,
+            }),
+            wake: Condvar::new(),
+            timeouts: config.timeouts,
+            pid,
+            last_line: AtomicU64::new(0),
+            epoch: Instant::now(),
+        });
         let identity = Arc::new(EngineIdentity {
             name: label.clone(),
             author: None,
@@ -205,27 +406,39 @@ impl Engine {
             command: config.command.clone(),
         });
         let mut engine = Engine {
-            child,
-            stdin: BufWriter::new(stdin),
-            lines,
+            link: Arc::clone(&link),
+            output: BufReader::new(stdout),
+            partial: Vec::new(),
+            watchdog: None,
             name: Arc::from(label.as_str()),
             identity,
-            timeouts: config.timeouts,
             multipv: 1,
-            pending_readyok: 0,
+            covered: false,
         };
-        started.map_err(spawn_error)?;
+        let err_label = label.clone();
+        engine.watchdog = Some(
+            thread::Builder::new()
+                .name(format!("engine-{pid}-watch"))
+                .spawn(move || link.watch())
+                .and_then(|watchdog| {
+                    thread::Builder::new()
+                        .name(format!("engine-{pid}-err"))
+                        .spawn(move || forward_stderr(stderr, &err_label, pid))
+                        .map(|_| watchdog)
+                })
+                .map_err(spawn_error)?,
+        );
         debug!("started engine {:?} (pid {pid})", config.command);
         engine.handshake(config)?;
         Ok(engine)
     }
 
     fn handshake(&mut self, config: &EngineConfig) -> Result<(), EngineError> {
+        self.until(self.link.timeouts.handshake, "uciok");
         self.send("uci")?;
-        let wait = Wait::new(self.timeouts.handshake, "uciok");
         let (mut name, mut author, mut options) = (None, None, Vec::new());
         loop {
-            match self.recv(&wait)? {
+            match self.recv()? {
                 EngineMessage::IdName(n) => name = Some(n),
                 EngineMessage::IdAuthor(a) => author = Some(a),
                 EngineMessage::Option(o) => options.push(o),
@@ -233,6 +446,7 @@ impl Engine {
                 _ => {}
             }
         }
+        self.idle();
         let identity = EngineIdentity {
             name: name.filter(|n| !n.is_empty()).unwrap_or_else(|| self.identity.name.clone()),
             author,
@@ -261,7 +475,12 @@ impl Engine {
 
     /// Operating-system id of the process.
     pub fn pid(&self) -> u32 {
-        self.child.id()
+        self.link.pid
+    }
+
+    /// A handle that stops the current search, or the next one if none is running.
+    pub fn stop_handle(&self) -> StopHandle {
+        StopHandle { link: Arc::downgrade(&self.link), generation: self.link.state.lock().generation }
     }
 
     /// Sends `setoption`. The option must be one the engine declared; the value is checked against its type (a
@@ -279,6 +498,7 @@ impl Engine {
         } else {
             self.send(&format!("setoption name {} value {value}", option.name))?;
         }
+        self.covered = false;
         if option.name.eq_ignore_ascii_case("MultiPV") {
             self.multipv = value.parse().unwrap_or(1);
         }
@@ -287,12 +507,28 @@ impl Engine {
 
     /// `isready`, then waits for `readyok` (and for any earlier `isready` still unanswered).
     pub fn is_ready(&mut self) -> Result<(), EngineError> {
-        self.send("isready")?;
-        self.pending_readyok += 1;
-        let wait = Wait::new(self.timeouts.handshake, "readyok");
-        while self.pending_readyok > 0 {
-            self.recv(&wait)?;
+        self.covered = false;
+        self.await_ready()
+    }
+
+    /// Waits until the engine has answered `isready` for every command sent so far that configures it (the
+    /// handshake, `setoption`, `ucinewgame`), sending `isready` only when such a command is not followed by one yet.
+    /// After `bestmove` an engine is idle by the protocol, so back-to-back searches need no round trip.
+    fn await_ready(&mut self) -> Result<(), EngineError> {
+        if !self.covered {
+            self.until(self.link.timeouts.handshake, "readyok");
+            self.link.state.lock().pending_readyok += 1;
+            self.send("isready")?;
+            self.covered = true;
+        } else if self.link.state.lock().pending_readyok > 0 {
+            self.until(self.link.timeouts.handshake, "readyok");
+        } else {
+            return Ok(());
         }
+        while self.link.state.lock().pending_readyok > 0 {
+            self.recv()?;
+        }
+        self.idle();
         Ok(())
     }
 
@@ -304,144 +540,145 @@ impl Engine {
 
     /// Runs a search to its limit and returns the result.
     pub fn evaluate(&mut self, request: &EvalRequest) -> Result<Evaluation, EngineError> {
-        self.search(request, &never(), &mut |_| {})
+        self.search(request, &mut |_| {})
     }
 
-    /// Runs a search; a message on `stop` sends `stop` and the search ends with the engine's `bestmove` (the result
-    /// is then marked `stopped`). `on_info` sees every `info` line as it comes.
+    /// Runs a search; `on_info` sees every `info` line as it comes. A [`StopHandle`] (see [`Engine::stop_handle`])
+    /// ends it early: the engine is sent `stop` and its `bestmove` ends the search, marked `stopped`; a stop asked
+    /// for before the search started is [`EngineError::Stopped`], and nothing is sent.
     ///
-    /// The request is checked before anything is sent; every move the engine sends is checked legal before it is
-    /// used, and an illegal (or outside `searchmoves`) best move is an [`EngineError::IllegalMove`].
-    pub fn search(
-        &mut self,
-        request: &EvalRequest,
-        stop: &Receiver<()>,
-        on_info: &mut dyn FnMut(&Info),
-    ) -> Result<Evaluation, EngineError> {
+    /// The engine has answered `readyok` to everything that configured it before `go` is sent. The request is
+    /// checked before anything is sent; every move the engine sends is checked legal before it is used, and an
+    /// illegal (or outside `searchmoves`) best move is an [`EngineError::IllegalMove`].
+    ///
+    /// Deadlines: an engine silent for [`Timeouts::search_silence`] is asked `isready`, and is hung if it does not
+    /// answer within [`Timeouts::handshake`]; after `stop`, `bestmove` must come within [`Timeouts::handshake`].
+    pub fn search(&mut self, request: &EvalRequest, on_info: &mut dyn FnMut(&Info)) -> Result<Evaluation, EngineError> {
         request.validate()?;
         if request.multipv != self.multipv {
             self.set_option("MultiPV", &request.multipv.to_string())?;
         }
-        self.send(&request.position.uci_command())?;
-        self.is_ready()?;
-        self.send(&request.go_command())?;
+        self.await_ready()?;
+        let started = {
+            let mut state = self.link.state.lock();
+            if std::mem::take(&mut state.stop_requested) {
+                state.generation += 1;
+                return Err(EngineError::Stopped);
+            }
+            state.searching = true;
+            self.link.enter(&mut state, Phase::Search { ping: None });
+            // Sent under the lock, so that a stop comes either before this (and is kept) or after `go`.
+            let command = format!("{}\n{}", request.position.uci_command(), request.go_command());
+            trace!("{} >> {command}", self.name);
+            self.link.send(&command)
+        };
+        let result = started.and_then(|()| self.read_search(request, on_info));
+        let mut state = self.link.state.lock();
+        state.searching = false;
+        state.stop_sent = false;
+        state.stop_requested = false;
+        state.generation += 1;
+        self.link.enter(&mut state, Phase::Idle);
+        result
+    }
 
+    fn read_search(
+        &mut self,
+        request: &EvalRequest,
+        on_info: &mut dyn FnMut(&Info),
+    ) -> Result<Evaluation, EngineError> {
         let mut collector = Collector::new(request.multipv);
-        let mut stop = stop.clone();
-        let mut stopping: Option<Wait> = None;
-        let mut ping: Option<Wait> = None;
-        let mut silence = Instant::now() + self.timeouts.search_silence;
         loop {
-            let deadline = stopping.as_ref().or(ping.as_ref()).map_or(silence, |w| w.deadline);
-            select! {
-                recv(self.lines) -> line => {
-                    let line = line.map_err(|_| EngineError::Eof)?;
-                    silence = Instant::now() + self.timeouts.search_silence;
-                    match self.parse(&line) {
-                        EngineMessage::Info(info) => {
-                            collector.add(&info);
-                            on_info(&info);
-                        }
-                        EngineMessage::BestMove { best, ponder } => {
-                            return collector.finish(request, &best, ponder.as_deref(), stopping.is_some(), &self.name);
-                        }
-                        _ => {}
-                    }
-                    if self.pending_readyok == 0 {
-                        ping = None;
-                    }
+            match self.recv()? {
+                EngineMessage::Info(info) => {
+                    collector.add(&info);
+                    on_info(&info);
                 }
-                recv(stop) -> message => match message {
-                    Ok(()) if stopping.is_none() => {
-                        self.send("stop")?;
-                        stopping = Some(Wait::new(self.timeouts.handshake, "bestmove after stop"));
-                    }
-                    Ok(()) => {}
-                    Err(_) => stop = never(),
-                },
-                default(deadline.saturating_duration_since(Instant::now())) => {
-                    if let Some(wait) = stopping.as_ref().or(ping.as_ref()) {
-                        return Err(wait.expired());
-                    }
-                    debug!("{}: silent for {:?} in a search, asking isready", self.name, self.timeouts.search_silence);
-                    self.send("isready")?;
-                    self.pending_readyok += 1;
-                    ping = Some(Wait::new(self.timeouts.handshake, "readyok during a search"));
+                EngineMessage::BestMove { best, ponder } => {
+                    let stopped = self.link.state.lock().stop_sent;
+                    return collector.finish(request, &best, ponder.as_deref(), stopped, &self.name);
                 }
+                _ => {}
             }
         }
+    }
+
+    fn until(&self, timeout: Duration, what: &'static str) {
+        let mut state = self.link.state.lock();
+        self.link.until(&mut state, timeout, what);
+    }
+
+    fn idle(&self) {
+        let mut state = self.link.state.lock();
+        self.link.enter(&mut state, Phase::Idle);
     }
 
     fn send(&mut self, command: &str) -> Result<(), EngineError> {
         trace!("{} >> {command}", self.name);
-        let written = self.stdin.write_all(command.as_bytes());
-        written
-            .and_then(|()| self.stdin.write_all(b"\n"))
-            .and_then(|()| self.stdin.flush())
-            .map_err(|e| EngineError::Write { source: Arc::new(e) })
+        self.link.send(command)
     }
 
-    fn recv(&mut self, wait: &Wait) -> Result<EngineMessage, EngineError> {
-        match self.lines.recv_deadline(wait.deadline) {
-            Ok(line) => Ok(self.parse(&line)),
-            Err(crossbeam_channel::RecvTimeoutError::Timeout) => Err(wait.expired()),
-            Err(crossbeam_channel::RecvTimeoutError::Disconnected) => Err(EngineError::Eof),
-        }
-    }
-
-    /// Parses a line, counting `readyok`s against pending `isready`s.
-    fn parse(&mut self, line: &str) -> EngineMessage {
+    /// The next message. The end of the engine's output is [`EngineError::Eof`], or the timeout that made the
+    /// watchdog kill it.
+    fn recv(&mut self) -> Result<EngineMessage, EngineError> {
+        let line = self.next_line().map_err(|e| self.link.state.lock().expired.take().unwrap_or(e))?;
+        self.link.last_line.store(self.link.now_nanos(), Ordering::Relaxed);
         trace!("{} << {line}", self.name);
-        let message = parse_line(line);
+        let message = parse_line(&line);
         match message {
-            EngineMessage::ReadyOk => self.pending_readyok = self.pending_readyok.saturating_sub(1),
-            EngineMessage::Unknown if !line.trim().is_empty() => {
-                debug!("{}: ignored line {line:?}", self.name)
+            EngineMessage::ReadyOk => {
+                let mut state = self.link.state.lock();
+                state.pending_readyok = state.pending_readyok.saturating_sub(1);
+                if state.pending_readyok == 0 && matches!(state.phase, Phase::Search { ping: Some(_) }) {
+                    self.link.enter(&mut state, Phase::Search { ping: None });
+                }
             }
+            EngineMessage::Unknown if !line.trim().is_empty() => debug!("{}: ignored line {line:?}", self.name),
             _ => {}
         }
-        message
+        Ok(message)
+    }
+
+    /// The next line (lossy UTF-8, without its line ending; over-long lines skipped).
+    fn next_line(&mut self) -> Result<String, EngineError> {
+        let mut skipping = false;
+        loop {
+            self.partial.clear();
+            match (&mut self.output).take(MAX_LINE as u64 + 1).read_until(b'\n', &mut self.partial) {
+                Ok(0) => return Err(EngineError::Eof),
+                Ok(_) if self.partial.last() != Some(&b'\n') && self.partial.len() > MAX_LINE => skipping = true,
+                Ok(_) if skipping => {
+                    debug!("{}: skipped a line longer than {MAX_LINE} bytes", self.name);
+                    skipping = false;
+                }
+                Ok(_) => {
+                    while matches!(self.partial.last(), Some(b'\n' | b'\r')) {
+                        self.partial.pop();
+                    }
+                    return Ok(String::from_utf8_lossy(&self.partial).into_owned());
+                }
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => return Err(io_error(e)),
+            }
+        }
     }
 }
 
 impl Drop for Engine {
     fn drop(&mut self) {
-        let pid = self.child.id();
-        let _ = self.child.kill();
-        match self.child.wait() {
-            Ok(status) => debug!("engine {} (pid {pid}) ended: {status}", self.name),
-            Err(e) => warn!("engine {} (pid {pid}) not reaped: {e}", self.name),
-        }
-    }
-}
-
-/// Sends each line of `out` (lossy UTF-8, without its line ending; over-long lines cut) until end of output.
-fn read_lines(out: impl Read, lines: &Sender<String>) {
-    let mut reader = BufReader::new(out);
-    let mut buf = Vec::new();
-    loop {
-        buf.clear();
-        match reader.by_ref().take(MAX_LINE as u64).read_until(b'\n', &mut buf) {
-            Ok(0) | Err(_) => return,
-            Ok(_) => {}
-        }
-        if buf.last() != Some(&b'\n') && buf.len() == MAX_LINE {
-            // Drop the rest of an over-long line.
-            let mut rest = Vec::new();
-            loop {
-                rest.clear();
-                match reader.by_ref().take(MAX_LINE as u64).read_until(b'\n', &mut rest) {
-                    Ok(0) | Err(_) => break,
-                    Ok(_) if rest.last() == Some(&b'\n') => break,
-                    Ok(_) => {}
-                }
+        let pid = self.link.pid;
+        {
+            let mut state = self.link.state.lock();
+            state.closed = true;
+            self.link.wake.notify_one();
+            let _ = state.child.kill();
+            match state.child.wait() {
+                Ok(status) => debug!("engine {} (pid {pid}) ended: {status}", self.name),
+                Err(e) => warn!("engine {} (pid {pid}) not reaped: {e}", self.name),
             }
         }
-        while matches!(buf.last(), Some(b'\n' | b'\r')) {
-            buf.pop();
-        }
-        if lines.send(String::from_utf8_lossy(&buf).into_owned()).is_err() {
-            return;
+        if let Some(watchdog) = self.watchdog.take() {
+            let _ = watchdog.join();
         }
     }
 }

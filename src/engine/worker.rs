@@ -71,21 +71,23 @@ impl Worker {
     /// Takes jobs until the queue closes.
     pub(crate) fn run(mut self, jobs: &Receiver<Queued>) {
         while let Ok(job) = jobs.recv() {
-            let Some(stop) = self.shared.begin(job.id) else {
+            let Some(wake) = self.shared.begin(job.id) else {
                 continue;
             };
-            let ran = self.run_job(job.id, &job.request, &stop);
+            let ran = self.run_job(job.id, &job.request, &wake);
             self.shared.finish(job.id, self.index, ran);
         }
         debug!("worker {} done", self.index);
     }
 
-    fn run_job(&mut self, id: JobId, request: &EvalRequest, stop: &Receiver<()>) -> Ran {
+    /// Runs a job until it is done, failed or cancelled; a cancel stops the engine's search or, during a back-off,
+    /// arrives on `wake`.
+    fn run_job(&mut self, id: JobId, request: &EvalRequest, wake: &Receiver<()>) -> Ran {
         let mut attempts = 0;
         let mut fresh_failures = 0;
         loop {
             if self.engine.is_none() {
-                match stop.recv_timeout(self.backoff.next_delay()) {
+                match wake.recv_timeout(self.backoff.next_delay()) {
                     Err(RecvTimeoutError::Timeout) => {}
                     Ok(()) | Err(RecvTimeoutError::Disconnected) => {
                         return Ran { outcome: JobOutcome::Cancelled, attempts };
@@ -114,13 +116,17 @@ impl Worker {
             let Some(engine) = self.engine.as_mut() else {
                 continue;
             };
-            match engine.search(request, stop, &mut |_| {}) {
+            if !self.shared.arm(id, engine.stop_handle()) {
+                return Ran { outcome: JobOutcome::Cancelled, attempts };
+            }
+            match engine.search(request, &mut |_| {}) {
                 Ok(evaluation) => {
                     self.fresh = false;
                     self.backoff.reset();
                     let outcome = if evaluation.stopped { JobOutcome::Cancelled } else { JobOutcome::Done(evaluation) };
                     return Ran { outcome, attempts };
                 }
+                Err(EngineError::Stopped) => return Ran { outcome: JobOutcome::Cancelled, attempts },
                 Err(e) if !e.is_engine_fault() => {
                     return Ran { outcome: JobOutcome::Failed(e), attempts };
                 }
