@@ -488,7 +488,13 @@ impl<'a, E: Evaluator> Analysis<'a, E> {
             let mut passes = 0u32;
             loop {
                 passes += 1;
+                let walk_started = Instant::now();
                 let (planned, terminal, min_leaf, max_ply) = self.walk(&root, root_key, &history, depth, passes)?;
+                log::debug!(
+                    "depth {depth} pass {passes}: walk {:.1} ms, {} searches planned",
+                    walk_started.elapsed().as_secs_f64() * 1e3,
+                    planned.len()
+                );
                 if !terminal.is_empty() {
                     self.store.writer().submit(terminal).wait()?;
                 }
@@ -606,6 +612,7 @@ impl<'a, E: Evaluator> Analysis<'a, E> {
 
     /// Runs planned searches on all workers and stores every answer. Returns true when stopped.
     fn run_batch(&mut self, planned: Vec<Planned>, depth: u8, pass: u32) -> Result<bool, AnalysisError> {
+        let batch_started = Instant::now();
         let total = planned.len();
         let mut jobs: Vec<(u64, Planned)> = Vec::with_capacity(total);
         for plan in planned {
@@ -666,9 +673,15 @@ impl<'a, E: Evaluator> Analysis<'a, E> {
                 }
             }
         }
+        let answers_done = Instant::now();
         for receipt in receipts {
             receipt.wait()?;
         }
+        log::debug!(
+            "batch of {total}: answers after {:.1} ms, stored {:.1} ms later",
+            (answers_done - batch_started).as_secs_f64() * 1e3,
+            answers_done.elapsed().as_secs_f64() * 1e3
+        );
         self.trace.flush();
         Ok(stopped)
     }
