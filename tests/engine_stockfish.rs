@@ -95,6 +95,16 @@ fn fixed_depth_evaluation_is_legal_and_sane_from_both_sides() {
 }
 
 #[test]
+fn node_limited_evaluation() {
+    let mut engine = Engine::spawn(&stockfish()).unwrap();
+    let position = fen("r1bqkbnr/pppp1ppp/2n5/1B2p3/4P3/5N2/PPPP1PPP/RNBQK2R b KQkq - 3 3");
+    let eval = engine.evaluate(&EvalRequest::new(position.clone(), Limit::Nodes(20_000))).unwrap();
+    assert_legal(&position, &eval);
+    assert!(eval.nodes >= 10_000 && eval.nodes <= 40_000, "{}", eval.nodes);
+    assert!(eval.depth() >= 3, "{}", eval.depth());
+}
+
+#[test]
 fn invalid_requests_are_refused_before_anything_is_sent() {
     let mut engine = Engine::spawn(&stockfish()).unwrap();
     let mated = EnginePosition::new(Chess::default(), ["f2f3", "e7e5", "g2g4", "d8h4"].map(uci).to_vec()).unwrap();

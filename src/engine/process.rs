@@ -42,6 +42,14 @@ pub struct Timeouts {
     pub search_silence: Duration,
 }
 
+impl Timeouts {
+    /// Deadlines are kept within a year, so that adding them to a point in time cannot overflow.
+    fn bounded(self) -> Timeouts {
+        const YEAR: Duration = Duration::from_secs(365 * 24 * 3600);
+        Timeouts { handshake: self.handshake.min(YEAR), search_silence: self.search_silence.min(YEAR) }
+    }
+}
+
 impl Default for Timeouts {
     fn default() -> Timeouts {
         Timeouts { handshake: Duration::from_secs(10), search_silence: Duration::from_secs(60) }
@@ -394,7 +402,7 @@ impl Engine {
                 stop_sent: false,
             }),
             wake: Condvar::new(),
-            timeouts: config.timeouts,
+            timeouts: config.timeouts.bounded(),
             pid,
             last_line: AtomicU64::new(0),
             epoch: Instant::now(),

@@ -31,7 +31,7 @@ impl Backoff {
         self.nominal = if self.nominal.is_zero() {
             self.policy.first_delay
         } else {
-            (self.nominal * 2).min(self.policy.max_delay.max(self.policy.first_delay))
+            self.nominal.saturating_mul(2).min(self.policy.max_delay.max(self.policy.first_delay))
         };
         self.nominal.mul_f64(0.5 + 0.5 * self.rng.f64())
     }
