@@ -434,6 +434,8 @@ pub struct Analysis<'a, E: Evaluator> {
     pub stop: Arc<AtomicBool>,
     /// Show a live progress line on stderr (only when it is a terminal).
     pub progress: bool,
+    /// Store the root's line as engine-scored edges first (off when the caller has stored the line itself).
+    pub line_edges: bool,
     next_id: u64,
     failed: KeySet,
     evaluations: u64,
@@ -450,6 +452,7 @@ impl<'a, E: Evaluator> Analysis<'a, E> {
             trace: Trace::off(),
             stop: Arc::new(AtomicBool::new(false)),
             progress: false,
+            line_edges: true,
             next_id: 0,
             failed: KeySet::default(),
             evaluations: 0,
@@ -478,7 +481,7 @@ impl<'a, E: Evaluator> Analysis<'a, E> {
             self.params.move_distance,
             self.params.max_depth
         );
-        let mut stopped = self.store_line(line)?;
+        let mut stopped = self.line_edges && self.store_line(line)?;
         let mut iterations = Vec::new();
         let mut settled = None;
         let mut depth = 0u8;

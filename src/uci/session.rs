@@ -777,6 +777,8 @@ fn grow_tree(
     };
     let mut analysis = Analysis::new(&store, &mut *evaluator, params);
     analysis.stop = analysis_stop.clone();
+    // The session stores the game's moves itself; the engine time goes to the position.
+    analysis.line_edges = false;
     if let Err(e) = analysis.run(line, |_| {}) {
         shared.out.error(&format!("tree search: {e}"));
     }
