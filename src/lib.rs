@@ -6,6 +6,7 @@
 pub mod bench;
 pub mod config;
 pub mod engine;
+pub mod interop;
 pub mod logger;
 pub mod score;
 pub mod search;

@@ -82,6 +82,12 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Import games (pgn: every move becomes an imported edge) or positions with evaluations (epd).
+    Import(deeptree::interop::cli::ImportArgs),
+    /// Export the tree from a root: a PGN game, a Polyglot book, EPD lines or a self-contained HTML page.
+    Export(deeptree::interop::cli::ExportArgs),
+    /// Merge another deeptree store (a tree grown elsewhere) into this one.
+    Merge(deeptree::interop::cli::MergeArgs),
     /// Show what the store holds.
     Stats {
         /// Print one JSON object.
@@ -253,6 +259,11 @@ fn run(cli: Cli, config: &Config) -> Result<(), Box<dyn std::error::Error>> {
                 let ply = (root.fullmoves().get() as usize - 1) * 2 + usize::from(root.turn().is_black());
                 print!("{}", show::render_text(&tree, ply, root.turn().is_white()));
             }
+        }
+        Command::Import(args) => deeptree::interop::cli::import(&open_store(cli.db.as_deref(), config)?, &args)?,
+        Command::Export(args) => deeptree::interop::cli::export(&open_store(cli.db.as_deref(), config)?, &args)?,
+        Command::Merge(args) => {
+            deeptree::interop::cli::merge(&open_store(cli.db.as_deref(), config)?, &args, &config.store_options())?
         }
         Command::Stats { json } => {
             let store = open_store(cli.db.as_deref(), config)?;

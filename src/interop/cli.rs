@@ -1,0 +1,256 @@
+//! The `import`, `export` and `merge` commands.
+
+use std::{
+    fs::File,
+    io::{BufReader, BufWriter, Write},
+    path::{Path, PathBuf},
+};
+
+use crate::{
+    search::analysis::Line,
+    store::{Store, StoreOptions},
+};
+
+use super::{
+    InteropError, epd, html, merge, pgn_export,
+    pgn_import::{self, ImportOptions},
+    polyglot,
+    walk::Scope,
+};
+
+/// What to import.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ImportFormat {
+    /// Games: every move of the main line and of every variation becomes an imported edge.
+    Pgn,
+    /// Positions, with their evaluations where `ce`/`acd`/`bm` are given.
+    Epd,
+}
+
+/// `deeptree import pgn|epd FILE`
+#[derive(Debug, Clone, clap::Args)]
+pub struct ImportArgs {
+    #[arg(value_enum)]
+    pub format: ImportFormat,
+    pub file: PathBuf,
+    /// PGN: import only the first N plies of each game (variations included).
+    #[arg(long, value_name = "N")]
+    pub max_ply: Option<u32>,
+    /// Print one JSON object.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// What to export.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ExportFormat {
+    /// One game with the tree as nested variations, best first, each move commented with its scores.
+    Pgn,
+    /// A Polyglot opening book whose heaviest move in every position is the tree's best.
+    Polyglot,
+    /// One line per position with ce, acd, bm and pv.
+    Epd,
+    /// A self-contained page to browse the tree.
+    Html,
+}
+
+/// `deeptree export pgn|polyglot|epd|html FILE [--fen FEN] [--moves "..."] [--depth K]`
+#[derive(Debug, Clone, clap::Args)]
+pub struct ExportArgs {
+    #[arg(value_enum)]
+    pub format: ExportFormat,
+    /// Output file (`-` for standard output).
+    pub file: PathBuf,
+    /// Start position (default: the standard start position).
+    #[arg(long)]
+    pub fen: Option<String>,
+    /// Moves played from the start position, in UCI notation: the last position is the root.
+    #[arg(long, default_value = "")]
+    pub moves: String,
+    /// Plies below the root (default: 12 for pgn and html; for polyglot and epd every position reachable from the
+    /// root, or every stored position when no root is given either).
+    #[arg(long, value_name = "K")]
+    pub depth: Option<u8>,
+    /// Print the summary as one JSON object.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `deeptree merge DIR`
+#[derive(Debug, Clone, clap::Args)]
+pub struct MergeArgs {
+    /// Directory of the other deeptree store.
+    pub dir: PathBuf,
+    /// Print one JSON object.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Default plies of a PGN or HTML export.
+pub const DEFAULT_TREE_DEPTH: u8 = 12;
+
+fn open_input(path: &Path) -> Result<BufReader<File>, InteropError> {
+    File::open(path).map(BufReader::new).map_err(|e| InteropError::io(path, e))
+}
+
+fn report(json: bool, value: &impl serde::Serialize, text: String) -> Result<(), InteropError> {
+    if json {
+        println!("{}", serde_json::to_string(value).map_err(|e| InteropError::Invalid(e.to_string()))?);
+    } else {
+        println!("{text}");
+    }
+    Ok(())
+}
+
+/// Runs `deeptree import`.
+pub fn import(store: &Store, args: &ImportArgs) -> Result<(), InteropError> {
+    let input = open_input(&args.file)?;
+    let file = args.file.display();
+    match args.format {
+        ImportFormat::Pgn => {
+            let options = ImportOptions { max_ply: args.max_ply };
+            let summary = pgn_import::import_pgn(store, input, &options, |skipped| eprintln!("{file}: {skipped}"))?;
+            report(
+                args.json,
+                &summary,
+                format!(
+                    "{} games ({} skipped): {} edges ({} new), {} positions ({} new records), waiting for the next analysis",
+                    summary.games,
+                    summary.skipped,
+                    summary.edges,
+                    summary.new_edges,
+                    summary.positions,
+                    summary.new_nodes
+                ),
+            )
+        }
+        ImportFormat::Epd => {
+            if args.max_ply.is_some() {
+                return Err(InteropError::Invalid("--max-ply applies to PGN imports only".into()));
+            }
+            let summary = epd::import_epd(store, input, |skipped| {
+                eprintln!("{file}: line {} skipped: {}", skipped.line, skipped.reason)
+            })?;
+            report(
+                args.json,
+                &summary,
+                format!(
+                    "{} lines ({} skipped): {} positions ({} new), {} with an evaluation{}",
+                    summary.lines,
+                    summary.skipped,
+                    summary.positions,
+                    summary.new_nodes,
+                    summary.evaluations,
+                    if summary.scores_without_move > 0 {
+                        format!(", {} scores without a best move left out", summary.scores_without_move)
+                    } else {
+                        String::new()
+                    }
+                ),
+            )
+        }
+    }
+}
+
+/// Writes to a file, or standard output for `-`, then flushes.
+fn write_output<T>(
+    path: &Path,
+    write: impl FnOnce(&mut dyn Write) -> Result<T, InteropError>,
+) -> Result<T, InteropError> {
+    if path == Path::new("-") {
+        let mut out = std::io::stdout().lock();
+        let value = write(&mut out)?;
+        out.flush().map_err(|e| InteropError::io(path, e))?;
+        return Ok(value);
+    }
+    // Written beside the target and renamed, so a failed export never leaves half a file.
+    let tmp = path.with_extension(format!(
+        "{}.partial",
+        path.extension().map(|e| e.to_string_lossy().into_owned()).unwrap_or_default()
+    ));
+    let file = File::create(&tmp).map_err(|e| InteropError::io(&tmp, e))?;
+    let mut out = BufWriter::new(file);
+    let value = match write(&mut out) {
+        Ok(value) => value,
+        Err(e) => {
+            drop(out);
+            let _ = std::fs::remove_file(&tmp);
+            return Err(e);
+        }
+    };
+    out.flush().map_err(|e| InteropError::io(&tmp, e))?;
+    drop(out);
+    std::fs::rename(&tmp, path).map_err(|e| InteropError::io(path, e))?;
+    Ok(value)
+}
+
+/// Runs `deeptree export`.
+pub fn export(store: &Store, args: &ExportArgs) -> Result<(), InteropError> {
+    let line = Line::parse(args.fen.as_deref(), &args.moves)?;
+    let view = store.read()?;
+    let rooted = args.fen.is_some() || !args.moves.trim().is_empty() || args.depth.is_some();
+    let scope = if rooted { Scope::From { line: line.clone(), depth: args.depth } } else { Scope::All };
+    let depth = args.depth.unwrap_or(DEFAULT_TREE_DEPTH);
+    let to_stdout = args.file == Path::new("-");
+    let file = args.file.display().to_string();
+    let (value, text) = match args.format {
+        ExportFormat::Pgn => {
+            let s = write_output(&args.file, |out| pgn_export::export_pgn(&view, &line, depth, &mut WriteRef(out)))?;
+            let text = format!("{file}: one game, {} moves, {} plies deep", s.moves, s.plies);
+            (serde_json::to_value(s), text)
+        }
+        ExportFormat::Html => {
+            let s = write_output(&args.file, |out| html::export_html(&view, &line, depth, &mut WriteRef(out)))?;
+            let text = format!("{file}: {} moves, {} plies deep", s.moves, s.plies);
+            (serde_json::to_value(s), text)
+        }
+        ExportFormat::Polyglot => {
+            let s = write_output(&args.file, |out| polyglot::export_polyglot(&view, &scope, &mut WriteRef(out)))?;
+            let text = format!("{file}: {} positions, {} entries", s.positions, s.entries);
+            (serde_json::to_value(s), text)
+        }
+        ExportFormat::Epd => {
+            let s = write_output(&args.file, |out| epd::export_epd(&view, &scope, &mut WriteRef(out)))?;
+            let text = format!("{file}: {} positions", s.positions);
+            (serde_json::to_value(s), text)
+        }
+    };
+    let value = value.map_err(|e| InteropError::Invalid(e.to_string()))?;
+    if to_stdout {
+        // Standard output holds the export itself: the summary goes to stderr.
+        eprintln!("{text}");
+        return Ok(());
+    }
+    report(args.json, &value, text)
+}
+
+/// Runs `deeptree merge`.
+pub fn merge(store: &Store, args: &MergeArgs, options: &StoreOptions) -> Result<(), InteropError> {
+    let summary = merge::merge_store(store, &args.dir, options, |key, reason| {
+        eprintln!("{}: position {key} not merged: {reason}", args.dir.display())
+    })?;
+    report(
+        args.json,
+        &summary,
+        format!(
+            "{} records merged from {}: {} new positions, {} new edges{}",
+            summary.records,
+            args.dir.display(),
+            summary.new_nodes,
+            summary.new_edges,
+            if summary.refused > 0 { format!(", {} refused", summary.refused) } else { String::new() }
+        ),
+    )
+}
+
+/// A `Write` over a `&mut dyn Write`, so that the exporters' `impl Write` parameters accept it.
+struct WriteRef<'a>(&'a mut dyn Write);
+
+impl Write for WriteRef<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.write(buf)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0.flush()
+    }
+}

@@ -1,0 +1,113 @@
+//! `deeptree merge DIR`: brings the records of another deeptree store (a tree grown on another machine) into this
+//! one.
+//!
+//! Every record of the other store is submitted as a [`Change::Merge`]: the store's merge keeps the deeper
+//! evaluation, unites the edges (per move the deeper score wins, an imported flag is kept), keeps the newer rest bound
+//! unless it is shallower, and the larger settled depth (a depth settled on either machine stays settled: the merged
+//! tree holds at least what settled it). The cached values (`idea` and `cyclic`) of the incoming records are
+//! dropped: they describe the other graph, and this store's writer recomputes them for every record the merge
+//! changes and carries the changes upward. A second merge of the same store therefore changes nothing: every
+//! incoming record then merges into an equal record.
+
+use std::path::Path;
+
+use crate::store::{Change, Store, StoreError, StoreOptions, key::PositionKey};
+
+use super::{BatchWriter, InteropError};
+
+/// What a merge did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct MergeSummary {
+    /// Records read from the other store.
+    pub records: u64,
+    /// Positions this store did not hold before.
+    pub new_nodes: u64,
+    /// Edges this store did not hold before.
+    pub new_edges: u64,
+    /// Records left out: they do not describe the position of their key, or collide with a stored position.
+    pub refused: u64,
+    /// The other store's inner engine, when it differs from this store's.
+    pub other_engine: Option<String>,
+}
+
+/// Records submitted in one batch.
+const BATCH: usize = 10_000;
+
+/// Merges the store in `other_dir` into `store`.
+pub fn merge_store(
+    store: &Store,
+    other_dir: &Path,
+    options: &StoreOptions,
+    mut on_refused: impl FnMut(PositionKey, &str),
+) -> Result<MergeSummary, InteropError> {
+    if !other_dir.join("data.mdb").is_file() {
+        return Err(InteropError::Invalid(format!("{}: not a deeptree store (no data.mdb)", other_dir.display())));
+    }
+    let same = match (other_dir.canonicalize(), store.dir().canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    };
+    if same {
+        return Err(InteropError::Invalid(format!("{}: this is the store itself", other_dir.display())));
+    }
+    let other = Store::open(other_dir, options)?;
+    let before = store.stats()?;
+    let mut summary = MergeSummary::default();
+    let ours = store.engine_identity()?;
+    let theirs = other.engine_identity()?;
+    if theirs.is_some() && theirs != ours {
+        summary.other_engine = theirs.clone();
+        log::warn!(
+            "the other store's evaluations come from '{}', this store's from '{}'",
+            theirs.as_deref().unwrap_or("?"),
+            ours.as_deref().unwrap_or("(none recorded)")
+        );
+    }
+    let mut writer = BatchWriter::new(store);
+    let mut refused_by_store = |key: PositionKey, e: &StoreError| on_refused(key, &e.to_string());
+    let mut batch = Vec::with_capacity(BATCH);
+    let mut refused = 0u64;
+    {
+        let view = other.read()?;
+        for item in view.nodes()? {
+            let (key, mut node) = item?;
+            summary.records += 1;
+            let Some(pos) = node.position.to_position().filter(|p| PositionKey::of(p) == key) else {
+                refused += 1;
+                refused_by_store(
+                    key,
+                    &StoreError::Corrupt {
+                        path: other_dir.join("data.mdb"),
+                        key,
+                        source: crate::store::node::DecodeError::Corrupt {
+                            reason: "the record's position does not have its key",
+                            offset: 0,
+                        },
+                    },
+                );
+                continue;
+            };
+            node.idea = None;
+            node.cyclic = false;
+            match Change::merge(&pos, node) {
+                Ok(change) => batch.push(change),
+                Err(e) => {
+                    refused += 1;
+                    refused_by_store(key, &e);
+                    continue;
+                }
+            }
+            if batch.len() >= BATCH {
+                writer.submit(std::mem::take(&mut batch), &mut refused_by_store)?;
+            }
+        }
+    }
+    writer.submit(batch, &mut refused_by_store)?;
+    writer.wait(&mut refused_by_store)?;
+    drop(other);
+    let after = store.stats()?;
+    summary.new_nodes = after.positions.saturating_sub(before.positions);
+    summary.new_edges = after.edges.saturating_sub(before.edges);
+    summary.refused = refused + writer.refused;
+    Ok(summary)
+}

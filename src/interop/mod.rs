@@ -1,0 +1,187 @@
+//! Interchange with other chess software: PGN and EPD in, PGN, Polyglot, EPD and HTML out, and merging another
+//! deeptree store.
+//!
+//! ```
+//! use deeptree::interop::pgn_import::{ImportOptions, import_pgn};
+//! use deeptree::store::{Store, StoreOptions, key::PositionKey};
+//! use shakmaty::Chess;
+//!
+//! let dir = tempfile::tempdir()?;
+//! let store = Store::open(dir.path(), &StoreOptions::default())?;
+//! let pgn = "[Event \"x\"]\n\n1. e4 e5 (1... c5 2. Nf3) 2. Nf3 *\n";
+//! let summary = import_pgn(&store, pgn.as_bytes(), &ImportOptions::default(), |_| {})?;
+//! assert_eq!((summary.games, summary.skipped, summary.edges), (1, 0, 5));
+//! let view = store.read()?;
+//! let start = view.node(PositionKey::of(&Chess::default()))?.expect("imported");
+//! assert!(start.edges[0].imported);
+//! # Ok::<_, Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! # Imported moves
+//!
+//! A move read from a game becomes an edge marked [`Edge::imported`](crate::store::node::Edge::imported): the search
+//! walks it even when it lies outside the move distance, and the next analysis evaluates the positions it leads to.
+//! Until an engine scores it, the edge carries a placeholder ([`placeholder_edge`]): depth 0, [`Bound::Upper`] (the
+//! design's bound kind for a move never searched) and the lowest score there is, [`Score::MATED_NOW`]. No engine
+//! score of a move can be that low (a move's score is at worst "mated in one ply"), so the placeholder never
+//! outranks an engine score in a minimax or a best-first order; and since any engine result is deeper than 0, the
+//! store's merge lets it replace the placeholder while keeping the imported flag. Once the child position has an
+//! evaluation, the move is valued from it like any other.
+
+pub mod cli;
+pub mod epd;
+pub mod html;
+pub mod merge;
+pub mod pgn_export;
+pub mod pgn_import;
+pub mod pgn_lex;
+pub mod polyglot;
+pub mod walk;
+
+use std::{fmt, io, path::PathBuf, sync::Arc};
+
+use shakmaty::uci::UciMove;
+
+use crate::{
+    score::{Bound, Score},
+    search::analysis::LineError,
+    store::{
+        Change, Store, StoreError,
+        key::PositionKey,
+        node::{Edge, Node},
+    },
+};
+
+/// The score of an imported move that no engine has scored yet: below every engine score.
+pub const PLACEHOLDER_SCORE: Score = Score::MATED_NOW;
+
+/// An imported move's edge before any engine has scored it (see the module documentation).
+pub fn placeholder_edge(uci: UciMove) -> Edge {
+    let mut edge = Edge::new(uci, PLACEHOLDER_SCORE, Bound::Upper, 0);
+    edge.imported = true;
+    edge
+}
+
+/// Is this value the placeholder of a move that nothing has valued yet?
+pub fn is_placeholder(score: Score) -> bool {
+    score == PLACEHOLDER_SCORE
+}
+
+/// Everything that can go wrong with an import, export or merge as a whole (single malformed games or lines are
+/// reported and skipped, not errors).
+#[derive(Debug)]
+pub enum InteropError {
+    Store(StoreError),
+    Io { path: PathBuf, source: Arc<io::Error> },
+    Root(LineError),
+    Invalid(String),
+}
+
+impl fmt::Display for InteropError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            InteropError::Store(e) => e.fmt(f),
+            InteropError::Io { path, source } => write!(f, "{}: {source}", path.display()),
+            InteropError::Root(e) => write!(f, "root: {e}"),
+            InteropError::Invalid(message) => f.write_str(message),
+        }
+    }
+}
+
+impl std::error::Error for InteropError {}
+
+impl From<StoreError> for InteropError {
+    fn from(e: StoreError) -> InteropError {
+        InteropError::Store(e)
+    }
+}
+
+impl From<LineError> for InteropError {
+    fn from(e: LineError) -> InteropError {
+        InteropError::Root(e)
+    }
+}
+
+impl InteropError {
+    pub(crate) fn io(path: impl Into<PathBuf>, source: io::Error) -> InteropError {
+        InteropError::Io { path: path.into(), source: Arc::new(source) }
+    }
+}
+
+/// Submits merges in batches, one batch in flight while the next is gathered. A batch the writer refuses (a key
+/// collision) is retried one change at a time, so that only the offending positions are left out; each of those is
+/// reported through `on_refused`.
+pub(crate) struct BatchWriter<'s> {
+    store: &'s Store,
+    in_flight: Option<(Vec<Change>, crate::store::Receipt)>,
+    /// Changes refused by the store.
+    pub refused: u64,
+}
+
+impl<'s> BatchWriter<'s> {
+    pub(crate) fn new(store: &'s Store) -> BatchWriter<'s> {
+        BatchWriter { store, in_flight: None, refused: 0 }
+    }
+
+    /// Queues a batch; waits for the previous one first.
+    pub(crate) fn submit(
+        &mut self,
+        changes: Vec<Change>,
+        on_refused: &mut dyn FnMut(PositionKey, &StoreError),
+    ) -> Result<(), InteropError> {
+        self.wait(on_refused)?;
+        if !changes.is_empty() {
+            let receipt = self.store.writer().submit(changes.clone());
+            self.in_flight = Some((changes, receipt));
+        }
+        Ok(())
+    }
+
+    /// Waits for the batch in flight.
+    pub(crate) fn wait(&mut self, on_refused: &mut dyn FnMut(PositionKey, &StoreError)) -> Result<(), InteropError> {
+        let Some((changes, receipt)) = self.in_flight.take() else { return Ok(()) };
+        match receipt.wait() {
+            Ok(()) => Ok(()),
+            Err(e @ (StoreError::Collision { .. } | StoreError::Corrupt { .. } | StoreError::IllegalMove { .. })) => {
+                if changes.len() == 1 {
+                    self.refused += 1;
+                    on_refused(change_key(&changes[0]), &e);
+                    return Ok(());
+                }
+                for change in changes {
+                    let key = change_key(&change);
+                    if let Err(e) = self.store.writer().submit(vec![change]).wait() {
+                        match e {
+                            StoreError::Collision { .. } | StoreError::Corrupt { .. } => {
+                                self.refused += 1;
+                                on_refused(key, &e);
+                            }
+                            e => return Err(e.into()),
+                        }
+                    }
+                }
+                Ok(())
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+fn change_key(change: &Change) -> PositionKey {
+    match change {
+        Change::Merge { key, .. } => *key,
+        Change::SetEngine(_) => PositionKey(0),
+    }
+}
+
+/// Merges `extra` into the node gathered so far for its position (a batch keeps one node per position).
+pub(crate) fn gather(node: &mut Node, extra: Edge) {
+    match node.edges.iter_mut().find(|e| e.uci == extra.uci) {
+        Some(_) => {
+            let mut single = Node::new(node.position.clone());
+            single.edges.push(extra);
+            node.merge(&single);
+        }
+        None => node.edges.push(extra),
+    }
+}

@@ -1,0 +1,170 @@
+//! `deeptree export pgn`: the tree from a root as one game with nested variations, best first.
+//!
+//! Every move carries a comment with its idea and alpha scores and the engine depth of its score, e.g.
+//! `{idea +0.31 alpha +0.31 d18}` (`#3` / `#-2` for mates, `?` for an imported move nothing has valued yet). The main
+//! line follows the best move (by alpha) at every position; the other moves follow as variations, best first.
+//! Every move carries its move number (`12...` for Black), as the export format wants after a comment; lines stay
+//! within 80 columns; a root other than the standard start position gets `SetUp` and `FEN` tags.
+
+use std::io::Write;
+
+use shakmaty::{Chess, EnPassantMode, Position, fen::Fen};
+
+use crate::{
+    score::Score,
+    search::{
+        analysis::Line,
+        show::{self, ShownMove, ShownNode, format_score},
+    },
+    store::ReadView,
+};
+
+use super::{InteropError, is_placeholder};
+
+/// What an export wrote.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct PgnSummary {
+    /// Moves written (every occurrence in the game).
+    pub moves: u64,
+    /// Deepest ply below the root.
+    pub plies: u64,
+}
+
+/// A score for a comment: pawns with a sign, `#n` for mates, `?` for a placeholder.
+pub fn comment_score(score: Score) -> String {
+    if is_placeholder(score) { "?".to_owned() } else { format_score(score) }
+}
+
+/// The comment of one move: `idea +0.31 alpha +0.31 d18`.
+pub fn move_comment(m: &ShownMove) -> String {
+    format!("idea {} alpha {} d{}", comment_score(m.idea), comment_score(m.alpha), m.depth)
+}
+
+/// Writes the tree from `line`'s root, `depth` plies deep, as one PGN game.
+pub fn export_pgn(
+    view: &ReadView<'_>,
+    line: &Line,
+    depth: u8,
+    out: &mut impl Write,
+) -> Result<PgnSummary, InteropError> {
+    let root = line.root();
+    let tree = show::tree(view, root, &line.history_keys(), depth)?;
+    let text = game_text(root, &tree);
+    out.write_all(text.as_bytes()).map_err(|e| InteropError::Invalid(format!("writing the PGN: {e}")))?;
+    let mut summary = PgnSummary::default();
+    count(&tree, 1, &mut summary);
+    Ok(summary)
+}
+
+fn count(node: &ShownNode, ply: u64, summary: &mut PgnSummary) {
+    for m in &node.moves {
+        summary.moves += 1;
+        summary.plies = summary.plies.max(ply);
+        if let Some(child) = &m.child {
+            count(child, ply + 1, summary);
+        }
+    }
+}
+
+/// The whole game: tags, a blank line, the movetext, a blank line.
+pub fn game_text(root: &Chess, tree: &ShownNode) -> String {
+    let fen = Fen::from_position(root, EnPassantMode::Legal).to_string();
+    let mut out = String::new();
+    for (name, value) in [
+        ("Event", "deeptree analysis"),
+        ("Site", "?"),
+        ("Date", "????.??.??"),
+        ("Round", "?"),
+        ("White", "?"),
+        ("Black", "?"),
+        ("Result", "*"),
+    ] {
+        out.push_str(&format!("[{name} \"{value}\"]\n"));
+    }
+    if fen != Fen::from_position(&Chess::default(), EnPassantMode::Legal).to_string() {
+        out.push_str("[SetUp \"1\"]\n");
+        out.push_str(&format!("[FEN \"{fen}\"]\n"));
+    }
+    out.push_str("[Annotator \"deeptree\"]\n\n");
+    let mut words: Vec<String> = Vec::new();
+    if let Some(settled) = tree.settled_depth {
+        words.push(format!("{{settled depth {settled}}}"));
+    }
+    let white = root.turn().is_white();
+    write_moves(&mut words, tree, root.fullmoves().get(), white);
+    words.push("*".to_owned());
+    wrap(&mut out, &words, 79);
+    out.push_str("\n\n");
+    out
+}
+
+fn number(fullmove: u32, white: bool) -> String {
+    if white { format!("{fullmove}.") } else { format!("{fullmove}...") }
+}
+
+fn push_move(words: &mut Vec<String>, m: &ShownMove, fullmove: u32, white: bool) {
+    words.push(format!("{} {}", number(fullmove, white), m.san));
+    words.push(format!("{{{}}}", move_comment(m)));
+}
+
+fn write_moves(words: &mut Vec<String>, node: &ShownNode, fullmove: u32, white: bool) {
+    let Some((main, alternatives)) = node.moves.split_first() else { return };
+    let next = if white { fullmove } else { fullmove + 1 };
+    push_move(words, main, fullmove, white);
+    for alternative in alternatives {
+        words.push("(".to_owned());
+        push_move(words, alternative, fullmove, white);
+        if let Some(child) = &alternative.child {
+            write_moves(words, child, next, !white);
+        }
+        words.push(")".to_owned());
+    }
+    if let Some(child) = &main.child {
+        write_moves(words, child, next, !white);
+    }
+}
+
+/// Joins words into lines of at most `width` columns (a comment may be broken between its words; a move number
+/// stays with its move). An opening parenthesis sticks to the word after it, a closing one to the word before it
+/// when it fits.
+fn wrap(out: &mut String, words: &[String], width: usize) {
+    let mut line = String::new();
+    let mut open = false;
+    for word in words {
+        let pieces: Vec<&str> = if word.starts_with('{') { word.split(' ').collect() } else { vec![word.as_str()] };
+        for piece in pieces {
+            if piece == "(" {
+                open = true;
+                continue;
+            }
+            let text = if std::mem::take(&mut open) { format!("({piece}") } else { piece.to_owned() };
+            let space = !line.is_empty() && piece != ")";
+            if !line.is_empty() && line.len() + usize::from(space) + text.len() > width {
+                out.push_str(&line);
+                out.push('\n');
+                line.clear();
+            } else if space {
+                line.push(' ');
+            }
+            line.push_str(&text);
+        }
+    }
+    out.push_str(&line);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wrapping_keeps_lines_short_and_parentheses_tight() {
+        let words: Vec<String> =
+            ["1. e4", "{idea +0.31 alpha +0.31 d18}", "(", "1. d4", ")", "*"].iter().map(|s| s.to_string()).collect();
+        let mut out = String::new();
+        wrap(&mut out, &words, 79);
+        assert_eq!(out, "1. e4 {idea +0.31 alpha +0.31 d18} (1. d4) *");
+        let mut narrow = String::new();
+        wrap(&mut narrow, &words, 20);
+        assert!(narrow.lines().count() > 1 && narrow.lines().all(|l| l.len() <= 20), "{narrow}");
+    }
+}
