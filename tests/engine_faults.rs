@@ -239,3 +239,23 @@ fn bad_commands_and_requests_are_errors_not_retries() {
     ));
     assert_eq!(pool.in_flight(), 0);
 }
+
+#[test]
+fn an_engine_killed_while_idle_is_replaced_at_the_next_job() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = EnginePool::start(vec![fake("normal", &dir)]).unwrap();
+    pool.submit(1, depth(2)).unwrap();
+    assert!(matches!(one_result(&pool).outcome, JobOutcome::Done(_)));
+    let first = pids(&dir)[0];
+    let killed = std::process::Command::new("kill").args(["-9", &first.to_string()]).status().unwrap();
+    assert!(killed.success());
+    // The next job meets a dead engine (broken pipe or end of output), which did not fail on a fresh start, so the
+    // job runs again on a fresh process.
+    pool.submit(2, depth(2)).unwrap();
+    let result = one_result(&pool);
+    assert!(matches!(result.outcome, JobOutcome::Done(_)), "{:?}", result.outcome);
+    assert_eq!(result.attempts, 2);
+    let pids = pids(&dir);
+    assert_eq!(pids.len(), 2);
+    assert!(gone(first), "the dead engine was reaped");
+}
