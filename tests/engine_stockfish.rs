@@ -175,6 +175,11 @@ fn stop_ends_an_infinite_search_quickly_and_the_engine_is_free_again() {
     engine.stop_handle().stop();
     let err = engine.evaluate(&EvalRequest::new(start.clone(), Limit::Infinite)).unwrap_err();
     assert!(matches!(err, EngineError::Stopped), "{err}");
+    // A stop that meets a refused request ends with it, and does not reach the next search.
+    engine.stop_handle().stop();
+    let mut refused = EvalRequest::new(start.clone(), Limit::Infinite);
+    refused.searchmoves = vec![uci("e2e5")];
+    assert!(matches!(engine.evaluate(&refused), Err(EngineError::InvalidRequest(_))));
     let eval = engine.evaluate(&EvalRequest::new(start.clone(), Limit::Depth(3))).unwrap();
     assert!(!eval.stopped);
     assert_eq!(eval.depth(), 3);

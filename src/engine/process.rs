@@ -562,25 +562,8 @@ impl Engine {
     /// Deadlines: an engine silent for [`Timeouts::search_silence`] is asked `isready`, and is hung if it does not
     /// answer within [`Timeouts::handshake`]; after `stop`, `bestmove` must come within [`Timeouts::handshake`].
     pub fn search(&mut self, request: &EvalRequest, on_info: &mut dyn FnMut(&Info)) -> Result<Evaluation, EngineError> {
-        request.validate()?;
-        if request.multipv != self.multipv {
-            self.set_option("MultiPV", &request.multipv.to_string())?;
-        }
-        self.await_ready()?;
-        let started = {
-            let mut state = self.link.state.lock();
-            if std::mem::take(&mut state.stop_requested) {
-                state.generation += 1;
-                return Err(EngineError::Stopped);
-            }
-            state.searching = true;
-            self.link.enter(&mut state, Phase::Search { ping: None });
-            // Sent under the lock, so that a stop comes either before this (and is kept) or after `go`.
-            let command = format!("{}\n{}", request.position.uci_command(), request.go_command());
-            trace!("{} >> {command}", self.name);
-            self.link.send(&command)
-        };
-        let result = started.and_then(|()| self.read_search(request, on_info));
+        let result = self.start_and_read(request, on_info);
+        // However the search ended, it is over: its stop handles no longer apply.
         let mut state = self.link.state.lock();
         state.searching = false;
         state.stop_sent = false;
@@ -588,6 +571,31 @@ impl Engine {
         state.generation += 1;
         self.link.enter(&mut state, Phase::Idle);
         result
+    }
+
+    fn start_and_read(
+        &mut self,
+        request: &EvalRequest,
+        on_info: &mut dyn FnMut(&Info),
+    ) -> Result<Evaluation, EngineError> {
+        request.validate()?;
+        if request.multipv != self.multipv {
+            self.set_option("MultiPV", &request.multipv.to_string())?;
+        }
+        self.await_ready()?;
+        {
+            let mut state = self.link.state.lock();
+            if state.stop_requested {
+                return Err(EngineError::Stopped);
+            }
+            state.searching = true;
+            self.link.enter(&mut state, Phase::Search { ping: None });
+            // Sent under the lock, so that a stop comes either before this (and is kept) or after `go`.
+            let command = format!("{}\n{}", request.position.uci_command(), request.go_command());
+            trace!("{} >> {command}", self.name);
+            self.link.send(&command)?;
+        }
+        self.read_search(request, on_info)
     }
 
     fn read_search(
