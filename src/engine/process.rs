@@ -307,8 +307,9 @@ impl Link {
 }
 
 /// Kills the process group that an engine leads (it was started as a group of its own), so that the children of a
-/// wrapper script that did not `exec` its engine go too. There is no std call for it, hence kill(1); the direct
-/// child has been killed already, so a missing kill(1) only leaves such children to end at their input's end.
+/// wrapper script that did not `exec` its engine go too (while one of them holds the output open, the handle's read
+/// cannot end). There is no std call for it, hence kill(1), on this rare path only; the direct child has been killed
+/// already.
 fn kill_process_group(pid: u32) {
     let _ = Command::new("kill")
         .args(["-s", "KILL", "--", &format!("-{pid}")])
