@@ -97,6 +97,8 @@ pub enum Limit {
     MoveTime(Duration),
     /// Until stopped.
     Infinite,
+    /// A game clock, for the engine's own time management (milliseconds).
+    Clock { wtime: u64, btime: u64, winc: u64, binc: u64, movestogo: Option<u64> },
 }
 
 impl Limit {
@@ -106,6 +108,13 @@ impl Limit {
             Limit::Nodes(n) => format!("nodes {}", n.max(1)),
             Limit::MoveTime(t) => format!("movetime {}", t.as_millis().max(1)),
             Limit::Infinite => "infinite".to_owned(),
+            Limit::Clock { wtime, btime, winc, binc, movestogo } => {
+                let mut text = format!("wtime {wtime} btime {btime} winc {winc} binc {binc}");
+                if let Some(moves) = movestogo {
+                    text.push_str(&format!(" movestogo {}", moves.max(1)));
+                }
+                text
+            }
         }
     }
 }

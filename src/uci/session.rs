@@ -36,7 +36,7 @@ use crate::{
 use super::{
     command::{Go, GuiCommand, parse},
     options::{OWN, Options, check_value},
-    time::budget,
+    time::{OVERHEAD_MS, budget},
     tree,
 };
 
@@ -522,6 +522,16 @@ fn direct(
         Limit::Depth(depth.clamp(1, 250) as u32)
     } else if let Some(nodes) = go.nodes {
         Limit::Nodes(nodes.max(1))
+    } else if go.movetime.is_none() && go.is_timed() {
+        // A game clock: the inner engine manages its time itself, less the relay's overhead.
+        let own = |t: Option<u64>| t.unwrap_or(0).saturating_sub(OVERHEAD_MS).max(1);
+        Limit::Clock {
+            wtime: own(go.wtime.or(go.btime)),
+            btime: own(go.btime.or(go.wtime)),
+            winc: go.winc.unwrap_or(0),
+            binc: go.binc.unwrap_or(0),
+            movestogo: go.movestogo,
+        }
     } else if let Some(think) = budget(go, root.turn().is_white()) {
         Limit::MoveTime(think)
     } else if let Some(mate) = go.mate {
