@@ -91,7 +91,8 @@ fn page_node(pos: &Chess, shown: Option<&ShownNode>, summary: &mut PgnSummary, p
 /// The page's text for the tree from `line`'s root, `depth` plies deep.
 pub fn page(view: &ReadView<'_>, line: &Line, depth: u8) -> Result<(String, PgnSummary), InteropError> {
     let root = line.root();
-    let tree = show::tree(view, root, &line.history_keys(), depth)?;
+    let mut tree = show::tree(view, root, &line.history_keys(), depth)?;
+    super::walk::set_value_depths(view, root, &mut tree)?;
     let mut summary = PgnSummary::default();
     let data = PageData {
         title: format!("deeptree: {}", Fen::from_position(root, EnPassantMode::Legal)),

@@ -1,14 +1,15 @@
 //! `deeptree export pgn`: the tree from a root as one game with nested variations, best first.
 //!
-//! Every move carries a comment with its idea and alpha scores and the engine depth of its score, e.g.
-//! `{idea +0.31 alpha +0.31 d18}` (`#3` / `#-2` for mates, `?` for an imported move nothing has valued yet). The main
+//! Every move carries a comment with its idea and alpha scores and the engine depth behind them, e.g.
+//! `{idea +0.31 alpha +0.31 d18}` (`#3` / `#-2` for mates, `?` for an imported move nothing has valued yet; for an
+//! imported move valued through its child's evaluation, the depth of that evaluation). The main
 //! line follows the best move (by alpha) at every position; the other moves follow as variations, best first.
 //! Every move carries its move number (`12...` for Black), as the export format wants after a comment; lines stay
 //! within 80 columns; a root other than the standard start position gets `SetUp` and `FEN` tags.
 
 use std::io::Write;
 
-use shakmaty::{Chess, EnPassantMode, Position, fen::Fen};
+use shakmaty::{Chess, EnPassantMode, Position, fen::Fen, san::SanPlus, uci::UciMove};
 
 use crate::{
     score::Score,
@@ -19,7 +20,7 @@ use crate::{
     store::ReadView,
 };
 
-use super::{InteropError, is_placeholder};
+use super::{InteropError, is_placeholder, walk};
 
 /// What an export wrote.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
@@ -48,7 +49,8 @@ pub fn export_pgn(
     out: &mut impl Write,
 ) -> Result<PgnSummary, InteropError> {
     let root = line.root();
-    let tree = show::tree(view, root, &line.history_keys(), depth)?;
+    let mut tree = show::tree(view, root, &line.history_keys(), depth)?;
+    walk::set_value_depths(view, root, &mut tree)?;
     let text = game_text(root, &tree);
     out.write_all(text.as_bytes()).map_err(|e| InteropError::Invalid(format!("writing the PGN: {e}")))?;
     let mut summary = PgnSummary::default();
@@ -90,8 +92,7 @@ pub fn game_text(root: &Chess, tree: &ShownNode) -> String {
     if let Some(settled) = tree.settled_depth {
         words.push(format!("{{settled depth {settled}}}"));
     }
-    let white = root.turn().is_white();
-    write_moves(&mut words, tree, root.fullmoves().get(), white);
+    write_moves(&mut words, tree, root);
     words.push("*".to_owned());
     wrap(&mut out, &words, 79);
     out.push_str("\n\n");
@@ -102,25 +103,33 @@ fn number(fullmove: u32, white: bool) -> String {
     if white { format!("{fullmove}.") } else { format!("{fullmove}...") }
 }
 
-fn push_move(words: &mut Vec<String>, m: &ShownMove, fullmove: u32, white: bool) {
-    words.push(format!("{} {}", number(fullmove, white), m.san));
+/// Writes one move with its number and comment; returns the position after it.
+fn push_move(words: &mut Vec<String>, m: &ShownMove, pos: &Chess) -> Option<Chess> {
+    let uci: UciMove = m.uci.parse().ok()?;
+    let mv = uci.to_move(pos).ok()?;
+    let number = number(pos.fullmoves().get(), pos.turn().is_white());
+    // SAN with its check or mate mark, as the export format wants.
+    words.push(format!("{number} {}", SanPlus::from_move(pos.clone(), mv)));
     words.push(format!("{{{}}}", move_comment(m)));
+    let mut child = pos.clone();
+    child.play_unchecked(mv);
+    Some(child)
 }
 
-fn write_moves(words: &mut Vec<String>, node: &ShownNode, fullmove: u32, white: bool) {
+fn write_moves(words: &mut Vec<String>, node: &ShownNode, pos: &Chess) {
     let Some((main, alternatives)) = node.moves.split_first() else { return };
-    let next = if white { fullmove } else { fullmove + 1 };
-    push_move(words, main, fullmove, white);
+    let Some(after_main) = push_move(words, main, pos) else { return };
     for alternative in alternatives {
         words.push("(".to_owned());
-        push_move(words, alternative, fullmove, white);
-        if let Some(child) = &alternative.child {
-            write_moves(words, child, next, !white);
+        if let Some(after) = push_move(words, alternative, pos)
+            && let Some(child) = &alternative.child
+        {
+            write_moves(words, child, &after);
         }
         words.push(")".to_owned());
     }
     if let Some(child) = &main.child {
-        write_moves(words, child, next, !white);
+        write_moves(words, child, &after_main);
     }
 }
 

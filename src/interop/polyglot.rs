@@ -16,7 +16,10 @@
 //! Entries of 16 bytes, big-endian: key `u64`, move `u16`, weight `u16`, learn `u32` (always 0), sorted by key, then
 //! weight descending. The key is the Polyglot Zobrist key, which is deeptree's position key except in the rare
 //! positions where an en passant capture is possible but illegal (a pinned pawn): Polyglot hashes the en passant
-//! file whenever a pawn stands ready to capture, so the book uses shakmaty's pseudo-legal en passant mode. A move
+//! file whenever a pawn stands ready to capture, deeptree only when the capture is legal, so it stores such a
+//! position as the same one without the en passant square (it is the same position by the rules). The book writes
+//! the moves of such a position under both keys ([`book_keys`]), so a reader finds them whichever way the position
+//! arose. A move
 //! is `to` in bits 0-5, `from` in bits 6-11 (square index = rank × 8 + file) and the promotion piece in bits 12-14
 //! (knight 1, bishop 2, rook 3, queen 4); castling is written as the king taking its own rook (`e1h1`).
 //!
@@ -30,7 +33,10 @@
 
 use std::io::Write;
 
-use shakmaty::{Chess, EnPassantMode, Position, Role, uci::UciMove, zobrist::Zobrist64};
+use shakmaty::{
+    CastlingMode, Chess, EnPassantMode, File, FromSetup, Piece, Position, Rank, Role, Square, uci::UciMove,
+    zobrist::Zobrist64,
+};
 
 use crate::{search::show::ShownMove, store::ReadView};
 
@@ -80,6 +86,44 @@ impl BookEntry {
 /// The Polyglot key of a position.
 pub fn book_key(pos: &Chess) -> u64 {
     pos.zobrist_hash::<Zobrist64>(EnPassantMode::PseudoLegal).0
+}
+
+/// Every Polyglot key under which a reader may look up a stored position: its own key, and when no legal en passant
+/// capture is possible, the key of each variant with an en passant square that a double pawn push could have left
+/// and that a pawn stands ready to capture (illegally: the legal ones are different positions).
+pub fn book_keys(pos: &Chess) -> Vec<u64> {
+    let mut keys = vec![book_key(pos)];
+    if pos.ep_square(EnPassantMode::Legal).is_some() {
+        return keys;
+    }
+    let us = pos.turn();
+    let board = pos.board();
+    // Ranks (0-based) of the double-pushed pawn, of the square it skipped and of its origin, from White's side.
+    let (pawn_rank, skipped_rank, origin_rank) = if us.is_white() { (4, 5, 6) } else { (3, 2, 1) };
+    for file in 0..8u32 {
+        let at = |rank: u32| Square::from_coords(File::new(file), Rank::new(rank));
+        let theirs = board.piece_at(at(pawn_rank)) == Some(Piece { color: !us, role: Role::Pawn });
+        if !theirs || board.piece_at(at(skipped_rank)).is_some() || board.piece_at(at(origin_rank)).is_some() {
+            continue;
+        }
+        let beside = [file.checked_sub(1), (file < 7).then_some(file + 1)];
+        let ready = beside.into_iter().flatten().any(|f| {
+            board.piece_at(Square::from_coords(File::new(f), Rank::new(pawn_rank)))
+                == Some(Piece { color: us, role: Role::Pawn })
+        });
+        if !ready {
+            continue;
+        }
+        let mut setup = pos.to_setup(EnPassantMode::Legal);
+        setup.ep_square = Some(at(skipped_rank));
+        if let Ok(variant) = Chess::from_setup(setup, CastlingMode::Standard) {
+            let key = book_key(&variant);
+            if !keys.contains(&key) {
+                keys.push(key);
+            }
+        }
+    }
+    keys
 }
 
 /// A legal move in Polyglot's encoding.
@@ -134,12 +178,14 @@ pub fn book_entries(view: &ReadView<'_>, scope: &Scope) -> Result<(Vec<BookEntry
         if walk::best(&ranked).is_none() {
             continue;
         }
-        let key = book_key(&pos);
         summary.positions += 1;
-        for (m, weight) in ranked.moves.iter().zip(weights(&ranked.moves)) {
-            let Ok(uci) = m.uci.parse::<UciMove>() else { continue };
-            let Some(mv) = polyglot_move(&pos, &uci) else { continue };
-            entries.push(BookEntry { key, mv, weight, learn: 0 });
+        let weights = weights(&ranked.moves);
+        for key in book_keys(&pos) {
+            for (m, weight) in ranked.moves.iter().zip(&weights) {
+                let Ok(uci) = m.uci.parse::<UciMove>() else { continue };
+                let Some(mv) = polyglot_move(&pos, &uci) else { continue };
+                entries.push(BookEntry { key, mv, weight: *weight, learn: 0 });
+            }
         }
     }
     entries.sort_by(|a, b| a.key.cmp(&b.key).then(b.weight.cmp(&a.weight)).then(a.mv.cmp(&b.mv)));
@@ -208,6 +254,23 @@ mod tests {
         assert_eq!(w[3], 1);
         let unvalued = [shown(Score::cp(5)), shown(crate::interop::PLACEHOLDER_SCORE)];
         assert_eq!(weights(&unvalued), [TOP_WEIGHT, 0]);
+    }
+
+    #[test]
+    fn a_pinned_en_passant_position_is_written_under_both_keys() {
+        let with_ep: Chess =
+            "8/8/8/K2pP2r/8/8/8/7k w - d6 0 1".parse::<Fen>().unwrap().into_position(CastlingMode::Standard).unwrap();
+        let stored = crate::store::node::PackedPosition::of(&with_ep).to_position().unwrap();
+        assert_eq!(crate::store::key::PositionKey::of(&stored), crate::store::key::PositionKey::of(&with_ep));
+        let keys = book_keys(&stored);
+        assert_eq!(keys.len(), 2);
+        assert!(keys.contains(&book_key(&with_ep)) && keys.contains(&book_key(&stored)));
+        assert_ne!(book_key(&with_ep), book_key(&stored));
+        // A legal en passant capture makes a position of its own: one key.
+        let legal: Chess =
+            "8/8/8/3pP3/8/8/8/K6k w - d6 0 1".parse::<Fen>().unwrap().into_position(CastlingMode::Standard).unwrap();
+        assert_eq!(book_keys(&legal), [book_key(&legal)]);
+        assert_eq!(book_keys(&Chess::default()), [book_key(&Chess::default())]);
     }
 
     #[test]
