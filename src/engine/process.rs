@@ -789,7 +789,12 @@ impl Collector {
                 pv: legal_prefix(pos, &raw.pv),
             })
         });
-        let line = lines.next().filter(|l| l.multipv == 1).ok_or(EngineError::NoScore)?;
+        let line = match lines.next().filter(|l| l.multipv == 1) {
+            Some(line) => line,
+            // Stopped before its first scored line: not the engine's fault.
+            None if stopped => return Err(EngineError::Stopped),
+            None => return Err(EngineError::NoScore),
+        };
         Ok(Evaluation {
             best_move: UciMove::from_standard(best_move),
             ponder,

@@ -600,7 +600,9 @@ fn direct(
                 engines.direct = None; // respawned at the next search
             }
             drop(engines);
-            shared.out.error(&format!("inner engine search failed: {e}"));
+            if !matches!(e, EngineError::Stopped) {
+                shared.out.error(&format!("inner engine search failed: {e}"));
+            }
             fallback_move(shared, line);
         }
     }
@@ -691,7 +693,8 @@ fn tree_answer(shared: &Shared, line: &Line, searchmoves: &[UciMove], settled_on
     if settled_only && tree.settled_depth.unwrap_or(0) == 0 && !tree.deepened {
         return None;
     }
-    if settled_only && tree.engine_depth < shared.options.engine_depth.min(tree.engine_depth.max(1)) {
+    // Evaluations shallower than the engine depth asked for are not the tree's word yet.
+    if settled_only && tree.engine_depth < shared.options.engine_depth {
         return None;
     }
     let best = tree.candidates.iter().find(|c| searchmoves.is_empty() || searchmoves.contains(&c.uci))?;
