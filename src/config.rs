@@ -36,7 +36,7 @@ pub struct Config {
     pub engine_hash_mib: u32,
     /// Seconds to wait for `uciok`/`readyok`.
     pub engine_handshake_timeout_secs: u64,
-    /// Grace seconds past its expected time before a searching engine counts as hung.
+    /// Seconds a searching engine may stay silent before it is asked `isready` (and counts as hung without an answer).
     pub engine_search_timeout_secs: u64,
     /// Grow the last root's tree when no timed game is running (UCI mode).
     pub background_analysis: bool,

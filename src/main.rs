@@ -113,6 +113,14 @@ enum Command {
 
 #[derive(Subcommand)]
 enum BenchCommand {
+    /// The inner-engine pool against a bare loop over pipes (depth 1), and two workers against one (depth 10).
+    Engine {
+        /// Engine command line (default: the settings' engine).
+        #[arg(long)]
+        engine: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
     /// On a generated store: time the alpha scores of a root and the idea update after one new evaluation.
     Search {
         #[arg(long, default_value_t = 1_000_000)]
@@ -313,6 +321,27 @@ fn run(cli: Cli, config: &Config) -> Result<(), Box<dyn std::error::Error>> {
                 println!("parent lookups        {:.0} /s", result.parent_lookups_per_second);
                 println!("bytes on disk         {} ({:.1} per position)", result.bytes, result.bytes_per_position);
                 println!("bytes in tree pages   {:.1} per position", result.tree_bytes_per_position);
+            }
+        }
+        Command::Bench { what: BenchCommand::Engine { engine, json } } => {
+            let command = engine.unwrap_or_else(|| config.engine.clone());
+            let result = deeptree::engine::bench::engine_bench(&command, &Default::default())?;
+            if json {
+                println!("{}", serde_json::to_string(&result)?);
+            } else {
+                println!("engine                {} ({} cores)", result.engine, result.cores);
+                println!(
+                    "depth 1, pool vs bare  {:.0} vs {:.0} evaluations/s, ratio {:.2}",
+                    result.pool_evals_per_sec, result.bare_evals_per_sec, result.pool_to_bare_ratio
+                );
+                println!(
+                    "depth {}, {} searches  one worker {:.3} s, two workers {:.3} s, speed-up {:.2}",
+                    result.deep_depth,
+                    result.deep_evaluations,
+                    result.one_worker_secs,
+                    result.two_workers_secs,
+                    result.two_worker_speedup
+                );
             }
         }
         Command::Bench { what: BenchCommand::Search { positions, samples, seed, json } } => {
