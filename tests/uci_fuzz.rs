@@ -95,3 +95,39 @@ fn random_and_mutated_command_streams() {
         }
     }
 }
+
+#[test]
+fn quit_ends_every_inner_engine_and_closes_the_store() {
+    let fake = env!("CARGO_BIN_EXE_deeptree-fake-engine");
+    let dir = tempfile::tempdir().unwrap();
+    let pids = dir.path().join("pids.txt");
+    let input = format!(
+        "uci\nsetoption name InnerEngine value {fake}\nsetoption name EngineDepth value 2\n\
+         setoption name Threads value 2\nposition startpos moves e2e4\ngo depth 3\nisready\n\
+         position startpos moves e2e4 e7e5\ngo infinite\nisready\nstop\nisready\nquit\n"
+    );
+    let mut child = Command::new(env!("CARGO_BIN_EXE_deeptree"))
+        .arg("--db")
+        .arg(dir.path().join("tree"))
+        .env("DEEPTREE_FAKE_PID_FILE", &pids)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert!(output.status.success());
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(stdout.lines().filter(|l| l.starts_with("bestmove")).count(), 2, "{stdout}");
+    let started: Vec<u32> =
+        std::fs::read_to_string(&pids).unwrap().lines().filter_map(|l| l.trim().parse().ok()).collect();
+    assert!(started.len() >= 3, "a direct engine and two tree workers were started: {started:?}");
+    for pid in started {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+        assert!(status.is_empty() || status.contains("State:\tZ"), "inner engine {pid} still runs after quit");
+    }
+    // The store was closed cleanly: it opens and holds the game's moves.
+    let store = deeptree::store::Store::open(&dir.path().join("tree"), &Default::default()).unwrap();
+    assert!(store.stats().unwrap().edges >= 2);
+}
