@@ -71,15 +71,19 @@ pub fn parse_line(line: &str) -> Result<Option<EpdRecord>, String> {
     if line.is_empty() || line.starts_with('#') {
         return Ok(None);
     }
-    let mut fields = line.splitn(5, char::is_whitespace).filter(|f| !f.is_empty());
+    let mut rest = line;
     let mut fen = Vec::new();
     for _ in 0..4 {
-        fen.push(fields.next().ok_or("fewer than four position fields")?);
+        let end = rest.find(char::is_whitespace).unwrap_or(rest.len());
+        if end == 0 {
+            return Err("fewer than four position fields".into());
+        }
+        fen.push(&rest[..end]);
+        rest = rest[end..].trim_start();
     }
     let epd: Epd = fen.join(" ").parse().map_err(|e| format!("bad position '{}': {e}", fen.join(" ")))?;
     let position: Chess =
         epd.into_position(CastlingMode::Standard).map_err(|e| format!("bad position '{}': {e}", fen.join(" ")))?;
-    let mut rest = fields.next().unwrap_or("").trim_start();
     // Optional move counters, as in a FEN.
     for _ in 0..2 {
         let end = rest.find(char::is_whitespace).unwrap_or(rest.len());
@@ -398,6 +402,8 @@ mod tests {
         assert_eq!(r.pv.iter().map(|m| m.to_string()).collect::<Vec<_>>(), ["e2e4", "e7e5", "g1f3"]);
         assert_eq!(r.nodes, Some(1000));
         assert_eq!(r.score, None);
+        let spaced = parse_line("  4k3/8/8/8/8/8/4P3/4K3   w  -   -    ce  12 ;  acd 3").unwrap().unwrap();
+        assert_eq!((spaced.score, spaced.depth), (Some(Score::cp(12)), Some(3)));
     }
 
     #[test]
