@@ -98,7 +98,13 @@ pub enum Limit {
     /// Until stopped.
     Infinite,
     /// A game clock, for the engine's own time management (milliseconds).
-    Clock { wtime: u64, btime: u64, winc: u64, binc: u64, movestogo: Option<u64> },
+    Clock {
+        wtime: u64,
+        btime: u64,
+        winc: u64,
+        binc: u64,
+        movestogo: Option<u64>,
+    },
 }
 
 impl Limit {
