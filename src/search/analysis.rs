@@ -381,10 +381,14 @@ impl Walk<'_, '_, '_> {
 
         let mut best: Option<Score> = None;
         let mut alpha = alpha;
+        let mut cut = false;
         for (index, estimate) in moves {
             let edge = &gnode.edges[index];
             let Some(uci) = edge.uci else { continue };
             let imported = node.edge(&uci).is_some_and(|e| e.imported);
+            if cut && !imported {
+                continue; // after a cut-off only imported moves, which the search keeps, are still walked
+            }
             if estimate < threshold && !imported {
                 trace!(
                     self.trace,
@@ -415,9 +419,9 @@ impl Walk<'_, '_, '_> {
             };
             best = Some(best.map_or(value, |b| b.max(value)));
             alpha = alpha.max(value);
-            if ply >= 2 && value >= beta {
+            if ply >= 2 && value >= beta && !cut {
                 trace!(self.trace, "cut ply={ply} {} after {}: {value} >= beta {beta}", key, san(pos, &uci));
-                break;
+                cut = true;
             }
         }
         Ok(best)

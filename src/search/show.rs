@@ -121,8 +121,12 @@ fn san_of(pos: &Chess, uci: &UciMove) -> String {
     uci.to_move(pos).map(|m| San::from_move(pos, m).to_string()).unwrap_or_else(|_| uci.to_string())
 }
 
-/// Centipawns as pawns with a sign (`+0.31`), or `#3` / `#-2` for mates.
+/// Centipawns as pawns with a sign (`+0.31`), or `#3` / `#-2` for mates; `?` for a move nothing has valued yet
+/// (an imported move keeps the lowest score as a placeholder: no real move leaves its own side mated).
 pub fn format_score(score: Score) -> String {
+    if score == Score::MATED_NOW {
+        return "?".to_owned();
+    }
     match score.as_uci_mate() {
         Some(m) => format!("#{m}"),
         None => format!("{:+.2}", f64::from(score.value()) / 100.0),
