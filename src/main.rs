@@ -381,12 +381,6 @@ fn run(cli: Cli, config: &Config) -> Result<(), Box<dyn std::error::Error>> {
                 let dir = std::env::temp_dir().join(format!("deeptree-bench-settle-{}-{workers}", std::process::id()));
                 let _ = std::fs::remove_dir_all(&dir);
                 let store = Store::open(&dir, &config.store_options())?;
-                // Ctrl-C from here on stops the analysis cleanly (engines run in their own process groups).
-                let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-                let handler_stop = stop.clone();
-                if let Err(e) = ctrlc::set_handler(move || handler_stop.store(true, Ordering::Relaxed)) {
-                    log::warn!("Ctrl-C will not stop the analysis cleanly: {e}");
-                }
                 let pool = EnginePool::uniform(&engine_config, workers)?;
                 let params = Params { engine_depth, move_distance: move_distance as i32, max_depth: depth, time: None };
                 let mut analysis = Analysis::new(&store, PoolEvaluator::new(pool), params);
