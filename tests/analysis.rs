@@ -272,3 +272,40 @@ fn ctrl_c_stops_an_analysis_cleanly() {
     let stats = deeptree(dir.path(), &["stats", "--json"]);
     assert_eq!(stats["positions"], report["positions"], "everything answered was stored");
 }
+
+/// An evaluator whose every search fails, as a crashed engine's would.
+struct Failing;
+
+impl Evaluator for Failing {
+    fn workers(&self) -> usize {
+        1
+    }
+    fn submit(&mut self, id: u64, _job: Job) -> Result<(), String> {
+        FAILED.with(|f| f.borrow_mut().push(id));
+        Ok(())
+    }
+    fn next(&mut self, _timeout: Duration) -> Option<(u64, Result<Answer, String>)> {
+        FAILED.with(|f| f.borrow_mut().pop()).map(|id| (id, Err("engine crashed".to_owned())))
+    }
+    fn cancel_all(&mut self) {}
+    fn identity(&self) -> String {
+        "failing".to_owned()
+    }
+}
+
+thread_local! {
+    static FAILED: std::cell::RefCell<Vec<u64>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+#[test]
+fn failed_searches_never_pass_for_a_settled_depth() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), &StoreOptions::default()).unwrap();
+    let mut analysis = Analysis::new(&store, Failing, params(5));
+    let report = analysis.run(&Line::parse(None, "").unwrap(), |_| {}).unwrap();
+    assert_eq!(report.settled_depth, None);
+    assert!(report.stopped && report.failed > 0);
+    let view = store.read().unwrap();
+    let root = view.node(PositionKey::of(&shakmaty::Chess::default())).unwrap();
+    assert!(root.is_none_or(|n| n.settled_depth.is_none()), "no settled mark is stored");
+}

@@ -131,3 +131,101 @@ fn quit_ends_every_inner_engine_and_closes_the_store() {
     let store = deeptree::store::Store::open(&dir.path().join("tree"), &Default::default()).unwrap();
     assert!(store.stats().unwrap().edges >= 2);
 }
+
+/// A session on pipes, reading its output on a thread.
+struct Session {
+    child: std::process::Child,
+    stdin: std::process::ChildStdin,
+    lines: std::sync::mpsc::Receiver<String>,
+}
+
+impl Session {
+    fn start(db: &std::path::Path) -> Session {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_deeptree"))
+            .arg("--db")
+            .arg(db)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufRead::lines(std::io::BufReader::new(stdout)).map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+        let mut session = Session { child, stdin, lines };
+        let fake = env!("CARGO_BIN_EXE_deeptree-fake-engine");
+        session.send(&format!("setoption name InnerEngine value {fake}"));
+        session.send("setoption name EngineDepth value 2");
+        session.send("setoption name BackgroundAnalysis value false");
+        session
+    }
+
+    fn send(&mut self, line: &str) {
+        writeln!(self.stdin, "{line}").unwrap();
+        self.stdin.flush().unwrap();
+    }
+
+    /// Lines until one starts with `prefix` (or the timeout), that line last.
+    fn until(&self, prefix: &str, timeout: std::time::Duration) -> Vec<String> {
+        let deadline = std::time::Instant::now() + timeout;
+        let mut seen = Vec::new();
+        while let Some(left) = deadline.checked_duration_since(std::time::Instant::now()) {
+            match self.lines.recv_timeout(left) {
+                Ok(line) => {
+                    let done = line.starts_with(prefix);
+                    seen.push(line);
+                    if done {
+                        break;
+                    }
+                }
+                Err(_) => break,
+            }
+        }
+        seen
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        let _ = writeln!(self.stdin, "quit");
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn no_bestmove_before_stop_in_infinite_mode_even_without_a_move() {
+    use std::time::Duration;
+    let dir = tempfile::tempdir().unwrap();
+    let mut session = Session::start(dir.path());
+    for setup in ["position fen 7k/6Q1/6K1/8/8/8/8/8 b - - 0 1", "position fen not a fen"] {
+        session.send(setup);
+        session.send("go infinite");
+        let early = session.until("bestmove", Duration::from_millis(600));
+        assert!(!early.iter().any(|l| l.starts_with("bestmove")), "{setup}: bestmove before stop: {early:?}");
+        session.send("stop");
+        let after = session.until("bestmove", Duration::from_secs(5));
+        assert_eq!(after.last().map(String::as_str), Some("bestmove 0000"), "{setup}: {after:?}");
+    }
+}
+
+#[test]
+fn setoption_right_after_bestmove_is_accepted() {
+    use std::time::Duration;
+    let dir = tempfile::tempdir().unwrap();
+    let mut session = Session::start(dir.path());
+    session.send("position startpos moves e2e4");
+    session.send("go depth 2");
+    assert!(session.until("bestmove", Duration::from_secs(10)).last().is_some_and(|l| l.starts_with("bestmove")));
+    session.send("setoption name MultiPV value 3");
+    session.send("isready");
+    let replies = session.until("readyok", Duration::from_secs(5));
+    assert!(!replies.iter().any(|l| l.contains("error")), "{replies:?}");
+    assert_eq!(replies.last().map(String::as_str), Some("readyok"));
+}

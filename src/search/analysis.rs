@@ -260,11 +260,13 @@ struct Walk<'v, 's, 't> {
     planned: Vec<Planned>,
     planned_keys: KeySet,
     failed: &'t KeySet,
-    /// Lowest ply at which each node was walked in this pass.
-    walked: KeyMap<u8>,
+    /// Lowest ply at which each node was walked in this pass, and the beta its walk was cut at (if it was).
+    walked: KeyMap<(u8, Option<Score>)>,
     terminal: Vec<Change>,
     min_leaf: u8,
     max_ply: u8,
+    /// Searches not planned because they failed earlier in this run: a pass with any is not settled.
+    skipped: usize,
 }
 
 const MINUS_INFINITY: Score = Score::MATED_NOW;
@@ -274,6 +276,7 @@ impl Walk<'_, '_, '_> {
     fn plan(&mut self, key: PositionKey, purpose: Purpose, job: Job) {
         if self.failed.contains(&key) {
             trace!(self.trace, "skip {key}: its engine search failed earlier in this run");
+            self.skipped += 1;
             return;
         }
         if self.planned_keys.insert(key) {
@@ -331,13 +334,14 @@ impl Walk<'_, '_, '_> {
             self.leaf(ply);
             return Ok(Some(alpha_of_node(&self.graph, &gnode, path, &mut budget)));
         }
-        if let Some(&earlier) = self.walked.get(&key)
+        if let Some(&(earlier, cut_at)) = self.walked.get(&key)
             && earlier <= ply
+            && cut_at.is_none_or(|cut_beta| beta <= cut_beta)
         {
-            // A transposition already walked at this ply or a shallower one in this pass.
+            // A transposition already walked in this pass at this ply or a shallower one, and not cut short of
+            // what this window needs.
             return Ok(Some(alpha_of_node(&self.graph, &gnode, path, &mut budget)));
         }
-        self.walked.insert(key, ply);
 
         // Estimates of every move from the minimaxed graph (alpha: repetitions of the path are draws).
         let mut moves: Vec<(usize, Score)> = gnode
@@ -424,8 +428,24 @@ impl Walk<'_, '_, '_> {
                 cut = true;
             }
         }
+        // Remember the walk (and the window it was cut at) so a transposition can reuse it.
+        let earlier = self.walked.get(&key).copied();
+        let entry = match earlier {
+            Some((earlier_ply, _)) if earlier_ply < ply => (earlier_ply, earlier.and_then(|e| e.1)),
+            _ => (ply, cut.then_some(beta)),
+        };
+        self.walked.insert(key, entry);
         Ok(best)
     }
+}
+
+/// What one pass found to do.
+struct WalkResult {
+    planned: Vec<Planned>,
+    terminal: Vec<Change>,
+    min_leaf: u8,
+    max_ply: u8,
+    skipped: usize,
 }
 
 /// The deep-analysis search of one root.
@@ -496,7 +516,8 @@ impl<'a, E: Evaluator> Analysis<'a, E> {
             loop {
                 passes += 1;
                 let walk_started = Instant::now();
-                let (planned, terminal, min_leaf, max_ply) = self.walk(&root, root_key, &history, depth, passes)?;
+                let WalkResult { planned, terminal, min_leaf, max_ply, skipped } =
+                    self.walk(&root, root_key, &history, depth, passes)?;
                 log::debug!(
                     "depth {depth} pass {passes}: walk {:.1} ms, {} searches planned",
                     walk_started.elapsed().as_secs_f64() * 1e3,
@@ -504,6 +525,14 @@ impl<'a, E: Evaluator> Analysis<'a, E> {
                 );
                 if !terminal.is_empty() {
                     self.store.writer().submit(terminal).wait()?;
+                }
+                if planned.is_empty() && skipped > 0 {
+                    // Positions whose searches failed are still missing: this depth is not settled, and deeper
+                    // ones cannot be; stop here (a later run retries them).
+                    log::warn!("depth {depth} cannot settle: {skipped} searches failed in this run");
+                    trace!(self.trace, "depth {depth} not settled: {skipped} searches failed; the analysis ends");
+                    stopped = true;
+                    break;
                 }
                 if planned.is_empty() {
                     let mut mark = Node::new(PackedPosition::of(&root));
@@ -583,7 +612,6 @@ impl<'a, E: Evaluator> Analysis<'a, E> {
         self.run_batch(planned, 0, 0)
     }
 
-    #[allow(clippy::type_complexity)]
     fn walk(
         &mut self,
         root: &Chess,
@@ -591,7 +619,7 @@ impl<'a, E: Evaluator> Analysis<'a, E> {
         history: &[PositionKey],
         depth: u8,
         pass: u32,
-    ) -> Result<(Vec<Planned>, Vec<Change>, u8, u8), AnalysisError> {
+    ) -> Result<WalkResult, AnalysisError> {
         let view = self.store.read()?;
         trace!(self.trace, "pass {pass} at software depth {depth}");
         let mut walk = Walk {
@@ -607,6 +635,7 @@ impl<'a, E: Evaluator> Analysis<'a, E> {
             terminal: Vec::new(),
             min_leaf: u8::MAX,
             max_ply: 0,
+            skipped: 0,
         };
         let mut path: Vec<PositionKey> = history.to_vec();
         path.push(root_key);
@@ -614,7 +643,13 @@ impl<'a, E: Evaluator> Analysis<'a, E> {
         if let Some(e) = walk.graph.take_error() {
             return Err(e.into());
         }
-        Ok((walk.planned, walk.terminal, walk.min_leaf, walk.max_ply))
+        Ok(WalkResult {
+            planned: walk.planned,
+            terminal: walk.terminal,
+            min_leaf: walk.min_leaf,
+            max_ply: walk.max_ply,
+            skipped: walk.skipped,
+        })
     }
 
     /// Runs planned searches on all workers and stores every answer. Returns true when stopped.

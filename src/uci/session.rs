@@ -256,10 +256,11 @@ impl Session {
     }
 
     fn set_option(&mut self, name: &str, value: &str) {
-        if self.search.is_some() {
+        if self.search.as_ref().is_some_and(|s| !s.thread.is_finished()) {
             self.out.error(&format!("setoption {name} ignored while searching"));
             return;
         }
+        self.finish_search();
         if OWN.iter().any(|own| own.eq_ignore_ascii_case(name)) {
             let before = self.options.clone();
             if let Err(e) = self.options.set_own(name, value) {
@@ -343,7 +344,11 @@ impl Session {
         let Some(line) = self.line.clone() else {
             self.out.error("go without a valid position");
             self.out.send("info depth 0 score cp 0");
-            self.out.send("bestmove 0000");
+            if go.infinite || go.ponder {
+                self.spawn_waiting_bestmove(go);
+            } else {
+                self.out.send("bestmove 0000");
+            }
             return;
         };
         self.last_go_timed = go.is_timed();
@@ -364,6 +369,22 @@ impl Session {
                 self.out.error(&format!("cannot start a search: {e}"));
                 self.out.send("bestmove 0000");
             }
+        }
+    }
+
+    /// A `go infinite`/`go ponder` that cannot search: `bestmove 0000` once `stop` or `ponderhit` comes.
+    fn spawn_waiting_bestmove(&mut self, go: Go) {
+        let control = Control { stop: Arc::default(), ponderhit: Arc::default(), direct_stop: Arc::default() };
+        let (stop, ponderhit, direct_stop) =
+            (control.stop.clone(), control.ponderhit.clone(), control.direct_stop.clone());
+        let out = self.out.clone();
+        let thread = std::thread::Builder::new().name("uci-search".into()).spawn(move || {
+            wait_for_release(&go, &control);
+            out.send("bestmove 0000");
+        });
+        match thread {
+            Ok(thread) => self.search = Some(Running { thread, stop, ponderhit, direct_stop }),
+            Err(_) => self.out.send("bestmove 0000"),
         }
     }
 
@@ -429,6 +450,7 @@ fn search(
     if root.legal_moves().is_empty() {
         let score = if root.is_check() { "mate 0" } else { "cp 0" };
         shared.out.send(&format!("info depth 0 score {score}"));
+        wait_for_release(&go, &control);
         shared.out.send("bestmove 0000");
         return;
     }
@@ -453,12 +475,27 @@ fn search(
         if let Some(answer) = tree_answer(&shared, &line, &searchmoves, false) {
             send_answer(&shared, &answer, started);
         } else {
+            // The GUI's stop is spent: the quick search gets a flag of its own (it keeps the GUI's stop handle).
             let quick = Go { depth: Some(1), ..Go::default() };
-            direct(&shared, &line, &quick, &searchmoves, &control, &config_direct, started);
+            let quick_control = Control {
+                stop: Arc::default(),
+                ponderhit: control.ponderhit.clone(),
+                direct_stop: control.direct_stop.clone(),
+            };
+            direct(&shared, &line, &quick, &searchmoves, &quick_control, &config_direct, started);
         }
         return;
     }
     play(&shared, &line, &go, &searchmoves, &control, &config_direct, &config_tree, started);
+}
+
+/// In `go infinite` and `go ponder`, `bestmove` waits for `stop` or `ponderhit`.
+fn wait_for_release(go: &Go, control: &Control) {
+    if go.infinite || go.ponder {
+        while !control.stop.load(Ordering::SeqCst) && !control.ponderhit.load(Ordering::SeqCst) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
 }
 
 /// A move to play: from the tree when it knows the position, else by the tree's search when there is time, else
@@ -496,8 +533,8 @@ fn play(
             }
             watcher_stop.store(true, Ordering::SeqCst);
         });
+        // Growth ends only once the timer has set `watch` (deadline or stop), so the timer is done.
         grow_tree(shared, line, &watch, config_tree, None, true);
-        stop.store(true, Ordering::SeqCst);
         let _ = timer.join();
         if let Some(answer) = tree_answer(shared, line, searchmoves, false) {
             send_answer(shared, &answer, started);
