@@ -68,7 +68,8 @@ fn main() -> ExitCode {
     if let Some(path) = pid_file
         && let Ok(mut file) = OpenOptions::new().create(true).append(true).open(path)
     {
-        let _ = writeln!(file, "{}", std::process::id());
+        // One write per line: with O_APPEND, lines of concurrent processes never interleave.
+        let _ = file.write_all(format!("{}\n", std::process::id()).as_bytes());
     }
     let mode = match mode.as_str() {
         "normal" => Mode::Normal,
@@ -93,7 +94,7 @@ fn main() -> ExitCode {
     for line in stdin.lock().lines() {
         let Ok(line) = line else { break };
         if let Some(log) = log.as_mut() {
-            let _ = writeln!(log, "{} {}", std::process::id(), line.trim());
+            let _ = log.write_all(format!("{} {}\n", std::process::id(), line.trim()).as_bytes());
         }
         if let Some(code) = fake.handle(line.trim()) {
             return code;
