@@ -76,10 +76,21 @@ struct Shared {
     store: Option<Arc<Store>>,
     engines: Arc<Mutex<Engines>>,
     options: Options,
+    /// Set when this search has sent its `bestmove`: from then on the GUI may send anything.
+    answered: Arc<AtomicBool>,
+}
+
+impl Shared {
+    fn bestmove(&self, line: &str) {
+        self.answered.store(true, Ordering::SeqCst);
+        self.out.send(line);
+    }
 }
 
 struct Running {
     thread: JoinHandle<()>,
+    /// The search has sent its `bestmove` (its thread may still be storing what it found).
+    answered: Arc<AtomicBool>,
     stop: Arc<AtomicBool>,
     ponderhit: Arc<AtomicBool>,
     /// Stops a direct inner-engine search at once.
@@ -256,7 +267,7 @@ impl Session {
     }
 
     fn set_option(&mut self, name: &str, value: &str) {
-        if self.search.as_ref().is_some_and(|s| !s.thread.is_finished()) {
+        if self.searching() {
             self.out.error(&format!("setoption {name} ignored while searching"));
             return;
         }
@@ -326,17 +337,23 @@ impl Session {
         }
     }
 
-    fn shared(&self) -> Shared {
+    fn shared(&self, answered: Arc<AtomicBool>) -> Shared {
         Shared {
             out: self.out.clone(),
             store: self.store.clone(),
             engines: self.engines.clone(),
             options: self.options.clone(),
+            answered,
         }
     }
 
+    /// A search is under way and has not answered yet.
+    fn searching(&self) -> bool {
+        self.search.as_ref().is_some_and(|s| !s.thread.is_finished() && !s.answered.load(Ordering::SeqCst))
+    }
+
     fn go(&mut self, go: Go) {
-        if self.search.as_ref().is_some_and(|s| !s.thread.is_finished()) {
+        if self.searching() {
             self.out.error("go while a search is running: ignored (send stop first)");
             return;
         }
@@ -353,7 +370,8 @@ impl Session {
         };
         self.last_go_timed = go.is_timed();
         self.ensure_store();
-        let shared = self.shared();
+        let answered = Arc::new(AtomicBool::new(false));
+        let shared = self.shared(answered.clone());
         let config_direct = self.engine_config(self.options.threads, self.options.hash_mib);
         let config_tree = self.engine_config(1, (self.options.hash_mib / self.options.threads.max(1)).max(16));
         let stop = Arc::new(AtomicBool::new(false));
@@ -364,7 +382,7 @@ impl Session {
             .name("uci-search".into())
             .spawn(move || search(shared, line, go, control, config_direct, config_tree));
         match thread {
-            Ok(thread) => self.search = Some(Running { thread, stop, ponderhit, direct_stop }),
+            Ok(thread) => self.search = Some(Running { thread, answered, stop, ponderhit, direct_stop }),
             Err(e) => {
                 self.out.error(&format!("cannot start a search: {e}"));
                 self.out.send("bestmove 0000");
@@ -378,12 +396,15 @@ impl Session {
         let (stop, ponderhit, direct_stop) =
             (control.stop.clone(), control.ponderhit.clone(), control.direct_stop.clone());
         let out = self.out.clone();
+        let answered = Arc::new(AtomicBool::new(false));
+        let thread_answered = answered.clone();
         let thread = std::thread::Builder::new().name("uci-search".into()).spawn(move || {
             wait_for_release(&go, &control);
+            thread_answered.store(true, Ordering::SeqCst);
             out.send("bestmove 0000");
         });
         match thread {
-            Ok(thread) => self.search = Some(Running { thread, stop, ponderhit, direct_stop }),
+            Ok(thread) => self.search = Some(Running { thread, answered, stop, ponderhit, direct_stop }),
             Err(_) => self.out.send("bestmove 0000"),
         }
     }
@@ -401,7 +422,7 @@ impl Session {
 
     fn start_background(&mut self) {
         let Some(line) = self.line.clone() else { return };
-        let shared = self.shared();
+        let shared = self.shared(Arc::default());
         let config_tree = self.engine_config(1, (self.options.hash_mib / self.options.threads.max(1)).max(16));
         let stop = Arc::new(AtomicBool::new(false));
         let thread_stop = stop.clone();
@@ -410,7 +431,13 @@ impl Session {
             grow_tree(&shared, &line, &thread_stop, &config_tree, None, false);
         });
         if let Ok(thread) = thread {
-            self.background = Some(Running { thread, stop, ponderhit: Arc::default(), direct_stop: Arc::default() });
+            self.background = Some(Running {
+                thread,
+                answered: Arc::default(),
+                stop,
+                ponderhit: Arc::default(),
+                direct_stop: Arc::default(),
+            });
         }
     }
 
@@ -451,7 +478,7 @@ fn search(
         let score = if root.is_check() { "mate 0" } else { "cp 0" };
         shared.out.send(&format!("info depth 0 score {score}"));
         wait_for_release(&go, &control);
-        shared.out.send("bestmove 0000");
+        shared.bestmove("bestmove 0000");
         return;
     }
     let searchmoves: Vec<UciMove> =
@@ -626,7 +653,7 @@ fn direct(
                     .join(" ")
             ));
             let ponder = evaluation.ponder.filter(|_| shared.options.ponder);
-            shared.out.send(&bestmove(evaluation.best_move, ponder));
+            shared.bestmove(&bestmove(evaluation.best_move, ponder));
             drop(engines);
             if searchmoves.is_empty() && !evaluation.stopped && evaluation.bound() == Bound::Exact {
                 store_direct_result(shared, root, evaluation.best_move, score, depth, evaluation.nodes);
@@ -664,11 +691,11 @@ fn fallback_move(shared: &Shared, line: &Line) {
     match root.legal_moves().first() {
         Some(m) => {
             shared.out.send("info depth 0 score cp 0");
-            shared.out.send(&format!("bestmove {}", UciMove::from_standard(*m)));
+            shared.bestmove(&format!("bestmove {}", UciMove::from_standard(*m)));
         }
         None => {
             shared.out.send("info depth 0 score cp 0");
-            shared.out.send("bestmove 0000");
+            shared.bestmove("bestmove 0000");
         }
     }
 }
@@ -756,7 +783,7 @@ fn send_answer(shared: &Shared, answer: &TreeAnswer, started: Instant) {
         pv.join(" ")
     ));
     let ponder = answer.pv.get(1).copied().filter(|_| shared.options.ponder);
-    shared.out.send(&bestmove(answer.best, ponder));
+    shared.bestmove(&bestmove(answer.best, ponder));
 }
 
 /// Grows the tree rooted at the line's position with the single-threaded workers until `stop` (or `until`
