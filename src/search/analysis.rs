@@ -23,7 +23,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use shakmaty::{CastlingMode, Chess, Position, fen::Fen, san::San, uci::UciMove};
+use shakmaty::{CastlingMode, Chess, Position, fen::Fen, uci::UciMove};
 
 use crate::{
     score::{Bound, Score},
@@ -39,6 +39,7 @@ use super::{
     evaluator::{Answer, Evaluator, Job},
     graph::{Graph, StoreGraph},
     minimax::{UNROLL_BUDGET, alpha_of_edge, alpha_of_node},
+    show::san_of as san,
 };
 
 /// The three parameters of the search, and its budget.
@@ -240,10 +241,6 @@ struct Planned {
     key: PositionKey,
     purpose: Purpose,
     job: Job,
-}
-
-fn san(pos: &Chess, uci: &UciMove) -> String {
-    uci.to_move(pos).map(|m| San::from_move(pos, m).to_string()).unwrap_or_else(|_| uci.to_string())
 }
 
 fn fen(pos: &Chess) -> String {

@@ -117,7 +117,8 @@ fn bound_name(bound: Bound) -> &'static str {
     bound.as_str()
 }
 
-fn san_of(pos: &Chess, uci: &UciMove) -> String {
+/// SAN of a move in `pos`, or its UCI text if it is not legal there.
+pub fn san_of(pos: &Chess, uci: &UciMove) -> String {
     uci.to_move(pos).map(|m| San::from_move(pos, m).to_string()).unwrap_or_else(|_| uci.to_string())
 }
 
