@@ -603,7 +603,7 @@ fn direct(
     } else {
         Limit::Depth(u32::from(shared.options.engine_depth))
     };
-    let request = match EngineLine::request(line, limit, searchmoves, shared.options.multipv) {
+    let request = match engine_request(line, limit, searchmoves, shared.options.multipv) {
         Ok(request) => request,
         Err(e) => {
             shared.out.error(&format!("cannot search: {e}"));
@@ -672,13 +672,15 @@ fn direct(
     }
 }
 
-struct EngineLine;
-
-impl EngineLine {
-    fn request(line: &Line, limit: Limit, searchmoves: &[UciMove], multipv: u32) -> Result<EvalRequest, EngineError> {
-        let position = EnginePosition::new(line.start.clone(), line.moves.clone())?;
-        EvalRequest::new(position, limit).with_searchmoves(searchmoves.to_vec()).map(|r| r.with_multipv(multipv))
-    }
+/// The inner engine's request for the game's position (start position and moves, so it sees the repetitions).
+fn engine_request(
+    line: &Line,
+    limit: Limit,
+    searchmoves: &[UciMove],
+    multipv: u32,
+) -> Result<EvalRequest, EngineError> {
+    let position = EnginePosition::new(line.start.clone(), line.moves.clone())?;
+    EvalRequest::new(position, limit).with_searchmoves(searchmoves.to_vec()).map(|r| r.with_multipv(multipv))
 }
 
 /// When nothing can be searched: the tree's best move, else the first legal move, so the game goes on.
