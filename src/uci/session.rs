@@ -204,9 +204,9 @@ impl Session {
             GuiCommand::SetOption { name, value } => self.set_option(&name, value.as_deref().unwrap_or("")),
             GuiCommand::UciNewGame => {
                 self.finish_search();
+                // `last_go_timed` stays: in a match the next game is timed too, and the opponent's clock is not ours.
                 self.line =
                     Some(Line { start: Chess::default(), moves: Vec::new(), positions: vec![Chess::default()] });
-                self.last_go_timed = false;
             }
             GuiCommand::Position { fen, moves } => {
                 self.finish_search();
