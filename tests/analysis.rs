@@ -138,13 +138,9 @@ fn a_trace_names_every_decision() {
     }
 }
 
+/// Stockfish found as deeptree finds it (PATH, then /usr/games).
 fn stockfish() -> String {
-    for candidate in ["/usr/games/stockfish", "/usr/bin/stockfish"] {
-        if std::path::Path::new(candidate).exists() {
-            return candidate.to_owned();
-        }
-    }
-    "stockfish".to_owned()
+    deeptree::engine::resolve_program("stockfish").display().to_string()
 }
 
 fn deeptree(db: &std::path::Path, args: &[&str]) -> Value {

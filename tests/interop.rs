@@ -642,13 +642,9 @@ fn merge_unites_trees_keeps_deeper_evaluations_and_a_second_merge_changes_nothin
     assert!(String::from_utf8_lossy(&output.stderr).contains("not a deeptree store"));
 }
 
+/// Stockfish found as deeptree finds it (PATH, then /usr/games).
 fn stockfish() -> String {
-    for candidate in ["/usr/games/stockfish", "/usr/bin/stockfish"] {
-        if Path::new(candidate).exists() {
-            return candidate.to_owned();
-        }
-    }
-    "stockfish".to_owned()
+    deeptree::engine::resolve_program("stockfish").display().to_string()
 }
 
 #[test]

@@ -116,6 +116,11 @@ impl Line {
         Ok(Line { start, moves: parsed, positions })
     }
 
+    /// The standard start position with no moves.
+    pub fn start_position() -> Line {
+        Line { start: Chess::default(), moves: Vec::new(), positions: vec![Chess::default()] }
+    }
+
     pub fn root(&self) -> &Chess {
         self.positions.last().unwrap_or(&self.start)
     }

@@ -143,7 +143,7 @@ pub fn run(config: &Config, tree_dir: PathBuf) {
         store: None,
         store_error: None,
         engines: Arc::default(),
-        line: Some(Line { start: Chess::default(), moves: Vec::new(), positions: vec![Chess::default()] }),
+        line: Some(Line::start_position()),
         search: None,
         background: None,
         last_go_timed: false,
@@ -205,8 +205,7 @@ impl Session {
             GuiCommand::UciNewGame => {
                 self.finish_search();
                 // `last_go_timed` stays: in a match the next game is timed too, and the opponent's clock is not ours.
-                self.line =
-                    Some(Line { start: Chess::default(), moves: Vec::new(), positions: vec![Chess::default()] });
+                self.line = Some(Line::start_position());
             }
             GuiCommand::Position { fen, moves } => {
                 self.finish_search();
