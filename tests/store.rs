@@ -80,16 +80,21 @@ fn illegal_moves_are_refused_before_reaching_the_store() {
     assert!(matches!(err, StoreError::IllegalMove { .. }), "{err}");
 }
 
+/// Stores another position under `start`'s key, as a 64-bit collision would leave it; returns that position.
+fn forge_collision(store: &Store, start: &Chess) -> Chess {
+    let other = position("4k3/8/8/8/8/8/8/4K2R w K - 0 1");
+    let forged =
+        Change::Merge { key: PositionKey::of(start), node: Node::new(PackedPosition::of(&other)), children: vec![] };
+    store.writer().submit(vec![forged]).wait().unwrap();
+    other
+}
+
 #[test]
 fn key_collision_is_reported_and_the_stored_position_kept() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path(), &StoreOptions::default()).unwrap();
     let start = Chess::default();
-    let other = position("4k3/8/8/8/8/8/8/4K2R w K - 0 1");
-    // Forge a record of `other` under the start position's key, as a 64-bit collision would leave it.
-    let forged =
-        Change::Merge { key: PositionKey::of(&start), node: Node::new(PackedPosition::of(&other)), children: vec![] };
-    store.writer().submit(vec![forged]).wait().unwrap();
+    let other = forge_collision(&store, &start);
 
     let err = store
         .writer()
@@ -118,10 +123,7 @@ fn a_refused_submission_does_not_hold_back_others_in_the_same_batch() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path(), &StoreOptions::default()).unwrap();
     let start = Chess::default();
-    let other = position("4k3/8/8/8/8/8/8/4K2R w K - 0 1");
-    let forged =
-        Change::Merge { key: PositionKey::of(&start), node: Node::new(PackedPosition::of(&other)), children: vec![] };
-    store.writer().submit(vec![forged]).wait().unwrap();
+    forge_collision(&store, &start);
     let writer = store.writer();
     let good = random_positions(3, 50);
     let keys: Vec<_> = good.iter().filter_map(change_key).collect();
