@@ -121,6 +121,18 @@ enum BenchCommand {
         #[arg(long)]
         json: bool,
     },
+    /// The UCI relay: latency of `go` and `bestmove` through deeptree against a bare pipe, with the fake engine.
+    Relay {
+        #[arg(long, default_value_t = 1000)]
+        searches: usize,
+        #[arg(long, default_value_t = 7)]
+        seed: u64,
+        /// The fake engine (default: deeptree-fake-engine beside this executable).
+        #[arg(long)]
+        fake_engine: Option<PathBuf>,
+        #[arg(long)]
+        json: bool,
+    },
     /// On a generated store: time the alpha scores of a root and the idea update after one new evaluation.
     Search {
         #[arg(long, default_value_t = 1_000_000)]
@@ -345,6 +357,34 @@ fn run(cli: Cli, config: &Config) -> Result<(), Box<dyn std::error::Error>> {
                     result.two_workers_secs,
                     result.two_worker_speedup
                 );
+            }
+        }
+        Command::Bench { what: BenchCommand::Relay { searches, seed, fake_engine, json } } => {
+            let deeptree = std::env::current_exe()?;
+            let fake = fake_engine.unwrap_or_else(|| deeptree.with_file_name("deeptree-fake-engine"));
+            if !fake.is_file() {
+                return Err(format!(
+                    "bench relay needs the fake engine at {} (cargo build --release builds it), or --fake-engine PATH",
+                    fake.display()
+                )
+                .into());
+            }
+            let result = deeptree::uci::bench::relay_bench(&deeptree, &fake, searches.max(1), seed)?;
+            if json {
+                println!("{}", serde_json::to_string(&result)?);
+            } else {
+                println!("searches                {}", result.searches);
+                println!("hop                     median      p99   (ms)");
+                for (name, hop) in [
+                    ("go, through deeptree", result.relay_go),
+                    ("go, bare pipe", result.bare_go),
+                    ("go, added by deeptree", result.added_go),
+                    ("bestmove, through deeptree", result.relay_bestmove),
+                    ("bestmove, bare pipe", result.bare_bestmove),
+                    ("bestmove, added by deeptree", result.added_bestmove),
+                ] {
+                    println!("{name:<28} {:>7.3} {:>8.3}", hop.median_ms, hop.p99_ms);
+                }
             }
         }
         Command::Bench { what: BenchCommand::Search { positions, samples, seed, json } } => {

@@ -1,7 +1,7 @@
 //! A scripted UCI engine for deeptree's tests: legal moves and made-up scores, plus scripted faults.
 //!
 //! ```text
-//! deeptree-fake-engine [--mode MODE] [--state FILE] [--pid-file FILE] [--log FILE]
+//! deeptree-fake-engine [--mode MODE] [--state FILE] [--pid-file FILE] [--log FILE] [--stamp FILE]
 //! ```
 //!
 //! `--mode` (or `DEEPTREE_FAKE_MODE`) is one of:
@@ -15,6 +15,12 @@
 //! - `garbage`: normal, with garbage lines (noise, bad numbers, invalid UTF-8, a 100 KB line) between the real ones.
 //! - `illegal`: normal, but the best move is illegal.
 //! - `bound-only`: every score carries `lowerbound` or `upperbound` (the last ones `lowerbound`).
+//! - `instant`: answers every `go` at once with one `info` line (depth 1) and `bestmove`, whatever its limits: a
+//!   relay's latency is all that remains to measure.
+//!
+//! `--stamp FILE` (or `DEEPTREE_FAKE_STAMP`) appends, for every `go`, a line `GO_READ BESTMOVE_WRITTEN`: when the
+//! `go` line was read and just before its `bestmove` was written, in nanoseconds of the system clock (comparable
+//! across processes on one machine). It is written after the `bestmove`, outside the measured hops.
 //!
 //! `--pid-file` (or `DEEPTREE_FAKE_PID_FILE`) gets the process id appended, one line per process started; `--log`
 //! (or `DEEPTREE_FAKE_LOG`) gets every command received appended as `PID COMMAND`.
@@ -23,7 +29,7 @@ use std::{
     fs::OpenOptions,
     io::{BufRead, Write},
     process::ExitCode,
-    time::Duration,
+    time::{Duration, SystemTime, UNIX_EPOCH},
 };
 
 use shakmaty::{CastlingMode, Chess, Position, fen::Fen, uci::UciMove};
@@ -37,6 +43,7 @@ enum Mode {
     Garbage,
     Illegal,
     BoundOnly,
+    Instant,
 }
 
 struct Fake {
@@ -45,6 +52,15 @@ struct Fake {
     multipv: usize,
     /// A `go infinite` waiting for `stop`: its candidate moves.
     pending: Option<Vec<UciMove>>,
+    /// Where `go`/`bestmove` instants are appended.
+    stamp: Option<std::fs::File>,
+    /// When the `go` being answered was read.
+    go_read: u128,
+}
+
+/// Nanoseconds of the system clock.
+fn now_nanos() -> u128 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos())
 }
 
 fn main() -> ExitCode {
@@ -53,12 +69,14 @@ fn main() -> ExitCode {
     let mut state = std::env::var("DEEPTREE_FAKE_STATE").ok();
     let mut pid_file = std::env::var("DEEPTREE_FAKE_PID_FILE").ok();
     let mut log_file = std::env::var("DEEPTREE_FAKE_LOG").ok();
+    let mut stamp_file = std::env::var("DEEPTREE_FAKE_STAMP").ok();
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--mode" => mode = args.next().unwrap_or_default(),
             "--state" => state = args.next(),
             "--pid-file" => pid_file = args.next(),
             "--log" => log_file = args.next(),
+            "--stamp" => stamp_file = args.next(),
             other => {
                 eprintln!("deeptree-fake-engine: unknown argument {other:?}");
                 return ExitCode::from(2);
@@ -83,16 +101,19 @@ fn main() -> ExitCode {
         "garbage" => Mode::Garbage,
         "illegal" => Mode::Illegal,
         "bound-only" => Mode::BoundOnly,
+        "instant" => Mode::Instant,
         other => {
             eprintln!("deeptree-fake-engine: unknown mode {other:?}");
             return ExitCode::from(2);
         }
     };
-    let mut fake = Fake { mode, position: Chess::default(), multipv: 1, pending: None };
+    let stamp = stamp_file.and_then(|path| OpenOptions::new().create(true).append(true).open(path).ok());
+    let mut fake = Fake { mode, position: Chess::default(), multipv: 1, pending: None, stamp, go_read: 0 };
     let mut log = log_file.and_then(|path| OpenOptions::new().create(true).append(true).open(path).ok());
     let stdin = std::io::stdin();
     for line in stdin.lock().lines() {
         let Ok(line) = line else { break };
+        fake.go_read = now_nanos();
         if let Some(log) = log.as_mut() {
             let _ = log.write_all(format!("{} {}\n", std::process::id(), line.trim()).as_bytes());
         }
@@ -156,6 +177,7 @@ impl Fake {
                 say("option name Threads type spin default 1 min 1 max 8");
                 say("option name MultiPV type spin default 1 min 1 max 10");
                 say("option name Clear Hash type button");
+                say("option name Move Overhead type spin default 10 min 0 max 5000");
                 say("uciok");
             }
             "isready" => say("readyok"),
@@ -219,6 +241,21 @@ impl Fake {
                 self.pending = Some(candidates);
                 None
             }
+            Mode::Instant => {
+                match candidates.first() {
+                    Some(best) => {
+                        say(&format!(
+                            "info depth 1 seldepth 1 multipv 1 score cp 20 nodes 1 nps 1000 time 0 pv {best}"
+                        ));
+                        self.bestmove(&best.to_string());
+                    }
+                    None => {
+                        say("info depth 0 score mate 0");
+                        self.bestmove("(none)");
+                    }
+                }
+                None
+            }
             _ if infinite => {
                 self.pending = Some(candidates);
                 None
@@ -233,7 +270,7 @@ impl Fake {
     fn answer(&self, candidates: &[UciMove], depth: u32) {
         let Some(best) = candidates.first() else {
             say("info depth 0 score mate 0");
-            say("bestmove (none)");
+            self.bestmove("(none)");
             return;
         };
         for d in 1..=depth {
@@ -261,9 +298,18 @@ impl Fake {
                 .filter_map(|m| m.parse::<UciMove>().ok())
                 .find(|m| m.to_move(&self.position).is_err())
                 .map_or_else(|| "a1a1".to_owned(), |m| m.to_string());
-            say(&format!("bestmove {illegal}"));
+            self.bestmove(&illegal);
         } else {
-            say(&format!("bestmove {best}"));
+            self.bestmove(&best.to_string());
+        }
+    }
+
+    /// Writes `bestmove`, then the stamp of this search.
+    fn bestmove(&self, best: &str) {
+        let written = now_nanos();
+        say(&format!("bestmove {best}"));
+        if let Some(mut file) = self.stamp.as_ref() {
+            let _ = file.write_all(format!("{} {written}\n", self.go_read).as_bytes());
         }
     }
 }

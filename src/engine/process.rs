@@ -25,7 +25,7 @@ use super::{
     EngineError,
     command::{resolve_program, split_command_line},
     protocol::{EngineMessage, EngineOption, Info, OptionKind, parse_line},
-    request::{EvalRequest, Evaluation, PvLine},
+    request::{EvalRequest, Evaluation, PvLine, SearchTiming},
 };
 use crate::score::{Bound, Score};
 
@@ -543,8 +543,22 @@ impl Engine {
 
     /// `ucinewgame`, then waits for `readyok`.
     pub fn new_game(&mut self) -> Result<(), EngineError> {
+        self.begin_new_game()?;
+        self.sync()
+    }
+
+    /// Sends `ucinewgame` without waiting: the engine clears its state while the caller goes on, and the next
+    /// [`Engine::sync`] or search waits for it (`isready`/`readyok`), so no search starts before it is done.
+    pub fn begin_new_game(&mut self) -> Result<(), EngineError> {
         self.send("ucinewgame")?;
-        self.is_ready()
+        self.covered = false;
+        Ok(())
+    }
+
+    /// Waits until the engine has taken every configuring command sent so far (`setoption`, `ucinewgame`): one
+    /// `isready` round trip when such a command is not yet followed by one, none otherwise.
+    pub fn sync(&mut self) -> Result<(), EngineError> {
+        self.await_ready()
     }
 
     /// Runs a search to its limit and returns the result.
@@ -593,16 +607,18 @@ impl Engine {
             self.link.enter(&mut state, Phase::Search { ping: None });
             // Sent under the lock, so that a stop comes either before this (and is kept) or after `go`.
             let command = format!("{}\n{}", request.position.uci_command(), request.go_command());
-            trace!("{} >> {command}", self.name);
             self.link.send(&command)?;
+            trace!("{} >> {command}", self.name);
         }
-        self.read_search(request, on_info)
+        let go_sent = Instant::now();
+        self.read_search(request, on_info, go_sent)
     }
 
     fn read_search(
         &mut self,
         request: &EvalRequest,
         on_info: &mut dyn FnMut(&Info),
+        go_sent: Instant,
     ) -> Result<Evaluation, EngineError> {
         let mut collector = Collector::new(request.multipv);
         loop {
@@ -612,8 +628,9 @@ impl Engine {
                     on_info(&info);
                 }
                 EngineMessage::BestMove { best, ponder } => {
+                    let timing = SearchTiming { go_sent, bestmove_read: Instant::now() };
                     let stopped = self.link.state.lock().stop_sent;
-                    return collector.finish(request, &best, ponder.as_deref(), stopped, &self.name);
+                    return collector.finish(request, &best, ponder.as_deref(), stopped, &self.name, timing);
                 }
                 _ => {}
             }
@@ -760,6 +777,7 @@ impl Collector {
         ponder: Option<&str>,
         stopped: bool,
         engine: &Arc<str>,
+        timing: SearchTiming,
     ) -> Result<Evaluation, EngineError> {
         let pos = request.position.position();
         let illegal =
@@ -803,6 +821,7 @@ impl Collector {
             nodes: self.nodes,
             stopped,
             engine: Arc::clone(engine),
+            timing,
         })
     }
 }

@@ -77,7 +77,12 @@ impl EnginePosition {
 
     /// The `position fen ... [moves ...]` command.
     pub fn uci_command(&self) -> String {
-        let mut command = format!("position fen {}", self.start_fen);
+        // The start position as GUIs send it, so that the engine hears what it would hear from the GUI itself.
+        let mut command = if self.start_fen == START_FEN {
+            "position startpos".to_owned()
+        } else {
+            format!("position fen {}", self.start_fen)
+        };
         if !self.moves.is_empty() {
             command.push_str(" moves");
             for m in &self.moves {
@@ -88,6 +93,8 @@ impl EnginePosition {
         command
     }
 }
+
+const START_FEN: &str = "rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq - 0 1";
 
 /// How long the engine searches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -223,6 +230,24 @@ pub struct Evaluation {
     pub stopped: bool,
     /// `id name` of the engine that produced it.
     pub engine: Arc<str>,
+    /// When `go` went to the engine and when its `bestmove` was read: the engine's own time, and the relay's.
+    pub timing: SearchTiming,
+}
+
+/// The two instants that bound a search as the handle saw them.
+#[derive(Debug, Clone, Copy)]
+pub struct SearchTiming {
+    /// Just after `go` was written to the engine.
+    pub go_sent: std::time::Instant,
+    /// Just after the engine's `bestmove` line was read.
+    pub bestmove_read: std::time::Instant,
+}
+
+impl SearchTiming {
+    /// The engine's time for the search, as the handle saw it.
+    pub fn engine_time(&self) -> std::time::Duration {
+        self.bestmove_read.saturating_duration_since(self.go_sent)
+    }
 }
 
 impl Evaluation {

@@ -1,4 +1,8 @@
-//! The session: command loop, searches on their own thread, background growth when idle.
+//! The protocol loop and the options: one thread reads the GUI's commands and never blocks on a search.
+//!
+//! `go` starts a search thread (`policy`); `stop` and `ponderhit` reach it through flags. `isready` is answered at
+//! once while a search runs; otherwise, as a bare engine would, once the direct engine (`direct`) has taken every
+//! `setoption` and `ucinewgame` sent so far, so that the first `go` finds it started and ready.
 
 use std::{
     io::{BufRead, Write},
@@ -13,78 +17,76 @@ use std::{
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, unbounded};
 use parking_lot::Mutex;
-use shakmaty::{Chess, Position, uci::UciMove};
 
 use crate::{
     config::Config,
-    engine::{
-        Engine, EngineConfig, EngineError, EnginePool, EnginePosition, EvalRequest, Limit,
-        protocol::{EngineOption, Info},
-    },
-    score::{Bound, Score},
-    search::{
-        analysis::{Analysis, Line, Params},
-        evaluator::PoolEvaluator,
-    },
-    store::{
-        Change, Store,
-        key::PositionKey,
-        node::{Edge, Eval, Node, PackedPosition, RestBound},
-    },
+    engine::{EngineConfig, EngineIdentity, StopHandle, protocol::EngineOption},
+    search::{analysis::Line, evaluator::PoolEvaluator},
+    store::Store,
 };
 
 use super::{
     command::{Go, GuiCommand, parse},
+    depth::DepthModel,
+    direct::{DirectSlot, Overhead, RelayClock},
+    growth::grow_tree,
     options::{OWN, Options, check_value},
-    time::{OVERHEAD_MS, budget},
-    tree,
+    policy::{search, wait_for_release},
 };
-
-/// Below this thinking time a move is searched by the inner engine directly; from it on, by the tree's search.
-const TREE_SEARCH_MIN: Duration = Duration::from_secs(20);
 
 /// The protocol's side of stdout: one line at a time, flushed.
 #[derive(Clone)]
-struct Out(Arc<Mutex<std::io::Stdout>>);
+pub struct Out(Arc<Mutex<std::io::Stdout>>);
 
 impl Out {
-    fn send(&self, line: &str) {
+    pub fn send(&self, line: &str) {
         let out = self.0.lock();
         let mut lock = out.lock();
         let _ = writeln!(lock, "{line}");
         let _ = lock.flush();
+        drop(lock);
+        drop(out);
         log::debug!(">> {line}");
     }
 
-    fn error(&self, message: &str) {
+    pub fn error(&self, message: &str) {
         self.send(&format!("info string error: {message}"));
     }
 }
 
-/// The inner engines, started when first needed with the options of that time.
-#[derive(Default)]
-struct Engines {
-    /// Single-threaded workers for tree growth (as many as `Threads`).
-    tree: Option<PoolEvaluator>,
-    /// One engine with all `Threads` for direct searches.
-    direct: Option<Engine>,
-}
-
 /// What a search thread needs.
-struct Shared {
-    out: Out,
-    store: Option<Arc<Store>>,
-    engines: Arc<Mutex<Engines>>,
-    options: Options,
+pub struct Shared {
+    pub out: Out,
+    pub store: Option<Arc<Store>>,
+    /// One engine with all `Threads` for direct searches.
+    pub direct: Arc<Mutex<DirectSlot>>,
+    /// Single-threaded workers for tree growth (as many as `Threads`), started when first needed.
+    pub pool: Arc<Mutex<Option<PoolEvaluator>>>,
+    pub options: Options,
+    pub config_direct: EngineConfig,
+    pub config_tree: EngineConfig,
+    pub overhead: Overhead,
+    pub depth_model: Arc<Mutex<DepthModel>>,
+    pub relay: Arc<RelayClock>,
     /// Set when this search has sent its `bestmove`: from then on the GUI may send anything.
-    answered: Arc<AtomicBool>,
+    pub answered: Arc<AtomicBool>,
 }
 
 impl Shared {
-    fn bestmove(&self, line: &str) {
+    pub fn bestmove(&self, line: &str) {
         self.answered.store(true, Ordering::SeqCst);
         self.out.send(line);
     }
+}
+
+/// How the session steers a running search.
+pub struct Control {
+    pub stop: Arc<AtomicBool>,
+    pub ponderhit: Arc<AtomicBool>,
+    /// Stops a direct inner-engine search at once.
+    pub direct_stop: Arc<Mutex<Option<StopHandle>>>,
+    /// When the GUI's `go` was read.
+    pub received: Instant,
 }
 
 struct Running {
@@ -93,8 +95,16 @@ struct Running {
     answered: Arc<AtomicBool>,
     stop: Arc<AtomicBool>,
     ponderhit: Arc<AtomicBool>,
-    /// Stops a direct inner-engine search at once.
-    direct_stop: Arc<Mutex<Option<crate::engine::StopHandle>>>,
+    direct_stop: Arc<Mutex<Option<StopHandle>>>,
+}
+
+impl Running {
+    fn stop(&self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(handle) = self.direct_stop.lock().as_ref() {
+            handle.stop();
+        }
+    }
 }
 
 struct Session {
@@ -105,10 +115,19 @@ struct Session {
     inner_declared: Vec<EngineOption>,
     store: Option<Arc<Store>>,
     store_error: Option<String>,
-    engines: Arc<Mutex<Engines>>,
+    direct: Arc<Mutex<DirectSlot>>,
+    /// The direct engine could not be started with the current options (shown once).
+    direct_error: Option<String>,
+    pool: Arc<Mutex<Option<PoolEvaluator>>>,
+    depth_model: Arc<Mutex<DepthModel>>,
+    relay: Arc<RelayClock>,
+    /// The relay's latency given to the direct engine: measured again at every `ucinewgame`.
+    relay_ms: u64,
     /// The current position; `None` after a `position` that could not be used.
     line: Option<Line>,
     search: Option<Running>,
+    /// Searches that have answered and are storing what they found: joined later, never waited for by a `go`.
+    finishing: Vec<JoinHandle<()>>,
     background: Option<Running>,
     last_go_timed: bool,
     idle_since: Option<Instant>,
@@ -116,14 +135,14 @@ struct Session {
 
 /// Runs the UCI session on stdin/stdout until `quit` or end of input.
 pub fn run(config: &Config, tree_dir: PathBuf) {
-    let (tx, rx) = unbounded::<Option<String>>();
+    let (tx, rx) = unbounded::<Option<(Instant, String)>>();
     let _ = std::thread::Builder::new().name("uci-input".into()).spawn(move || {
         let stdin = std::io::stdin();
         let mut lines = stdin.lock().lines();
         loop {
             match lines.next() {
                 Some(Ok(line)) => {
-                    if tx.send(Some(line)).is_err() {
+                    if tx.send(Some((Instant::now(), line))).is_err() {
                         return;
                     }
                 }
@@ -135,6 +154,7 @@ pub fn run(config: &Config, tree_dir: PathBuf) {
             }
         }
     });
+    let relay = Arc::new(RelayClock::default());
     let mut session = Session {
         out: Out(Arc::new(Mutex::new(std::io::stdout()))),
         base: config.clone(),
@@ -142,9 +162,15 @@ pub fn run(config: &Config, tree_dir: PathBuf) {
         inner_declared: Vec::new(),
         store: None,
         store_error: None,
-        engines: Arc::default(),
+        direct: Arc::default(),
+        direct_error: None,
+        pool: Arc::default(),
+        depth_model: Arc::default(),
+        relay_ms: relay.margin_ms(),
+        relay,
         line: Some(Line::start_position()),
         search: None,
+        finishing: Vec::new(),
         background: None,
         last_go_timed: false,
         idle_since: None,
@@ -153,14 +179,15 @@ pub fn run(config: &Config, tree_dir: PathBuf) {
 }
 
 impl Session {
-    fn run(&mut self, rx: &Receiver<Option<String>>) {
+    fn run(&mut self, rx: &Receiver<Option<(Instant, String)>>) {
         loop {
             match rx.recv_timeout(Duration::from_millis(200)) {
-                Ok(Some(line)) => {
-                    log::debug!("<< {line}");
-                    if !self.handle(&line) {
+                Ok(Some((received, line))) => {
+                    if !self.handle(&line, received) {
                         break;
                     }
+                    // Logged after the command is handled: a `go` is forwarded first.
+                    log::debug!("<< {line}");
                 }
                 Ok(None) | Err(RecvTimeoutError::Disconnected) => break,
                 Err(RecvTimeoutError::Timeout) => self.tick(),
@@ -177,6 +204,7 @@ impl Session {
             }
             self.idle_since = Some(Instant::now());
         }
+        self.reap(false);
         let idle_long_enough = self.idle_since.is_some_and(|t| t.elapsed() >= Duration::from_secs(1));
         if idle_long_enough
             && self.search.is_none()
@@ -190,8 +218,18 @@ impl Session {
         }
     }
 
-    /// Handles one line; false on `quit`.
-    fn handle(&mut self, line: &str) -> bool {
+    /// Joins the searches that finished storing (all of them with `wait`).
+    fn reap(&mut self, wait: bool) {
+        let (done, running): (Vec<_>, Vec<_>) =
+            std::mem::take(&mut self.finishing).into_iter().partition(|t| wait || t.is_finished());
+        self.finishing = running;
+        for thread in done {
+            let _ = thread.join();
+        }
+    }
+
+    /// Handles one line, read at `received`; false on `quit`.
+    fn handle(&mut self, line: &str, received: Instant) -> bool {
         let command = parse(line);
         if !matches!(command, GuiCommand::IsReady | GuiCommand::Empty | GuiCommand::Debug(_) | GuiCommand::Unknown(_)) {
             self.stop_background();
@@ -200,13 +238,12 @@ impl Session {
         match command {
             GuiCommand::Uci => self.uci(),
             GuiCommand::Debug(_) | GuiCommand::Register | GuiCommand::Empty => {}
-            GuiCommand::IsReady => self.out.send("readyok"),
-            GuiCommand::SetOption { name, value } => self.set_option(&name, value.as_deref().unwrap_or("")),
-            GuiCommand::UciNewGame => {
-                self.finish_search();
-                // `last_go_timed` stays: in a match the next game is timed too, and the opponent's clock is not ours.
-                self.line = Some(Line::start_position());
+            GuiCommand::IsReady => {
+                self.get_ready();
+                self.out.send("readyok");
             }
+            GuiCommand::SetOption { name, value } => self.set_option(&name, value.as_deref().unwrap_or("")),
+            GuiCommand::UciNewGame => self.new_game(),
             GuiCommand::Position { fen, moves } => {
                 self.finish_search();
                 match Line::parse(fen.as_deref(), &moves.join(" ")) {
@@ -217,13 +254,10 @@ impl Session {
                     }
                 }
             }
-            GuiCommand::Go(go) => self.go(go),
+            GuiCommand::Go(go) => self.go(go, received),
             GuiCommand::Stop => {
                 if let Some(search) = &self.search {
-                    search.stop.store(true, Ordering::SeqCst);
-                    if let Some(handle) = search.direct_stop.lock().as_ref() {
-                        handle.stop();
-                    }
+                    search.stop();
                 }
             }
             GuiCommand::PonderHit => {
@@ -242,17 +276,11 @@ impl Session {
         self.out.send(&format!("id name deeptree {}", env!("CARGO_PKG_VERSION")));
         self.out.send("id author the deeptree developers");
         let mut problem = None;
-        if self.inner_declared.is_empty() {
-            match Engine::spawn(&self.engine_config(1, self.options.hash_mib)) {
-                Ok(engine) => {
-                    self.inner_declared = engine
-                        .identity()
-                        .options
-                        .iter()
-                        .filter(|o| !OWN.iter().any(|own| own.eq_ignore_ascii_case(&o.name)))
-                        .cloned()
-                        .collect();
-                }
+        if self.inner_declared.is_empty() && !self.searching() {
+            // The direct engine is started now, and kept: it tells its options, and it is ready for the game.
+            let (config, overhead) = (self.direct_config(), self.overhead());
+            match self.direct.lock().prepare(&config, overhead) {
+                Ok(engine) => self.inner_declared = offered(engine.identity()),
                 Err(e) => problem = Some(format!("inner engine '{}' unavailable: {e}", self.options.inner_engine)),
             }
         }
@@ -265,12 +293,68 @@ impl Session {
         }
     }
 
+    /// Before `readyok` when no search runs: the store is open and the direct engine has taken every `setoption`
+    /// and `ucinewgame`, so the next `go` goes straight to it.
+    fn get_ready(&mut self) {
+        if self.searching() {
+            return;
+        }
+        self.ensure_store();
+        self.prepare_direct(true);
+    }
+
+    /// Starts and configures the direct engine (with `sync`, waits until it has taken everything); a failure is
+    /// shown once per set of options.
+    fn prepare_direct(&mut self, sync: bool) {
+        let (config, overhead) = (self.direct_config(), self.overhead());
+        let mut slot = self.direct.lock();
+        let prepared = slot.prepare(&config, overhead).and_then(|engine| {
+            if sync {
+                engine.sync()?;
+            }
+            Ok(engine.identity().clone())
+        });
+        drop(slot);
+        match prepared {
+            Ok(identity) => {
+                if self.inner_declared.is_empty() {
+                    self.inner_declared = offered(&identity);
+                }
+                self.direct_error = None;
+            }
+            Err(e) => {
+                if e.is_engine_fault() {
+                    self.direct.lock().close();
+                }
+                let message = format!("inner engine '{}' unavailable: {e}", self.options.inner_engine);
+                if self.direct_error.as_ref() != Some(&message) {
+                    self.out.error(&message);
+                    self.direct_error = Some(message);
+                }
+            }
+        }
+    }
+
+    fn new_game(&mut self) {
+        self.finish_search();
+        // `last_go_timed` stays: in a match the next game is timed too, and the opponent's clock is not ours.
+        self.line = Some(Line::start_position());
+        self.depth_model.lock().new_game();
+        self.relay_ms = self.relay.margin_ms();
+        self.direct.lock().new_game();
+        // Sent to the engine now, without waiting: it clears its state while the GUI sends `isready`.
+        if self.direct_error.is_none() {
+            self.prepare_direct(false);
+        }
+    }
+
     fn set_option(&mut self, name: &str, value: &str) {
         if self.searching() {
             self.out.error(&format!("setoption {name} ignored while searching"));
             return;
         }
         self.finish_search();
+        self.direct_error = None;
         if OWN.iter().any(|own| own.eq_ignore_ascii_case(name)) {
             let before = self.options.clone();
             if let Err(e) = self.options.set_own(name, value) {
@@ -283,11 +367,13 @@ impl Session {
             }
             if before.inner_engine != self.options.inner_engine {
                 self.inner_declared.clear();
+                self.direct.lock().close();
             }
             if (before.inner_engine, before.threads, before.hash_mib)
                 != (self.options.inner_engine.clone(), self.options.threads, self.options.hash_mib)
             {
-                *self.engines.lock() = Engines::default();
+                // The direct engine takes new values with `setoption` before its next search; the workers restart.
+                *self.pool.lock() = None;
             }
             return;
         }
@@ -299,7 +385,7 @@ impl Session {
             Ok(value) => {
                 self.options.inner.retain(|(n, _)| n != &declared.name);
                 self.options.inner.push((declared.name.clone(), value));
-                *self.engines.lock() = Engines::default();
+                *self.pool.lock() = None;
             }
             Err(e) => self.out.error(&e),
         }
@@ -309,8 +395,23 @@ impl Session {
         let mut config = EngineConfig::from_config(&self.base);
         config.command = self.options.inner_engine.clone();
         config.options = vec![("Threads".into(), threads.to_string()), ("Hash".into(), hash_mib.max(1).to_string())];
-        config.options.extend(self.options.inner.iter().cloned());
+        config.options.extend(self.options.inner.iter().filter(|(n, _)| !Overhead::is_option(n)).cloned());
         config
+    }
+
+    /// The direct engine: all `Threads` and all of `Hash`.
+    fn direct_config(&self) -> EngineConfig {
+        self.engine_config(self.options.threads, self.options.hash_mib)
+    }
+
+    /// The tree's workers: one thread each, `Hash` shared out.
+    fn tree_config(&self) -> EngineConfig {
+        self.engine_config(1, (self.options.hash_mib / self.options.threads.max(1)).max(16))
+    }
+
+    fn overhead(&self) -> Overhead {
+        let gui_ms = self.options.inner.iter().find(|(n, _)| Overhead::is_option(n)).and_then(|(_, v)| v.parse().ok());
+        Overhead { gui_ms, relay_ms: self.relay_ms }
     }
 
     /// Opens the tree store if needed; false (with an error shown once) when it cannot be opened.
@@ -340,8 +441,14 @@ impl Session {
         Shared {
             out: self.out.clone(),
             store: self.store.clone(),
-            engines: self.engines.clone(),
+            direct: self.direct.clone(),
+            pool: self.pool.clone(),
             options: self.options.clone(),
+            config_direct: self.direct_config(),
+            config_tree: self.tree_config(),
+            overhead: self.overhead(),
+            depth_model: self.depth_model.clone(),
+            relay: self.relay.clone(),
             answered,
         }
     }
@@ -351,7 +458,7 @@ impl Session {
         self.search.as_ref().is_some_and(|s| !s.thread.is_finished() && !s.answered.load(Ordering::SeqCst))
     }
 
-    fn go(&mut self, go: Go) {
+    fn go(&mut self, go: Go, received: Instant) {
         if self.searching() {
             self.out.error("go while a search is running: ignored (send stop first)");
             return;
@@ -371,15 +478,13 @@ impl Session {
         self.ensure_store();
         let answered = Arc::new(AtomicBool::new(false));
         let shared = self.shared(answered.clone());
-        let config_direct = self.engine_config(self.options.threads, self.options.hash_mib);
-        let config_tree = self.engine_config(1, (self.options.hash_mib / self.options.threads.max(1)).max(16));
         let stop = Arc::new(AtomicBool::new(false));
         let ponderhit = Arc::new(AtomicBool::new(false));
         let direct_stop = Arc::new(Mutex::new(None));
-        let control = Control { stop: stop.clone(), ponderhit: ponderhit.clone(), direct_stop: direct_stop.clone() };
-        let thread = std::thread::Builder::new()
-            .name("uci-search".into())
-            .spawn(move || search(shared, line, go, control, config_direct, config_tree));
+        let control =
+            Control { stop: stop.clone(), ponderhit: ponderhit.clone(), direct_stop: direct_stop.clone(), received };
+        let thread =
+            std::thread::Builder::new().name("uci-search".into()).spawn(move || search(shared, line, go, control));
         match thread {
             Ok(thread) => self.search = Some(Running { thread, answered, stop, ponderhit, direct_stop }),
             Err(e) => {
@@ -391,7 +496,12 @@ impl Session {
 
     /// A `go infinite`/`go ponder` that cannot search: `bestmove 0000` once `stop` or `ponderhit` comes.
     fn spawn_waiting_bestmove(&mut self, go: Go) {
-        let control = Control { stop: Arc::default(), ponderhit: Arc::default(), direct_stop: Arc::default() };
+        let control = Control {
+            stop: Arc::default(),
+            ponderhit: Arc::default(),
+            direct_stop: Arc::default(),
+            received: Instant::now(),
+        };
         let (stop, ponderhit, direct_stop) =
             (control.stop.clone(), control.ponderhit.clone(), control.direct_stop.clone());
         let out = self.out.clone();
@@ -408,13 +518,15 @@ impl Session {
         }
     }
 
-    /// Waits for a finished search thread (a running one is stopped first).
+    /// Ends the search: a running one is stopped and waited for; one that has answered is left to store what it
+    /// found (joined later), so that the next command is never held up by a write.
     fn finish_search(&mut self) {
         if let Some(search) = self.search.take() {
-            search.stop.store(true, Ordering::SeqCst);
-            if let Some(handle) = search.direct_stop.lock().as_ref() {
-                handle.stop();
+            if search.answered.load(Ordering::SeqCst) {
+                self.finishing.push(search.thread);
+                return;
             }
+            search.stop();
             let _ = search.thread.join();
         }
     }
@@ -422,12 +534,11 @@ impl Session {
     fn start_background(&mut self) {
         let Some(line) = self.line.clone() else { return };
         let shared = self.shared(Arc::default());
-        let config_tree = self.engine_config(1, (self.options.hash_mib / self.options.threads.max(1)).max(16));
         let stop = Arc::new(AtomicBool::new(false));
         let thread_stop = stop.clone();
         let thread = std::thread::Builder::new().name("uci-background".into()).spawn(move || {
             log::info!("background analysis of the last position");
-            grow_tree(&shared, &line, &thread_stop, &config_tree, None, false);
+            grow_tree(&shared, &line, &thread_stop, None, false);
         });
         if let Ok(thread) = thread {
             self.background = Some(Running {
@@ -450,492 +561,14 @@ impl Session {
     fn shutdown(&mut self) {
         self.stop_background();
         self.finish_search();
-        *self.engines.lock() = Engines::default();
+        self.reap(true);
+        self.direct.lock().close();
+        *self.pool.lock() = None;
         self.store = None;
     }
 }
 
-struct Control {
-    stop: Arc<AtomicBool>,
-    ponderhit: Arc<AtomicBool>,
-    direct_stop: Arc<Mutex<Option<crate::engine::StopHandle>>>,
-}
-
-/// The search thread: always ends with exactly one `bestmove`, preceded by an `info` line.
-fn search(
-    shared: Shared,
-    line: Line,
-    go: Go,
-    control: Control,
-    config_direct: EngineConfig,
-    config_tree: EngineConfig,
-) {
-    let started = Instant::now();
-    store_game_line(&shared, &line);
-    let root = line.root().clone();
-    if root.legal_moves().is_empty() {
-        let score = if root.is_check() { "mate 0" } else { "cp 0" };
-        shared.out.send(&format!("info depth 0 score {score}"));
-        wait_for_release(&go, &control);
-        shared.bestmove("bestmove 0000");
-        return;
-    }
-    let searchmoves: Vec<UciMove> =
-        go.searchmoves.iter().filter_map(|m| m.parse::<UciMove>().ok()).filter(|m| m.to_move(&root).is_ok()).collect();
-    if go.searchmoves.len() != searchmoves.len() {
-        shared.out.error("go searchmoves: some moves are not legal here and were left out");
-    }
-
-    if go.infinite || go.ponder {
-        // Grow the tree around the position, reporting as it grows, until stop (or ponderhit).
-        let until = if go.ponder { Some(control.ponderhit.clone()) } else { None };
-        grow_tree(&shared, &line, &control.stop, &config_tree, until.map(|p| (p, started)), true);
-        if go.ponder && control.ponderhit.load(Ordering::SeqCst) && !control.stop.load(Ordering::SeqCst) {
-            // The opponent played the expected move: the clock runs now.
-            let mut timed = go.clone();
-            timed.ponder = false;
-            play(&shared, &line, &timed, &searchmoves, &control, &config_direct, &config_tree, Instant::now());
-            return;
-        }
-        // After stop: answer with the tree's best move (or, if it has none, a quick direct search).
-        if let Some(answer) = tree_answer(&shared, &line, &searchmoves, false) {
-            send_answer(&shared, &answer, started);
-        } else {
-            // The GUI's stop is spent: the quick search gets a flag of its own (it keeps the GUI's stop handle).
-            let quick = Go { depth: Some(1), ..Go::default() };
-            let quick_control = Control {
-                stop: Arc::default(),
-                ponderhit: control.ponderhit.clone(),
-                direct_stop: control.direct_stop.clone(),
-            };
-            direct(&shared, &line, &quick, &searchmoves, &quick_control, &config_direct, started);
-        }
-        return;
-    }
-    play(&shared, &line, &go, &searchmoves, &control, &config_direct, &config_tree, started);
-}
-
-/// In `go infinite` and `go ponder`, `bestmove` waits for `stop` or `ponderhit`.
-fn wait_for_release(go: &Go, control: &Control) {
-    if go.infinite || go.ponder {
-        while !control.stop.load(Ordering::SeqCst) && !control.ponderhit.load(Ordering::SeqCst) {
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    }
-}
-
-/// A move to play: from the tree when it knows the position, else by the tree's search when there is time, else
-/// by the inner engine directly.
-#[allow(clippy::too_many_arguments)]
-fn play(
-    shared: &Shared,
-    line: &Line,
-    go: &Go,
-    searchmoves: &[UciMove],
-    control: &Control,
-    config_direct: &EngineConfig,
-    config_tree: &EngineConfig,
-    started: Instant,
-) {
-    if !shared.options.analyse_mode
-        && let Some(answer) = tree_answer(shared, line, searchmoves, true)
-    {
-        send_answer(shared, &answer, started);
-        return;
-    }
-    let think = budget(go, line.root().turn().is_white());
-    let unlimited_engine = go.depth.is_none() && go.nodes.is_none() && go.mate.is_none();
-    if unlimited_engine && shared.store.is_some() && think.is_some_and(|t| t >= TREE_SEARCH_MIN) {
-        let limit = think.map(|t| t.mul_f64(0.85));
-        let stop = control.stop.clone();
-        let deadline = limit.map(|l| started + l);
-        let watch = Arc::new(AtomicBool::new(false));
-        let watcher_stop = watch.clone();
-        // Stop the growth at the deadline or at `stop`.
-        let thread_stop = stop.clone();
-        let timer = std::thread::spawn(move || {
-            while !thread_stop.load(Ordering::SeqCst) && deadline.is_none_or(|d| Instant::now() < d) {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            watcher_stop.store(true, Ordering::SeqCst);
-        });
-        // Growth ends only once the timer has set `watch` (deadline or stop), so the timer is done.
-        grow_tree(shared, line, &watch, config_tree, None, true);
-        let _ = timer.join();
-        if let Some(answer) = tree_answer(shared, line, searchmoves, false) {
-            send_answer(shared, &answer, started);
-            return;
-        }
-    }
-    direct(shared, line, go, searchmoves, control, config_direct, started);
-}
-
-/// A search by one inner engine with all the threads; what it finds is stored.
-fn direct(
-    shared: &Shared,
-    line: &Line,
-    go: &Go,
-    searchmoves: &[UciMove],
-    control: &Control,
-    config: &EngineConfig,
-    started: Instant,
-) {
-    let root = line.root();
-    let limit = if let Some(depth) = go.depth {
-        Limit::Depth(depth.clamp(1, 250) as u32)
-    } else if let Some(nodes) = go.nodes {
-        Limit::Nodes(nodes.max(1))
-    } else if go.movetime.is_none() && go.is_timed() {
-        // A game clock: the inner engine manages its time itself, less the relay's overhead.
-        let own = |t: Option<u64>| t.unwrap_or(0).saturating_sub(OVERHEAD_MS).max(1);
-        Limit::Clock {
-            wtime: own(go.wtime.or(go.btime)),
-            btime: own(go.btime.or(go.wtime)),
-            winc: go.winc.unwrap_or(0),
-            binc: go.binc.unwrap_or(0),
-            movestogo: go.movestogo,
-        }
-    } else if let Some(think) = budget(go, root.turn().is_white()) {
-        Limit::MoveTime(think)
-    } else if let Some(mate) = go.mate {
-        Limit::Depth((mate * 2).clamp(1, 250) as u32)
-    } else {
-        Limit::Depth(u32::from(shared.options.engine_depth))
-    };
-    let request = match engine_request(line, limit, searchmoves, shared.options.multipv) {
-        Ok(request) => request,
-        Err(e) => {
-            shared.out.error(&format!("cannot search: {e}"));
-            fallback_move(shared, line);
-            return;
-        }
-    };
-    let mut engines = shared.engines.lock();
-    if engines.direct.is_none() {
-        match Engine::spawn(config) {
-            Ok(engine) => engines.direct = Some(engine),
-            Err(e) => {
-                drop(engines);
-                shared.out.error(&format!("inner engine '{}' unavailable: {e}", config.command));
-                fallback_move(shared, line);
-                return;
-            }
-        }
-    }
-    let Some(engine) = engines.direct.as_mut() else { return };
-    *control.direct_stop.lock() = Some(engine.stop_handle());
-    if control.stop.load(Ordering::SeqCst) {
-        engine.stop_handle().stop();
-    }
-    let out = shared.out.clone();
-    let mut relay = |info: &Info| {
-        if let Some(text) = info_line(info) {
-            out.send(&text);
-        }
-    };
-    let result = engine.search(&request, &mut relay);
-    *control.direct_stop.lock() = None;
-    match result {
-        Ok(evaluation) => {
-            let depth = evaluation.depth();
-            let score = evaluation.score();
-            shared.out.send(&format!(
-                "info depth {} score {} nodes {} time {} pv {}",
-                depth.max(1),
-                uci_score(score, evaluation.bound()),
-                evaluation.nodes,
-                started.elapsed().as_millis(),
-                std::iter::once(evaluation.best_move)
-                    .chain(evaluation.line.pv.iter().skip(1).copied())
-                    .map(|m| m.to_string())
-                    .collect::<Vec<_>>()
-                    .join(" ")
-            ));
-            let ponder = evaluation.ponder.filter(|_| shared.options.ponder);
-            shared.bestmove(&bestmove(evaluation.best_move, ponder));
-            drop(engines);
-            if searchmoves.is_empty() && !evaluation.stopped && evaluation.bound() == Bound::Exact {
-                store_direct_result(shared, root, evaluation.best_move, score, depth, evaluation.nodes);
-            }
-        }
-        Err(e) => {
-            if e.is_engine_fault() {
-                engines.direct = None; // respawned at the next search
-            }
-            drop(engines);
-            if !matches!(e, EngineError::Stopped) {
-                shared.out.error(&format!("inner engine search failed: {e}"));
-            }
-            fallback_move(shared, line);
-        }
-    }
-}
-
-/// The inner engine's request for the game's position (start position and moves, so it sees the repetitions).
-fn engine_request(
-    line: &Line,
-    limit: Limit,
-    searchmoves: &[UciMove],
-    multipv: u32,
-) -> Result<EvalRequest, EngineError> {
-    let position = EnginePosition::new(line.start.clone(), line.moves.clone())?;
-    EvalRequest::new(position, limit).with_searchmoves(searchmoves.to_vec()).map(|r| r.with_multipv(multipv))
-}
-
-/// When nothing can be searched: the tree's best move, else the first legal move, so the game goes on.
-fn fallback_move(shared: &Shared, line: &Line) {
-    if let Some(answer) = tree_answer(shared, line, &[], false) {
-        send_answer(shared, &answer, Instant::now());
-        return;
-    }
-    let root = line.root();
-    match root.legal_moves().first() {
-        Some(m) => {
-            shared.out.send("info depth 0 score cp 0");
-            shared.bestmove(&format!("bestmove {}", UciMove::from_standard(*m)));
-        }
-        None => {
-            shared.out.send("info depth 0 score cp 0");
-            shared.bestmove("bestmove 0000");
-        }
-    }
-}
-
-/// Relays an inner engine's `info` line (without `string`s and currmove noise).
-fn info_line(info: &Info) -> Option<String> {
-    let (score, bound) = info.score?;
-    let mut text = format!("info depth {}", info.depth?);
-    if let Some(seldepth) = info.seldepth {
-        text.push_str(&format!(" seldepth {seldepth}"));
-    }
-    if let Some(multipv) = info.multipv {
-        text.push_str(&format!(" multipv {multipv}"));
-    }
-    text.push_str(&format!(" score {}", uci_score(score, bound)));
-    for (name, value) in [("nodes", info.nodes), ("nps", info.nps), ("time", info.time_ms)] {
-        if let Some(value) = value {
-            text.push_str(&format!(" {name} {value}"));
-        }
-    }
-    if !info.pv.is_empty() {
-        text.push_str(" pv");
-        for m in &info.pv {
-            text.push_str(&format!(" {m}"));
-        }
-    }
-    Some(text)
-}
-
-fn uci_score(score: Score, bound: Bound) -> String {
-    match bound {
-        Bound::Exact => score.to_string(),
-        Bound::Lower => format!("{score} lowerbound"),
-        Bound::Upper => format!("{score} upperbound"),
-    }
-}
-
-fn bestmove(best: UciMove, ponder: Option<UciMove>) -> String {
-    match ponder {
-        Some(p) => format!("bestmove {best} ponder {p}"),
-        None => format!("bestmove {best}"),
-    }
-}
-
-struct TreeAnswer {
-    best: UciMove,
-    score: Score,
-    pv: Vec<UciMove>,
-    depth: u32,
-    nodes: u64,
-}
-
-/// The tree's move for the position: its best move by alpha score (repetitions of the game are draws).
-/// With `settled_only`, only when the tree has looked below the position (a settled depth, or an evaluated reply).
-fn tree_answer(shared: &Shared, line: &Line, searchmoves: &[UciMove], settled_only: bool) -> Option<TreeAnswer> {
-    let store = shared.store.as_ref()?;
-    let view = store.read().ok()?;
-    let tree = tree::view(&view, line.root(), &line.history_keys()).ok()??;
-    if settled_only && tree.settled_depth.unwrap_or(0) == 0 && !tree.deepened {
-        return None;
-    }
-    // Evaluations shallower than the engine depth asked for are not the tree's word yet.
-    if settled_only && tree.engine_depth < shared.options.engine_depth {
-        return None;
-    }
-    let best = tree.candidates.iter().find(|c| searchmoves.is_empty() || searchmoves.contains(&c.uci))?;
-    let software = u32::from(tree.settled_depth.unwrap_or(0)).max((best.pv.len() as u32).saturating_sub(1).min(1));
-    Some(TreeAnswer {
-        best: best.uci,
-        score: best.alpha,
-        pv: best.pv.clone(),
-        depth: software + u32::from(tree.engine_depth),
-        nodes: tree.nodes,
-    })
-}
-
-fn send_answer(shared: &Shared, answer: &TreeAnswer, started: Instant) {
-    let pv: Vec<String> = answer.pv.iter().map(|m| m.to_string()).collect();
-    shared.out.send(&format!(
-        "info depth {} score {} nodes {} time {} pv {}",
-        answer.depth,
-        answer.score,
-        answer.nodes,
-        started.elapsed().as_millis(),
-        pv.join(" ")
-    ));
-    let ponder = answer.pv.get(1).copied().filter(|_| shared.options.ponder);
-    shared.bestmove(&bestmove(answer.best, ponder));
-}
-
-/// Grows the tree rooted at the line's position with the single-threaded workers until `stop` (or `until`
-/// turns true), reporting `info` lines as it grows when `until`/reporting is wanted.
-fn grow_tree(
-    shared: &Shared,
-    line: &Line,
-    stop: &Arc<AtomicBool>,
-    config_tree: &EngineConfig,
-    until: Option<(Arc<AtomicBool>, Instant)>,
-    reporting: bool,
-) {
-    let Some(store) = shared.store.clone() else {
-        // Without a store there is no tree to grow: wait for the end of the search.
-        while !stop.load(Ordering::SeqCst) && until.as_ref().is_none_or(|(p, _)| !p.load(Ordering::SeqCst)) {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        return;
-    };
-    let mut engines = shared.engines.lock();
-    if engines.tree.is_none() {
-        match EnginePool::uniform(config_tree, shared.options.threads.max(1) as usize) {
-            Ok(pool) => engines.tree = Some(PoolEvaluator::new(pool)),
-            Err(e) => {
-                shared.out.error(&format!("inner engines unavailable: {e}"));
-                drop(engines);
-                while !stop.load(Ordering::SeqCst) && until.as_ref().is_none_or(|(p, _)| !p.load(Ordering::SeqCst)) {
-                    std::thread::sleep(Duration::from_millis(20));
-                }
-                return;
-            }
-        }
-    }
-    let Some(evaluator) = engines.tree.as_mut() else { return };
-    let params = Params {
-        engine_depth: shared.options.engine_depth,
-        move_distance: shared.options.move_distance as i32,
-        max_depth: u8::MAX - 1,
-        time: None,
-    };
-    let analysis_stop = Arc::new(AtomicBool::new(false));
-    // Reporter: `info` lines from the tree while it grows; it also turns stop/ponderhit into the analysis' stop.
-    let reporter = {
-        let (stop, analysis_stop, out, store, line) =
-            (stop.clone(), analysis_stop.clone(), shared.out.clone(), store.clone(), line.clone());
-        let multipv = shared.options.multipv.max(1) as usize;
-        // Searches report as the tree grows; background growth (no `until`, no search) stays silent.
-        let report = reporting;
-        let ponderhit = until.as_ref().map(|(p, _)| p.clone());
-        let started = until.as_ref().map_or_else(Instant::now, |(_, t)| *t);
-        std::thread::spawn(move || {
-            let mut next_report = Instant::now() + Duration::from_millis(300);
-            loop {
-                let ended = stop.load(Ordering::SeqCst) || ponderhit.as_ref().is_some_and(|p| p.load(Ordering::SeqCst));
-                if ended || analysis_stop.load(Ordering::SeqCst) {
-                    analysis_stop.store(true, Ordering::SeqCst);
-                    return;
-                }
-                if report && Instant::now() >= next_report {
-                    for text in tree_info_lines(&store, &line, multipv, started) {
-                        out.send(&text);
-                    }
-                    next_report = Instant::now() + Duration::from_secs(1);
-                }
-                std::thread::sleep(Duration::from_millis(10));
-            }
-        })
-    };
-    let mut analysis = Analysis::new(&store, &mut *evaluator, params);
-    analysis.stop = analysis_stop.clone();
-    // The session stores the game's moves itself; the engine time goes to the position.
-    analysis.line_edges = false;
-    if let Err(e) = analysis.run(line, |_| {}) {
-        shared.out.error(&format!("tree search: {e}"));
-    }
-    drop(analysis);
-    // The analysis may end on its own (everything settled): wait for stop/ponderhit all the same.
-    analysis_stop.store(stop.load(Ordering::SeqCst) || analysis_stop.load(Ordering::SeqCst), Ordering::SeqCst);
-    while !analysis_stop.load(Ordering::SeqCst) && !reporter.is_finished() {
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    let _ = reporter.join();
-}
-
-/// `info` lines for the tree's candidate moves (MultiPV), with their idea scores in an `info string`.
-fn tree_info_lines(store: &Store, line: &Line, multipv: usize, started: Instant) -> Vec<String> {
-    let Ok(view) = store.read() else { return Vec::new() };
-    let Ok(Some(tree)) = tree::view(&view, line.root(), &line.history_keys()) else { return Vec::new() };
-    let depth = u32::from(tree.settled_depth.unwrap_or(0)) + u32::from(tree.engine_depth);
-    let mut lines = Vec::new();
-    let mut ideas = Vec::new();
-    for (i, candidate) in tree.candidates.iter().take(multipv).enumerate() {
-        let pv: Vec<String> = candidate.pv.iter().map(|m| m.to_string()).collect();
-        lines.push(format!(
-            "info depth {depth} multipv {} score {} nodes {} time {} pv {}",
-            i + 1,
-            candidate.alpha,
-            tree.nodes,
-            started.elapsed().as_millis(),
-            pv.join(" ")
-        ));
-        ideas.push(format!("{} {}", candidate.uci, candidate.idea));
-    }
-    if !ideas.is_empty() {
-        lines.push(format!("info string idea {}", ideas.join(", ")));
-    }
-    lines
-}
-
-/// Stores the game's moves as edges (a placeholder score until analysed), so that the tree knows the game's
-/// positions and repetitions of them.
-fn store_game_line(shared: &Shared, line: &Line) {
-    let Some(store) = &shared.store else { return };
-    let Ok(view) = store.read() else { return };
-    let mut changes = Vec::new();
-    for (pos, uci) in line.positions.iter().zip(&line.moves) {
-        let key = PositionKey::of(pos);
-        if view.node(key).ok().flatten().is_some_and(|n| n.edge(uci).is_some()) {
-            continue;
-        }
-        let mut node = Node::new(PackedPosition::of(pos));
-        let mut edge = Edge::new(*uci, Score::MATED_NOW, Bound::Upper, 0);
-        edge.imported = true;
-        node.edges.push(edge);
-        if let Ok(change) = Change::merge(pos, node) {
-            changes.push(change);
-        }
-    }
-    drop(view);
-    if !changes.is_empty()
-        && let Err(e) = store.writer().submit(changes).wait()
-    {
-        log::warn!("the game's moves were not stored: {e}");
-    }
-}
-
-/// Stores a direct search's result as the position's evaluation.
-fn store_direct_result(shared: &Shared, root: &Chess, best: UciMove, score: Score, depth: u32, nodes: u64) {
-    let Some(store) = &shared.store else { return };
-    let depth = depth.min(255) as u8;
-    let mut node = Node::new(PackedPosition::of(root));
-    node.eval = Some(Eval { score, bound: Bound::Exact, depth, best: Some(best), nodes });
-    node.edges.push(Edge::new(best, score, Bound::Exact, depth));
-    if root.legal_moves().len() > 1 {
-        node.rest = Some(RestBound { score, depth });
-    }
-    match Change::merge(root, node) {
-        Ok(change) => {
-            // Not waited for: the next move's search does not depend on it.
-            let _ = store.writer().submit(vec![change]);
-        }
-        Err(e) => log::warn!("direct search result not stored: {e}"),
-    }
+/// The inner engine's options that deeptree offers under their own names (all but those it declares itself).
+fn offered(identity: &EngineIdentity) -> Vec<EngineOption> {
+    identity.options.iter().filter(|o| !OWN.iter().any(|own| own.eq_ignore_ascii_case(&o.name))).cloned().collect()
 }

@@ -1,0 +1,448 @@
+//! The direct engine: one inner engine with all of `Threads`, which searches every move the tree does not answer.
+//!
+//! With an empty tree deeptree is this engine, so the relay must cost nothing: the engine is started and configured
+//! before the first `go` (at `uci` and `isready`), takes the GUI's `setoption` and `ucinewgame` as a bare engine would,
+//! gets the GUI's clocks unchanged, and is given the relay's own latency through its `Move Overhead` option. Between
+//! the GUI's `go` and the engine's, and between the engine's `bestmove` and deeptree's, nothing is stored or logged:
+//! the result is stored after `bestmove` is out.
+
+use std::{
+    collections::VecDeque,
+    sync::atomic::Ordering,
+    time::{Duration, Instant},
+};
+
+use parking_lot::Mutex;
+use shakmaty::{Chess, Position, uci::UciMove};
+
+use super::{
+    command::Go,
+    policy::{store_game_line, tree_answer},
+    session::{Control, Shared},
+};
+use crate::{
+    engine::{
+        Engine, EngineConfig, EngineError, EngineIdentity, EnginePosition, EvalRequest, Evaluation, Limit,
+        protocol::{Info, OptionKind},
+    },
+    score::{Bound, Score},
+    search::analysis::Line,
+    store::{
+        Change,
+        node::{Edge, Eval, Node, PackedPosition, RestBound},
+    },
+};
+
+/// The name under which engines (Stockfish among them) take the time they keep back for communication.
+const MOVE_OVERHEAD: &str = "Move Overhead";
+
+/// What the direct engine should keep back for communication: the GUI's value (or the engine's default) plus the
+/// relay's own latency.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Overhead {
+    /// `Move Overhead` as the GUI set it; `None`: the engine's default.
+    pub gui_ms: Option<i64>,
+    /// The relay's measured latency, rounded up to whole milliseconds.
+    pub relay_ms: u64,
+}
+
+impl Overhead {
+    /// The `setoption` for an engine that declares `Move Overhead` as a spin; `None` for any other engine.
+    fn option(&self, identity: &EngineIdentity) -> Option<(String, String)> {
+        let option = identity.option(MOVE_OVERHEAD)?;
+        let OptionKind::Spin { default, min, max } = option.kind else { return None };
+        let relay = i64::try_from(self.relay_ms).unwrap_or(i64::MAX);
+        let value = self.gui_ms.unwrap_or(default).saturating_add(relay).clamp(min, max);
+        Some((option.name.clone(), value.to_string()))
+    }
+
+    /// Whether `name` is the option this plan sets.
+    pub fn is_option(name: &str) -> bool {
+        name.eq_ignore_ascii_case(MOVE_OVERHEAD)
+    }
+}
+
+/// The direct engine's process and what it has been told.
+#[derive(Default)]
+pub struct DirectSlot {
+    engine: Option<Engine>,
+    /// The command line the running engine was started with.
+    command: String,
+    /// Option values the running engine has been sent, under the names it declared.
+    applied: Vec<(String, String)>,
+    /// A `ucinewgame` from the GUI that the engine has not been sent yet.
+    new_game: bool,
+}
+
+impl DirectSlot {
+    /// The engine, started if needed, with `config`'s options and the overhead applied (only what changed is sent)
+    /// and a pending `ucinewgame` sent. It does not wait for the engine: [`Engine::sync`] does, and every search
+    /// does before its `go`.
+    pub fn prepare(&mut self, config: &EngineConfig, overhead: Overhead) -> Result<&mut Engine, EngineError> {
+        if self.engine.is_some() && self.command != config.command {
+            self.engine = None;
+        }
+        if self.engine.is_none() {
+            let engine = Engine::spawn(config)?;
+            self.command = config.command.clone();
+            self.applied = config.options.clone();
+            self.engine = Some(engine);
+        }
+        let engine = self.engine.as_mut().ok_or(EngineError::Eof)?;
+        let mut wanted = config.options.clone();
+        wanted.extend(overhead.option(engine.identity()));
+        let configured = configure(engine, &mut self.applied, &wanted).and_then(|()| {
+            if self.new_game {
+                engine.begin_new_game()?;
+            }
+            Ok(())
+        });
+        match configured {
+            Ok(()) => self.new_game = false,
+            Err(e) => {
+                if e.is_engine_fault() {
+                    self.engine = None;
+                }
+                return Err(e);
+            }
+        }
+        self.engine.as_mut().ok_or(EngineError::Eof)
+    }
+
+    /// The GUI's `ucinewgame`: sent with the next [`DirectSlot::prepare`] (a fresh process gets it too).
+    pub fn new_game(&mut self) {
+        self.new_game = true;
+    }
+
+    /// Ends the engine (a new command line, a fault, or the end of the session).
+    pub fn close(&mut self) {
+        self.engine = None;
+        self.applied.clear();
+    }
+}
+
+/// Sends the options of `wanted` whose values differ from what the engine was told.
+fn configure(
+    engine: &mut Engine,
+    applied: &mut Vec<(String, String)>,
+    wanted: &[(String, String)],
+) -> Result<(), EngineError> {
+    for (name, value) in wanted {
+        if applied.iter().any(|(n, v)| n.eq_ignore_ascii_case(name) && v == value) {
+            continue;
+        }
+        match engine.set_option(name, value) {
+            Err(e) if e.is_engine_fault() => return Err(e),
+            Err(e) => log::warn!("direct engine: option not set: {e}"),
+            Ok(()) => {}
+        }
+        applied.retain(|(n, _)| !n.eq_ignore_ascii_case(name));
+        applied.push((name.clone(), value.clone()));
+    }
+    Ok(())
+}
+
+/// The relay's own latency, hop by hop, over the last searches.
+#[derive(Default)]
+pub struct RelayClock {
+    hops: Mutex<Hops>,
+}
+
+#[derive(Default)]
+struct Hops {
+    /// From reading the GUI's `go` to writing the engine's.
+    go: VecDeque<Duration>,
+    /// From reading the engine's `bestmove` to writing deeptree's.
+    bestmove: VecDeque<Duration>,
+}
+
+/// Searches the relay clock remembers.
+const RELAY_SAMPLES: usize = 256;
+
+impl RelayClock {
+    pub fn record(&self, go: Duration, bestmove: Duration) {
+        let mut hops = self.hops.lock();
+        let Hops { go: go_hops, bestmove: bestmove_hops } = &mut *hops;
+        for (queue, hop) in [(go_hops, go), (bestmove_hops, bestmove)] {
+            if queue.len() == RELAY_SAMPLES {
+                queue.pop_front();
+            }
+            queue.push_back(hop);
+        }
+    }
+
+    /// What the relay adds to a move, in whole milliseconds (at least 1): the 99th percentiles of both hops.
+    pub fn margin_ms(&self) -> u64 {
+        let hops = self.hops.lock();
+        let total = percentile(&hops.go, 0.99) + percentile(&hops.bestmove, 0.99);
+        (total.as_micros().div_ceil(1000) as u64).max(1)
+    }
+}
+
+fn percentile(samples: &VecDeque<Duration>, p: f64) -> Duration {
+    if samples.is_empty() {
+        return Duration::ZERO;
+    }
+    let mut sorted: Vec<Duration> = samples.iter().copied().collect();
+    sorted.sort_unstable();
+    let index = ((sorted.len() - 1) as f64 * p).round() as usize;
+    sorted[index.min(sorted.len() - 1)]
+}
+
+/// The inner engine's limit for a `go`: the GUI's own, clocks unchanged.
+fn limit_of(go: &Go, engine_depth: u8) -> Limit {
+    if let Some(depth) = go.depth {
+        Limit::Depth(depth.clamp(1, 250) as u32)
+    } else if let Some(nodes) = go.nodes {
+        Limit::Nodes(nodes.max(1))
+    } else if let Some(movetime) = go.movetime {
+        Limit::MoveTime(Duration::from_millis(movetime.max(1)))
+    } else if go.is_timed() {
+        // The game clock as the GUI sent it: the engine manages its own time, and `Move Overhead` covers the relay.
+        Limit::Clock {
+            wtime: go.wtime.or(go.btime).unwrap_or(0),
+            btime: go.btime.or(go.wtime).unwrap_or(0),
+            winc: go.winc.unwrap_or(0),
+            binc: go.binc.unwrap_or(0),
+            movestogo: go.movestogo,
+        }
+    } else if let Some(mate) = go.mate {
+        Limit::Depth((mate * 2).clamp(1, 250) as u32)
+    } else {
+        Limit::Depth(u32::from(engine_depth))
+    }
+}
+
+/// A search by the direct engine; `bestmove` goes out the moment the engine's comes, and what it found is stored
+/// after that.
+pub fn direct(shared: &Shared, line: &Line, go: &Go, searchmoves: &[UciMove], control: &Control) {
+    let limit = limit_of(go, shared.options.engine_depth);
+    let request = match engine_request(line, limit, searchmoves, shared.options.multipv) {
+        Ok(request) => request,
+        Err(e) => {
+            shared.out.error(&format!("cannot search: {e}"));
+            fallback_move(shared, line);
+            return;
+        }
+    };
+    let mut slot = shared.direct.lock();
+    let engine = match slot.prepare(&shared.config_direct, shared.overhead) {
+        Ok(engine) => engine,
+        Err(e) => {
+            drop(slot);
+            shared.out.error(&format!("inner engine '{}' unavailable: {e}", shared.config_direct.command));
+            fallback_move(shared, line);
+            return;
+        }
+    };
+    *control.direct_stop.lock() = Some(engine.stop_handle());
+    if control.stop.load(Ordering::SeqCst) {
+        engine.stop_handle().stop();
+    }
+    let out = shared.out.clone();
+    // The first move of the last relayed line of multipv 1: the line before `bestmove` must start with its move.
+    let mut last_head: Option<UciMove> = None;
+    let mut relay = |info: &Info| {
+        if let Some(text) = info_line(info) {
+            if info.multipv.unwrap_or(1) == 1 {
+                last_head = info.pv.first().copied();
+            }
+            out.send(&text);
+        }
+    };
+    let result = engine.search(&request, &mut relay);
+    *control.direct_stop.lock() = None;
+    match result {
+        Ok(evaluation) => {
+            if last_head != Some(evaluation.best_move) {
+                shared.out.send(&closing_info(&evaluation));
+            }
+            let ponder = evaluation.ponder.filter(|_| shared.options.ponder);
+            shared.bestmove(&bestmove(evaluation.best_move, ponder));
+            let bestmove_out = Instant::now();
+            drop(slot);
+            // From here on the GUI has its move: measure, learn and store.
+            let timing = evaluation.timing;
+            shared.relay.record(
+                timing.go_sent.saturating_duration_since(control.received),
+                bestmove_out.saturating_duration_since(timing.bestmove_read),
+            );
+            if searchmoves.is_empty() && !evaluation.stopped {
+                shared.depth_model.lock().record(evaluation.nodes, timing.engine_time(), evaluation.depth());
+            }
+            store_game_line(shared, line);
+            if searchmoves.is_empty() && !evaluation.stopped && evaluation.bound() == Bound::Exact {
+                store_direct_result(shared, line.root(), &evaluation);
+            }
+        }
+        Err(e) => {
+            if e.is_engine_fault() {
+                slot.close(); // respawned at the next search
+            }
+            drop(slot);
+            if !matches!(e, EngineError::Stopped) {
+                shared.out.error(&format!("inner engine search failed: {e}"));
+            }
+            fallback_move(shared, line);
+        }
+    }
+}
+
+/// The `info` line sent before `bestmove` when the engine's last line did not start with its best move: the
+/// engine's principal variation when it starts with the best move, else the best move alone.
+fn closing_info(evaluation: &Evaluation) -> String {
+    let pv = &evaluation.line.pv;
+    let pv: Vec<String> = if pv.first() == Some(&evaluation.best_move) {
+        pv.iter().map(ToString::to_string).collect()
+    } else {
+        vec![evaluation.best_move.to_string()]
+    };
+    format!(
+        "info depth {} score {} nodes {} time {} pv {}",
+        evaluation.depth().max(1),
+        uci_score(evaluation.score(), evaluation.bound()),
+        evaluation.nodes,
+        evaluation.timing.engine_time().as_millis(),
+        pv.join(" ")
+    )
+}
+
+/// The inner engine's request for the game's position (start position and moves, so it sees the repetitions).
+pub fn engine_request(
+    line: &Line,
+    limit: Limit,
+    searchmoves: &[UciMove],
+    multipv: u32,
+) -> Result<EvalRequest, EngineError> {
+    let position = EnginePosition::new(line.start.clone(), line.moves.clone())?;
+    EvalRequest::new(position, limit).with_searchmoves(searchmoves.to_vec()).map(|r| r.with_multipv(multipv))
+}
+
+/// When nothing can be searched: the tree's best move, else the first legal move, so the game goes on.
+pub fn fallback_move(shared: &Shared, line: &Line) {
+    if let Some(answer) = tree_answer(shared, line, &[]) {
+        answer.send(shared, Instant::now());
+        return;
+    }
+    let root = line.root();
+    match root.legal_moves().first() {
+        Some(m) => {
+            shared.out.send("info depth 0 score cp 0");
+            shared.bestmove(&format!("bestmove {}", UciMove::from_standard(*m)));
+        }
+        None => {
+            shared.out.send("info depth 0 score cp 0");
+            shared.bestmove("bestmove 0000");
+        }
+    }
+}
+
+/// Relays an inner engine's `info` line (without `string`s and currmove noise).
+fn info_line(info: &Info) -> Option<String> {
+    let (score, bound) = info.score?;
+    let mut text = format!("info depth {}", info.depth?);
+    if let Some(seldepth) = info.seldepth {
+        text.push_str(&format!(" seldepth {seldepth}"));
+    }
+    if let Some(multipv) = info.multipv {
+        text.push_str(&format!(" multipv {multipv}"));
+    }
+    text.push_str(&format!(" score {}", uci_score(score, bound)));
+    for (name, value) in [("nodes", info.nodes), ("nps", info.nps), ("time", info.time_ms)] {
+        if let Some(value) = value {
+            text.push_str(&format!(" {name} {value}"));
+        }
+    }
+    if !info.pv.is_empty() {
+        text.push_str(" pv");
+        for m in &info.pv {
+            text.push_str(&format!(" {m}"));
+        }
+    }
+    Some(text)
+}
+
+pub fn uci_score(score: Score, bound: Bound) -> String {
+    match bound {
+        Bound::Exact => score.to_string(),
+        Bound::Lower => format!("{score} lowerbound"),
+        Bound::Upper => format!("{score} upperbound"),
+    }
+}
+
+pub fn bestmove(best: UciMove, ponder: Option<UciMove>) -> String {
+    match ponder {
+        Some(p) => format!("bestmove {best} ponder {p}"),
+        None => format!("bestmove {best}"),
+    }
+}
+
+/// Stores a direct search's result as the position's evaluation.
+fn store_direct_result(shared: &Shared, root: &Chess, evaluation: &Evaluation) {
+    let Some(store) = &shared.store else { return };
+    let depth = evaluation.depth().min(255) as u8;
+    let (best, score) = (evaluation.best_move, evaluation.score());
+    let mut node = Node::new(PackedPosition::of(root));
+    node.eval = Some(Eval { score, bound: Bound::Exact, depth, best: Some(best), nodes: evaluation.nodes });
+    node.edges.push(Edge::new(best, score, Bound::Exact, depth));
+    if root.legal_moves().len() > 1 {
+        node.rest = Some(RestBound { score, depth });
+    }
+    match Change::merge(root, node) {
+        Ok(change) => {
+            // Not waited for: the next move's search does not depend on it.
+            let _ = store.writer().submit(vec![change]);
+        }
+        Err(e) => log::warn!("direct search result not stored: {e}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clocks_go_to_the_engine_unchanged() {
+        let go = Go { wtime: Some(5000), btime: Some(4870), winc: Some(50), binc: Some(50), ..Go::default() };
+        let Limit::Clock { wtime, btime, winc, binc, movestogo } = limit_of(&go, 18) else { panic!("a clock") };
+        assert_eq!((wtime, btime, winc, binc, movestogo), (5000, 4870, 50, 50, None));
+        let go = Go { movetime: Some(200), ..Go::default() };
+        assert!(matches!(limit_of(&go, 18), Limit::MoveTime(t) if t == Duration::from_millis(200)));
+    }
+
+    #[test]
+    fn the_relay_margin_is_its_own_latency_rounded_up() {
+        let clock = RelayClock::default();
+        assert_eq!(clock.margin_ms(), 1, "at least a millisecond before anything is measured");
+        for _ in 0..100 {
+            clock.record(Duration::from_micros(150), Duration::from_micros(80));
+        }
+        assert_eq!(clock.margin_ms(), 1);
+        for _ in 0..10 {
+            clock.record(Duration::from_micros(2600), Duration::from_micros(900));
+        }
+        // The 99th percentile of each hop: 2.6 ms + 0.9 ms, rounded up.
+        assert_eq!(clock.margin_ms(), 4);
+    }
+
+    #[test]
+    fn the_overhead_adds_the_relay_to_the_guis_value_or_the_engines_default() {
+        let identity = EngineIdentity {
+            name: "x".into(),
+            author: None,
+            options: vec![crate::engine::protocol::EngineOption {
+                name: "Move Overhead".into(),
+                kind: OptionKind::Spin { default: 10, min: 0, max: 5000 },
+            }],
+            command: "x".into(),
+        };
+        let plan = Overhead { gui_ms: None, relay_ms: 1 };
+        assert_eq!(plan.option(&identity), Some(("Move Overhead".into(), "11".into())));
+        let plan = Overhead { gui_ms: Some(100), relay_ms: 2 };
+        assert_eq!(plan.option(&identity), Some(("Move Overhead".into(), "102".into())));
+        let plan = Overhead { gui_ms: Some(4999), relay_ms: 2 };
+        assert_eq!(plan.option(&identity), Some(("Move Overhead".into(), "5000".into())));
+        let bare = EngineIdentity { options: Vec::new(), ..identity };
+        assert_eq!(plan.option(&bare), None);
+    }
+}

@@ -1,0 +1,231 @@
+//! The `go` policy: the tree's move when it knows more than a search would find, else the direct engine's.
+//!
+//! A tree move is played at once only when the tree's combined depth at the root (the engine depth of the root's
+//! evaluation plus the software depth settled below it, as the `info` line shows) is at least the depth the inner
+//! engine would reach in this move's budget ([`super::depth::DepthModel`], fitted to this game's direct searches).
+//! Otherwise the direct engine searches, exactly as the bare engine would. `go infinite` and `go ponder` grow the
+//! tree instead (see `growth`).
+
+use std::{
+    sync::{Arc, atomic::Ordering},
+    time::{Duration, Instant},
+};
+
+use shakmaty::{Position, uci::UciMove};
+
+use super::{
+    command::Go,
+    depth::DepthModel,
+    direct::{bestmove, direct},
+    growth::grow_tree,
+    session::{Control, Shared},
+    time::budget,
+    tree,
+};
+use crate::{
+    score::{Bound, Score},
+    search::analysis::Line,
+    store::{
+        Change,
+        key::PositionKey,
+        node::{Edge, Node, PackedPosition},
+    },
+};
+
+/// The search thread: always ends with exactly one `bestmove`, preceded by an `info` line.
+pub fn search(shared: Shared, line: Line, go: Go, control: Control) {
+    let started = control.received;
+    let root = line.root().clone();
+    if root.legal_moves().is_empty() {
+        let score = if root.is_check() { "mate 0" } else { "cp 0" };
+        shared.out.send(&format!("info depth 0 score {score}"));
+        wait_for_release(&go, &control);
+        shared.bestmove("bestmove 0000");
+        return;
+    }
+    let searchmoves: Vec<UciMove> =
+        go.searchmoves.iter().filter_map(|m| m.parse::<UciMove>().ok()).filter(|m| m.to_move(&root).is_ok()).collect();
+    if go.searchmoves.len() != searchmoves.len() {
+        shared.out.error("go searchmoves: some moves are not legal here and were left out");
+    }
+
+    if go.infinite || go.ponder {
+        // No clock runs yet: the game's moves are stored first, so the tree knows its repetitions.
+        store_game_line(&shared, &line);
+        // Grow the tree around the position, reporting as it grows, until stop (or ponderhit).
+        let until = if go.ponder { Some(control.ponderhit.clone()) } else { None };
+        grow_tree(&shared, &line, &control.stop, until.map(|p| (p, started)), true);
+        if go.ponder && control.ponderhit.load(Ordering::SeqCst) && !control.stop.load(Ordering::SeqCst) {
+            // The opponent played the expected move: the clock runs now.
+            let mut timed = go.clone();
+            timed.ponder = false;
+            let control = Control { received: Instant::now(), ..control };
+            play(&shared, &line, &timed, &searchmoves, &control);
+            return;
+        }
+        // After stop: answer with the tree's best move (or, if it has none, a quick direct search).
+        if let Some(answer) = tree_answer(&shared, &line, &searchmoves) {
+            answer.send(&shared, started);
+        } else {
+            // The GUI's stop is spent: the quick search gets a flag of its own (it keeps the GUI's stop handle).
+            let quick = Go { depth: Some(1), ..Go::default() };
+            let quick_control = Control {
+                stop: Arc::default(),
+                ponderhit: control.ponderhit.clone(),
+                direct_stop: control.direct_stop.clone(),
+                received: control.received,
+            };
+            direct(&shared, &line, &quick, &searchmoves, &quick_control);
+        }
+        return;
+    }
+    play(&shared, &line, &go, &searchmoves, &control);
+}
+
+/// In `go infinite` and `go ponder`, `bestmove` waits for `stop` or `ponderhit`.
+pub fn wait_for_release(go: &Go, control: &Control) {
+    if go.infinite || go.ponder {
+        while !control.stop.load(Ordering::SeqCst) && !control.ponderhit.load(Ordering::SeqCst) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+/// A move to play: from the tree when it knows more than a search would find, else by the direct engine.
+fn play(shared: &Shared, line: &Line, go: &Go, searchmoves: &[UciMove], control: &Control) {
+    if !shared.options.analyse_mode {
+        let expected = {
+            let model = shared.depth_model.lock();
+            expected_depth(go, line.root().turn().is_white(), &model, shared.options.engine_depth)
+        };
+        if let Some(answer) = tree_answer(shared, line, searchmoves)
+            && f64::from(answer.combined_depth) >= expected
+        {
+            shared.out.send(&format!(
+                "info string tree move: combined depth {} (engine {} + software {}) against {expected:.1} for a search",
+                answer.combined_depth,
+                answer.combined_depth - answer.software_depth,
+                answer.software_depth
+            ));
+            answer.send(shared, control.received);
+            store_game_line(shared, line);
+            return;
+        }
+    }
+    direct(shared, line, go, searchmoves, control);
+}
+
+/// The depth the direct engine would reach for this `go`: the depth asked for, or the model's estimate for the nodes
+/// or the time it would spend.
+pub fn expected_depth(go: &Go, white_to_move: bool, model: &DepthModel, engine_depth: u8) -> f64 {
+    if let Some(depth) = go.depth {
+        return depth as f64;
+    }
+    if let Some(nodes) = go.nodes {
+        return model.depth_for_nodes(nodes);
+    }
+    if go.mate.is_some() {
+        // A mate search is the engine's job.
+        return f64::INFINITY;
+    }
+    match budget(go, white_to_move) {
+        Some(think) => model.depth_for_time(think),
+        None => f64::from(engine_depth),
+    }
+}
+
+/// The tree's move for a position.
+pub struct TreeAnswer {
+    best: UciMove,
+    score: Score,
+    pv: Vec<UciMove>,
+    /// Engine depth of the root's evaluation plus the software depth settled below it.
+    pub combined_depth: u32,
+    pub software_depth: u32,
+    nodes: u64,
+}
+
+impl TreeAnswer {
+    /// The `info` line (its PV starts with the move) and `bestmove`.
+    pub fn send(&self, shared: &Shared, started: Instant) {
+        let pv: Vec<String> = self.pv.iter().map(|m| m.to_string()).collect();
+        shared.out.send(&format!(
+            "info depth {} score {} nodes {} time {} pv {}",
+            self.combined_depth,
+            self.score,
+            self.nodes,
+            started.elapsed().as_millis(),
+            pv.join(" ")
+        ));
+        let ponder = self.pv.get(1).copied().filter(|_| shared.options.ponder);
+        shared.bestmove(&bestmove(self.best, ponder));
+    }
+}
+
+/// The tree's move for the position: its best move by alpha score (repetitions of the game are draws), when the
+/// root has an evaluation.
+pub fn tree_answer(shared: &Shared, line: &Line, searchmoves: &[UciMove]) -> Option<TreeAnswer> {
+    let store = shared.store.as_ref()?;
+    let view = store.read().ok()?;
+    // The common case in a game out of the book: the root has no evaluation; nothing more is read or computed.
+    view.node(PositionKey::of(line.root())).ok()??.eval.as_ref()?;
+    let tree = tree::view(&view, line.root(), &line.history_keys()).ok()??;
+    let best = tree.candidates.iter().find(|c| searchmoves.is_empty() || searchmoves.contains(&c.uci))?;
+    let software = u32::from(tree.settled_depth.unwrap_or(0));
+    Some(TreeAnswer {
+        best: best.uci,
+        score: best.alpha,
+        pv: best.pv.clone(),
+        combined_depth: software + u32::from(tree.engine_depth),
+        software_depth: software,
+        nodes: tree.nodes,
+    })
+}
+
+/// Stores the game's moves as edges (a placeholder score until analysed), so that the tree knows the game's
+/// positions and repetitions of them. Called once the GUI has its move (or before growth, where no clock runs).
+pub fn store_game_line(shared: &Shared, line: &Line) {
+    let Some(store) = &shared.store else { return };
+    let Ok(view) = store.read() else { return };
+    let mut changes = Vec::new();
+    for (pos, uci) in line.positions.iter().zip(&line.moves) {
+        let key = PositionKey::of(pos);
+        if view.node(key).ok().flatten().is_some_and(|n| n.edge(uci).is_some()) {
+            continue;
+        }
+        let mut node = Node::new(PackedPosition::of(pos));
+        let mut edge = Edge::new(*uci, Score::MATED_NOW, Bound::Upper, 0);
+        edge.imported = true;
+        node.edges.push(edge);
+        if let Ok(change) = Change::merge(pos, node) {
+            changes.push(change);
+        }
+    }
+    drop(view);
+    if !changes.is_empty()
+        && let Err(e) = store.writer().submit(changes).wait()
+    {
+        log::warn!("the game's moves were not stored: {e}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_yardstick_is_the_limit_the_gui_set() {
+        let model = DepthModel::default();
+        let depth = |go: Go| expected_depth(&go, true, &model, 18);
+        assert_eq!(depth(Go { depth: Some(9), ..Go::default() }), 9.0);
+        assert_eq!(depth(Go::default()), 18.0, "no limit: the engine depth");
+        assert_eq!(depth(Go { mate: Some(3), ..Go::default() }), f64::INFINITY);
+        assert!(
+            depth(Go { nodes: Some(1_000_000), ..Go::default() }) > depth(Go { nodes: Some(10_000), ..Go::default() })
+        );
+        let fast = Go { wtime: Some(1000), btime: Some(1000), winc: Some(10), binc: Some(10), ..Go::default() };
+        let slow =
+            Go { wtime: Some(600_000), btime: Some(600_000), winc: Some(5000), binc: Some(5000), ..Go::default() };
+        assert!(depth(slow) > depth(fast) + 5.0);
+    }
+}

@@ -1,0 +1,281 @@
+//! Parity: with an empty tree deeptree is its inner engine (the real Stockfish plays the same moves through it), and
+//! the tree answers a `go` only when it knows more than a search would find (the fake engine shows who answered).
+
+use std::{
+    io::{BufRead, BufReader, Write},
+    path::Path,
+    process::{Child, ChildStdin, Command, Stdio},
+    sync::mpsc::{Receiver, channel},
+    time::Duration,
+};
+
+/// Long enough for any answer here; the tests assert what comes, never how fast.
+const PATIENCE: Duration = Duration::from_secs(60);
+
+/// A UCI program on pipes, its output read on a thread.
+struct Uci {
+    child: Child,
+    stdin: ChildStdin,
+    lines: Receiver<String>,
+}
+
+impl Uci {
+    fn start(program: &Path, args: &[&str]) -> Uci {
+        let mut child = Command::new(program)
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {}: {e}", program.display()));
+        let stdin = child.stdin.take().expect("stdin");
+        let stdout = child.stdout.take().expect("stdout");
+        let (tx, lines) = channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+        Uci { child, stdin, lines }
+    }
+
+    fn deeptree(db: &Path) -> Uci {
+        Uci::start(Path::new(env!("CARGO_BIN_EXE_deeptree")), &["--db", db.to_str().expect("utf-8 path")])
+    }
+
+    fn send(&mut self, line: &str) {
+        writeln!(self.stdin, "{line}").expect("write");
+        self.stdin.flush().expect("flush");
+    }
+
+    /// Lines until one starts with `prefix` (that line last); an empty tail means the wait ran out.
+    fn until(&self, prefix: &str, timeout: Duration) -> Vec<String> {
+        let deadline = std::time::Instant::now() + timeout;
+        let mut seen = Vec::new();
+        while let Some(left) = deadline.checked_duration_since(std::time::Instant::now()) {
+            match self.lines.recv_timeout(left) {
+                Ok(line) => {
+                    let done = line.starts_with(prefix);
+                    seen.push(line);
+                    if done {
+                        return seen;
+                    }
+                }
+                Err(_) => break,
+            }
+        }
+        seen.push(String::new());
+        seen
+    }
+
+    fn ready(&mut self) {
+        self.send("isready");
+        let lines = self.until("readyok", PATIENCE);
+        assert_eq!(lines.last().map(String::as_str), Some("readyok"), "{lines:?}");
+    }
+
+    /// `go` and the `bestmove` move, with every line before it.
+    fn best(&mut self, go: &str) -> (String, Vec<String>) {
+        self.send(go);
+        let lines = self.until("bestmove", PATIENCE);
+        let last = lines.last().cloned().unwrap_or_default();
+        let mv = last.split_whitespace().nth(1).unwrap_or_else(|| panic!("no bestmove after {go}: {lines:?}"));
+        (mv.to_owned(), lines)
+    }
+}
+
+impl Drop for Uci {
+    fn drop(&mut self) {
+        let _ = writeln!(self.stdin, "quit");
+        let _ = self.stdin.flush();
+        let _ = self.child.wait();
+    }
+}
+
+fn stockfish() -> std::path::PathBuf {
+    deeptree::engine::resolve_program("stockfish")
+}
+
+/// Two games of 44 plies, a `ucinewgame` before each, every move at 20,000 nodes: deeptree with an empty tree
+/// plays the bare engine's move in every position. The second game also checks that `ucinewgame` reaches the inner
+/// engine (with the first game's hash and history left in it, its searches would differ).
+#[test]
+fn an_empty_tree_plays_the_bare_engines_moves_at_fixed_nodes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let stockfish = stockfish();
+    let mut bare = Uci::start(&stockfish, &[]);
+    let mut relayed = Uci::deeptree(dir.path());
+    for uci in [&mut bare, &mut relayed] {
+        uci.send("uci");
+        assert!(uci.until("uciok", PATIENCE).last().is_some_and(|l| l == "uciok"));
+    }
+    relayed.send(&format!("setoption name InnerEngine value {}", stockfish.display()));
+    relayed.send("setoption name BackgroundAnalysis value false");
+    for uci in [&mut bare, &mut relayed] {
+        uci.send("setoption name Threads value 1");
+        uci.send("setoption name Hash value 16");
+        uci.ready();
+    }
+    let mut compared = 0;
+    for opening in ["", "d2d4 g8f6 c2c4 e7e6"] {
+        for uci in [&mut bare, &mut relayed] {
+            uci.send("ucinewgame");
+            uci.ready();
+        }
+        let mut moves: Vec<String> = opening.split_whitespace().map(str::to_owned).collect();
+        for _ in 0..44 {
+            let position = if moves.is_empty() {
+                "position startpos".to_owned()
+            } else {
+                format!("position startpos moves {}", moves.join(" "))
+            };
+            bare.send(&position);
+            relayed.send(&position);
+            let (expected, _) = bare.best("go nodes 20000");
+            let (played, lines) = relayed.best("go nodes 20000");
+            assert_eq!(
+                played, expected,
+                "after '{position}' deeptree played {played}, the bare engine {expected}:\n{lines:?}"
+            );
+            let last_info = lines.iter().rev().find(|l| l.starts_with("info") && l.contains(" pv "));
+            let pv_head = last_info.and_then(|l| l.split(" pv ").nth(1)).and_then(|pv| pv.split_whitespace().next());
+            assert_eq!(pv_head, Some(played.as_str()), "the last pv before bestmove starts with its move: {lines:?}");
+            if expected == "(none)" || expected == "0000" {
+                break;
+            }
+            moves.push(expected);
+            compared += 1;
+        }
+    }
+    assert!(compared >= 80, "only {compared} positions compared");
+}
+
+fn fake() -> &'static str {
+    env!("CARGO_BIN_EXE_deeptree-fake-engine")
+}
+
+/// The fake engine's log: every command it received, one per line, after its process id.
+fn fake_log(path: &Path) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| l.split_once(' ').map_or(String::new(), |(_, command)| command.to_owned()))
+        .collect()
+}
+
+/// Grows a tree from the start position with the fake engine: software depth `depth` settled at engine depth
+/// `engine_depth`.
+fn grow(db: &Path, engine_depth: u32, depth: u32) {
+    let output = Command::new(env!("CARGO_BIN_EXE_deeptree"))
+        .args(["--db", db.to_str().expect("utf-8 path"), "analyze", "--engine", fake(), "--json"])
+        .args(["--engine-depth", &engine_depth.to_string(), "--max-depth", &depth.to_string()])
+        .args(["--move-distance", "5", "--workers", "1"])
+        .output()
+        .expect("analyze runs");
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let report = String::from_utf8_lossy(&output.stdout);
+    assert!(report.contains(&format!("\"settled_depth\":{depth}")), "{report}");
+}
+
+/// A session whose inner engine is the fake one, logging what it receives.
+fn session(db: &Path, log: &Path) -> Uci {
+    let mut uci = Uci::deeptree(db);
+    uci.send("uci");
+    uci.until("uciok", PATIENCE);
+    uci.send(&format!("setoption name InnerEngine value {} --log {}", fake(), log.display()));
+    uci.send("setoption name BackgroundAnalysis value false");
+    uci.ready();
+    uci
+}
+
+/// Searches that reached the engine.
+fn gos(log: &Path) -> Vec<String> {
+    fake_log(log).into_iter().filter(|c| c.starts_with("go")).collect()
+}
+
+#[test]
+fn a_shallow_tree_defers_to_the_search_and_a_deep_one_answers() {
+    let clock = "go wtime 1000 btime 1000 winc 10 binc 10";
+
+    // Combined depth 3 + 2 = 5 at the root.
+    let shallow = tempfile::tempdir().expect("tempdir");
+    grow(shallow.path(), 3, 2);
+    let log = shallow.path().join("fake.log");
+    let mut uci = session(shallow.path(), &log);
+    uci.send("position startpos");
+    // Asked for depth 6: more than the tree knows, so the engine searches.
+    let (_, lines) = uci.best("go depth 6");
+    assert_eq!(gos(&log), ["go depth 6"], "{lines:?}");
+    assert!(!lines.iter().any(|l| l.contains("tree move")), "{lines:?}");
+    // Asked for depth 5: the tree knows as much, and answers at once.
+    let (_, lines) = uci.best("go depth 5");
+    assert_eq!(gos(&log).len(), 1, "no search for depth 5: {lines:?}");
+    assert!(lines.iter().any(|l| l.starts_with("info string tree move: combined depth 5")), "{lines:?}");
+    assert!(lines.iter().any(|l| l.starts_with("info depth 5 ")), "{lines:?}");
+    // A game clock of one second: a search would reach deeper than 5, so the engine searches with the clock.
+    let (_, lines) = uci.best(clock);
+    assert_eq!(gos(&log).last().map(String::as_str), Some(clock), "{lines:?}");
+    drop(uci);
+
+    // Combined depth 30 + 1 = 31: deeper than a search in this budget.
+    let deep = tempfile::tempdir().expect("tempdir");
+    grow(deep.path(), 30, 1);
+    let log = deep.path().join("fake.log");
+    let mut uci = session(deep.path(), &log);
+    uci.send("position startpos");
+    let (_, lines) = uci.best(clock);
+    assert!(gos(&log).is_empty(), "the tree answered without a search: {:?}", gos(&log));
+    assert!(lines.iter().any(|l| l.starts_with("info string tree move: combined depth 31")), "{lines:?}");
+    // In a position the tree does not know, the engine searches.
+    uci.send("position startpos moves a2a3 a7a6 a3a4");
+    uci.best(clock);
+    assert_eq!(gos(&log), [clock]);
+}
+
+#[test]
+fn the_direct_engine_is_ready_before_go_and_hears_the_guis_game_and_clocks() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = dir.path().join("fake.log");
+    let mut uci = session(dir.path(), &log);
+    // Started and configured before the first `go`: the overhead is the engine's default plus the relay's.
+    let before_go = fake_log(&log);
+    assert!(before_go.first().is_some_and(|c| c == "uci"), "{before_go:?}");
+    assert!(before_go.iter().any(|c| c == "isready"), "{before_go:?}");
+    let overhead = before_go.iter().find_map(|c| c.strip_prefix("setoption name Move Overhead value "));
+    let overhead: u32 = overhead.and_then(|v| v.parse().ok()).unwrap_or_else(|| panic!("{before_go:?}"));
+    assert!(overhead > 10, "the fake engine's default 10 plus the relay's latency, got {overhead}");
+    // The GUI's own value gets the relay added too.
+    uci.send("setoption name Move Overhead value 100");
+    uci.ready();
+    assert!(
+        fake_log(&log)
+            .iter()
+            .filter_map(|c| c.strip_prefix("setoption name Move Overhead value "))
+            .any(|v| v.parse::<u32>().is_ok_and(|v| v > 100)),
+        "{:?}",
+        fake_log(&log)
+    );
+
+    uci.send("ucinewgame");
+    uci.ready();
+    uci.send("position startpos moves e2e4");
+    uci.best("go wtime 5000 btime 4000 winc 50 binc 60");
+    let commands = fake_log(&log);
+    let newgame = commands.iter().position(|c| c == "ucinewgame").expect("ucinewgame reached the engine");
+    let go = commands.iter().position(|c| c.starts_with("go")).expect("go");
+    assert!(newgame < go, "{commands:?}");
+    assert!(commands[newgame..go].iter().any(|c| c == "isready"), "readyok awaited after ucinewgame: {commands:?}");
+    assert_eq!(commands[go], "go wtime 5000 btime 4000 winc 50 binc 60", "the GUI's clocks, unchanged");
+    assert_eq!(commands[go - 1], "position startpos moves e2e4");
+
+    // While a search runs, isready is answered at once (before any bestmove).
+    uci.send("go infinite");
+    uci.send("isready");
+    let lines = uci.until("readyok", PATIENCE);
+    assert!(!lines.iter().any(|l| l.starts_with("bestmove")), "{lines:?}");
+    assert_eq!(lines.last().map(String::as_str), Some("readyok"), "{lines:?}");
+    uci.send("stop");
+    assert!(uci.until("bestmove", PATIENCE).last().is_some_and(|l| l.starts_with("bestmove")));
+}
