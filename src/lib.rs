@@ -8,6 +8,7 @@ pub mod config;
 pub mod engine;
 pub mod interop;
 pub mod logger;
+pub mod notation;
 pub mod score;
 pub mod search;
 pub mod store;

@@ -194,10 +194,19 @@ fn main() -> ExitCode {
     }
 }
 
+/// Opens the tree store, creating it when absent: for the commands that write.
 fn open_store(cli_db: Option<&std::path::Path>, config: &Config) -> Result<Store, StoreError> {
     let dir = config.tree_dir(cli_db);
     log::info!("tree store in {}", dir.display());
     Store::open(&dir, &config.store_options())
+}
+
+/// Opens an existing tree store: for the commands that only read, which must never create one (a mistyped path
+/// fails with `no deeptree store at PATH` and leaves nothing behind).
+fn open_existing_store(cli_db: Option<&std::path::Path>, config: &Config) -> Result<Store, StoreError> {
+    let dir = config.tree_dir(cli_db);
+    log::info!("tree store in {}", dir.display());
+    Store::open_existing(&dir, &config.store_options())
 }
 
 fn run(cli: Cli, config: &Config) -> Result<(), Box<dyn std::error::Error>> {
@@ -209,10 +218,25 @@ fn run(cli: Cli, config: &Config) -> Result<(), Box<dyn std::error::Error>> {
     match command {
         Command::Analyze { fen, moves, engine_depth, move_distance, max_depth, time, workers, engine, trace, json } => {
             let line = Line::parse(fen.as_deref(), &moves)?;
+            // Refused before anything starts: a budget of zero (or one that is not a duration) would otherwise
+            // mean no budget at all, and the analysis would run for ever.
+            let time = match time {
+                None => None,
+                Some(seconds) => Some(
+                    Duration::try_from_secs_f64(seconds)
+                        .ok()
+                        .filter(|budget| !budget.is_zero())
+                        .ok_or_else(|| format!("--time {seconds}: give a positive number of seconds"))?,
+                ),
+            };
             let store = open_store(cli.db.as_deref(), config)?;
             let mut engine_config = EngineConfig::from_config(config);
             if let Some(engine) = engine {
                 engine_config.command = engine;
+            }
+            if line.chess960 {
+                // The engines read and write castling as king takes rook.
+                engine_config = engine_config.with_option("UCI_Chess960", "true");
             }
             let workers = workers.filter(|w| *w > 0).unwrap_or(if config.workers > 0 {
                 config.workers
@@ -231,7 +255,7 @@ fn run(cli: Cli, config: &Config) -> Result<(), Box<dyn std::error::Error>> {
                 engine_depth: engine_depth.unwrap_or(config.engine_depth).max(1),
                 move_distance: move_distance.unwrap_or(config.move_distance).min(100_000) as i32,
                 max_depth: max_depth.unwrap_or(if time.is_some() { u8::MAX - 1 } else { 4 }),
-                time: time.filter(|t| t.is_finite() && *t > 0.0).map(Duration::from_secs_f64),
+                time,
             };
             let mut analysis = Analysis::new(&store, PoolEvaluator::new(pool), params);
             if let Some(path) = &trace {
@@ -272,7 +296,7 @@ fn run(cli: Cli, config: &Config) -> Result<(), Box<dyn std::error::Error>> {
         }
         Command::Show { fen, moves, depth, json } => {
             let line = Line::parse(fen.as_deref(), &moves)?;
-            let store = open_store(cli.db.as_deref(), config)?;
+            let store = open_existing_store(cli.db.as_deref(), config)?;
             let view = store.read()?;
             let tree = show::tree(&view, line.root(), &line.history_keys(), depth)?;
             if json {
@@ -284,12 +308,14 @@ fn run(cli: Cli, config: &Config) -> Result<(), Box<dyn std::error::Error>> {
             }
         }
         Command::Import(args) => deeptree::interop::cli::import(&open_store(cli.db.as_deref(), config)?, &args)?,
-        Command::Export(args) => deeptree::interop::cli::export(&open_store(cli.db.as_deref(), config)?, &args)?,
+        Command::Export(args) => {
+            deeptree::interop::cli::export(&open_existing_store(cli.db.as_deref(), config)?, &args)?
+        }
         Command::Merge(args) => {
             deeptree::interop::cli::merge(&open_store(cli.db.as_deref(), config)?, &args, &config.store_options())?
         }
         Command::Stats { json } => {
-            let store = open_store(cli.db.as_deref(), config)?;
+            let store = open_existing_store(cli.db.as_deref(), config)?;
             let stats = store.stats()?;
             let engine = store.engine_identity()?;
             if json {

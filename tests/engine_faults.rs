@@ -63,7 +63,7 @@ fn normal_fake_is_evaluated_exactly() {
     let dir = tempfile::tempdir().unwrap();
     let mut engine = Engine::spawn(&fake("normal", &dir)).unwrap();
     assert_eq!(engine.identity().name, "deeptree fake engine");
-    assert_eq!(engine.identity().options.len(), 5);
+    assert_eq!(engine.identity().options.len(), 6);
     let eval = engine.evaluate(&depth(4)).unwrap();
     assert_eq!(eval.best_move, fakes_best());
     assert_eq!((eval.score(), eval.bound(), eval.depth(), eval.line.seldepth), (Score::cp(20), Bound::Exact, 4, 6));
@@ -156,7 +156,7 @@ fn garbage_lines_are_ignored() {
     let dir = tempfile::tempdir().unwrap();
     let mut engine = Engine::spawn(&fake("garbage", &dir)).unwrap();
     assert_eq!(engine.identity().name, "deeptree fake engine");
-    assert_eq!(engine.identity().options.len(), 5);
+    assert_eq!(engine.identity().options.len(), 6);
     let eval = engine.evaluate(&depth(3)).unwrap();
     assert_eq!(
         (eval.best_move, eval.score(), eval.bound(), eval.depth()),

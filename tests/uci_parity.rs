@@ -1,98 +1,11 @@
 //! Parity: with an empty tree deeptree is its inner engine (the real Stockfish plays the same moves through it), and
 //! the tree answers a `go` only when it knows more than a search would find (the fake engine shows who answered).
 
-use std::{
-    io::{BufRead, BufReader, Write},
-    path::Path,
-    process::{Child, ChildStdin, Command, Stdio},
-    sync::mpsc::{Receiver, channel},
-    time::Duration,
-};
+mod common;
 
-/// Long enough for any answer here; the tests assert what comes, never how fast.
-const PATIENCE: Duration = Duration::from_secs(60);
+use std::{path::Path, process::Command};
 
-/// A UCI program on pipes, its output read on a thread.
-struct Uci {
-    child: Child,
-    stdin: ChildStdin,
-    lines: Receiver<String>,
-}
-
-impl Uci {
-    fn start(program: &Path, args: &[&str]) -> Uci {
-        let mut child = Command::new(program)
-            .args(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot start {}: {e}", program.display()));
-        let stdin = child.stdin.take().expect("stdin");
-        let stdout = child.stdout.take().expect("stdout");
-        let (tx, lines) = channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    return;
-                }
-            }
-        });
-        Uci { child, stdin, lines }
-    }
-
-    fn deeptree(db: &Path) -> Uci {
-        Uci::start(Path::new(env!("CARGO_BIN_EXE_deeptree")), &["--db", db.to_str().expect("utf-8 path")])
-    }
-
-    fn send(&mut self, line: &str) {
-        writeln!(self.stdin, "{line}").expect("write");
-        self.stdin.flush().expect("flush");
-    }
-
-    /// Lines until one starts with `prefix` (that line last); an empty tail means the wait ran out.
-    fn until(&self, prefix: &str, timeout: Duration) -> Vec<String> {
-        let deadline = std::time::Instant::now() + timeout;
-        let mut seen = Vec::new();
-        while let Some(left) = deadline.checked_duration_since(std::time::Instant::now()) {
-            match self.lines.recv_timeout(left) {
-                Ok(line) => {
-                    let done = line.starts_with(prefix);
-                    seen.push(line);
-                    if done {
-                        return seen;
-                    }
-                }
-                Err(_) => break,
-            }
-        }
-        seen.push(String::new());
-        seen
-    }
-
-    fn ready(&mut self) {
-        self.send("isready");
-        let lines = self.until("readyok", PATIENCE);
-        assert_eq!(lines.last().map(String::as_str), Some("readyok"), "{lines:?}");
-    }
-
-    /// `go` and the `bestmove` move, with every line before it.
-    fn best(&mut self, go: &str) -> (String, Vec<String>) {
-        self.send(go);
-        let lines = self.until("bestmove", PATIENCE);
-        let last = lines.last().cloned().unwrap_or_default();
-        let mv = last.split_whitespace().nth(1).unwrap_or_else(|| panic!("no bestmove after {go}: {lines:?}"));
-        (mv.to_owned(), lines)
-    }
-}
-
-impl Drop for Uci {
-    fn drop(&mut self) {
-        let _ = writeln!(self.stdin, "quit");
-        let _ = self.stdin.flush();
-        let _ = self.child.wait();
-    }
-}
+use common::{PATIENCE, Uci};
 
 fn stockfish() -> std::path::PathBuf {
     deeptree::engine::resolve_program("stockfish")
@@ -205,18 +118,18 @@ fn a_shallow_tree_defers_to_the_search_and_a_deep_one_answers() {
     let log = shallow.path().join("fake.log");
     let mut uci = session(shallow.path(), &log);
     uci.send("position startpos");
+    // Asked for depth 5: the tree knows as much, and answers at once.
+    let (_, lines) = uci.best("go depth 5");
+    assert!(gos(&log).is_empty(), "no search for depth 5: {lines:?}");
+    assert!(lines.iter().any(|l| l.starts_with("info string tree move: combined depth 5")), "{lines:?}");
+    assert!(lines.iter().any(|l| l.starts_with("info depth 5 ")), "{lines:?}");
     // Asked for depth 6: more than the tree knows, so the engine searches.
     let (_, lines) = uci.best("go depth 6");
     assert_eq!(gos(&log), ["go depth 6"], "{lines:?}");
     assert!(!lines.iter().any(|l| l.contains("tree move")), "{lines:?}");
-    // Asked for depth 5: the tree knows as much, and answers at once.
-    let (_, lines) = uci.best("go depth 5");
-    assert_eq!(gos(&log).len(), 1, "no search for depth 5: {lines:?}");
-    assert!(lines.iter().any(|l| l.starts_with("info string tree move: combined depth 5")), "{lines:?}");
-    assert!(lines.iter().any(|l| l.starts_with("info depth 5 ")), "{lines:?}");
     // A game clock of one second: a search would reach deeper than 5, so the engine searches with the clock.
     let (_, lines) = uci.best(clock);
-    assert_eq!(gos(&log).last().map(String::as_str), Some(clock), "{lines:?}");
+    assert_eq!(gos(&log), ["go depth 6", clock], "{lines:?}");
     drop(uci);
 
     // Combined depth 30 + 1 = 31: deeper than a search in this budget.

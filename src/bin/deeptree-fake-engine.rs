@@ -178,6 +178,7 @@ impl Fake {
                 say("option name MultiPV type spin default 1 min 1 max 10");
                 say("option name Clear Hash type button");
                 say("option name Move Overhead type spin default 10 min 0 max 5000");
+                say("option name UCI_Chess960 type check default false");
                 say("uciok");
             }
             "isready" => say("readyok"),

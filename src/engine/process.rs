@@ -27,7 +27,10 @@ use super::{
     protocol::{EngineMessage, EngineOption, Info, OptionKind, parse_line},
     request::{EvalRequest, Evaluation, PvLine, SearchTiming},
 };
-use crate::score::{Bound, Score};
+use crate::{
+    notation::canonical,
+    score::{Bound, Score},
+};
 
 /// Longest engine line kept; the rest of a longer line is dropped.
 const MAX_LINE: usize = 64 * 1024;
@@ -162,6 +165,8 @@ pub struct Engine {
     multipv: u32,
     /// Every configuring command sent so far is followed by an `isready`.
     covered: bool,
+    /// `UCI_Chess960` is set: castling is written and read as king takes rook.
+    chess960: bool,
 }
 
 /// What the handle shares with its watchdog and its [`StopHandle`]s.
@@ -423,6 +428,7 @@ impl Engine {
             identity,
             multipv: 1,
             covered: false,
+            chess960: false,
         };
         let err_label = label.clone();
         engine.watchdog = Some(
@@ -510,6 +516,9 @@ impl Engine {
         self.covered = false;
         if option.name.eq_ignore_ascii_case("MultiPV") {
             self.multipv = value.parse().unwrap_or(1);
+        }
+        if option.name.eq_ignore_ascii_case("UCI_Chess960") {
+            self.chess960 = value == "true";
         }
         Ok(())
     }
@@ -606,7 +615,8 @@ impl Engine {
             state.searching = true;
             self.link.enter(&mut state, Phase::Search { ping: None });
             // Sent under the lock, so that a stop comes either before this (and is kept) or after `go`.
-            let command = format!("{}\n{}", request.position.uci_command(), request.go_command());
+            let command =
+                format!("{}\n{}", request.position.uci_command_in(self.chess960), request.go_command_in(self.chess960));
             self.link.send(&command)?;
             trace!("{} >> {command}", self.name);
         }
@@ -795,7 +805,7 @@ impl Collector {
         after.play_unchecked(best_move);
         let ponder = ponder
             .and_then(|p| UciMove::from_ascii(p.as_bytes()).ok())
-            .and_then(|uci| uci.to_move(&after).ok().map(UciMove::from_standard));
+            .and_then(|uci| uci.to_move(&after).ok().map(canonical));
         let mut lines = self.slots.into_iter().filter_map(|(multipv, slot)| {
             let raw = slot.exact.or(slot.bounded)?;
             Some(PvLine {
@@ -814,7 +824,7 @@ impl Collector {
             None => return Err(EngineError::NoScore),
         };
         Ok(Evaluation {
-            best_move: UciMove::from_standard(best_move),
+            best_move: canonical(best_move),
             ponder,
             line,
             other_lines: lines.collect(),
@@ -835,7 +845,7 @@ fn legal_prefix(pos: &Chess, pv: &[UciMove]) -> Vec<UciMove> {
             debug!("pv cut at illegal move {uci}");
             break;
         };
-        legal.push(UciMove::from_standard(m));
+        legal.push(canonical(m));
         pos.play_unchecked(m);
     }
     legal

@@ -2,10 +2,13 @@
 
 use std::{sync::Arc, time::Duration};
 
-use shakmaty::{CastlingMode, Chess, EnPassantMode, Position, fen::Fen, uci::UciMove};
+use shakmaty::{Chess, EnPassantMode, Position, fen::Fen, uci::UciMove};
 
 use super::EngineError;
-use crate::score::{Bound, Score};
+use crate::{
+    notation::{in_notation, parse_position},
+    score::{Bound, Score},
+};
 
 /// A validated position to search: a start position and the moves played from it.
 ///
@@ -24,6 +27,7 @@ use crate::score::{Bound, Score};
 #[derive(Debug, Clone)]
 pub struct EnginePosition {
     start_fen: String,
+    start: Chess,
     moves: Vec<UciMove>,
     position: Chess,
 }
@@ -32,6 +36,7 @@ impl EnginePosition {
     /// `start` followed by `moves`; every move must be legal where it is played.
     pub fn new(start: Chess, moves: Vec<UciMove>) -> Result<EnginePosition, EngineError> {
         let start_fen = Fen::from_position(&start, EnPassantMode::Legal).to_string();
+        let start_position = start.clone();
         let mut position = start;
         for (i, uci) in moves.iter().enumerate() {
             let m = uci.to_move(&position).map_err(|_| {
@@ -39,16 +44,14 @@ impl EnginePosition {
             })?;
             position.play_unchecked(m);
         }
-        Ok(EnginePosition { start_fen, moves, position })
+        Ok(EnginePosition { start_fen, start: start_position, moves, position })
     }
 
-    /// A FEN (standard chess) followed by `moves`.
+    /// A FEN (standard, X-FEN or Shredder-FEN) followed by `moves`.
     pub fn from_fen(fen: &str, moves: Vec<UciMove>) -> Result<EnginePosition, EngineError> {
-        let parsed: Fen =
-            fen.trim().parse().map_err(|e| EngineError::InvalidRequest(format!("bad FEN {fen:?}: {e}")))?;
-        let start: Chess = parsed
-            .into_position(CastlingMode::Standard)
-            .map_err(|e| EngineError::InvalidRequest(format!("impossible position {fen:?}: {e}")))?;
+        let (start, _) = parse_position(fen, false).map_err(|e| {
+            EngineError::InvalidRequest(format!("bad FEN {:?}: {e}", fen.chars().take(80).collect::<String>()))
+        })?;
         EnginePosition::new(start, moves)
     }
 
@@ -56,6 +59,7 @@ impl EnginePosition {
     pub fn of(position: &Chess) -> EnginePosition {
         EnginePosition {
             start_fen: Fen::from_position(position, EnPassantMode::Legal).to_string(),
+            start: position.clone(),
             moves: Vec::new(),
             position: position.clone(),
         }
@@ -75,8 +79,14 @@ impl EnginePosition {
         Fen::from_position(&self.position, EnPassantMode::Legal).to_string()
     }
 
-    /// The `position fen ... [moves ...]` command.
+    /// The `position fen ... [moves ...]` command, castling written for a standard-chess engine.
     pub fn uci_command(&self) -> String {
+        self.uci_command_in(false)
+    }
+
+    /// The `position` command for an engine set up for Chess960 (`chess960`: castling as king takes rook) or for
+    /// standard chess (castling as the king's move).
+    pub fn uci_command_in(&self, chess960: bool) -> String {
         // The start position as GUIs send it, so that the engine hears what it would hear from the GUI itself.
         let mut command = if self.start_fen == START_FEN {
             "position startpos".to_owned()
@@ -85,9 +95,17 @@ impl EnginePosition {
         };
         if !self.moves.is_empty() {
             command.push_str(" moves");
-            for m in &self.moves {
+            let mut pos = self.start.clone();
+            for uci in &self.moves {
                 command.push(' ');
-                m.append_to_string(&mut command);
+                // Every move was checked legal when the position was made.
+                match uci.to_move(&pos) {
+                    Ok(m) => {
+                        in_notation(m, chess960).append_to_string(&mut command);
+                        pos.play_unchecked(m);
+                    }
+                    Err(_) => uci.append_to_string(&mut command),
+                }
             }
         }
         command
@@ -187,12 +205,22 @@ impl EvalRequest {
 
     /// The `go ...` command (`searchmoves` last, since engines read it to the end of the line).
     pub fn go_command(&self) -> String {
+        self.go_command_in(false)
+    }
+
+    /// The `go` command for an engine set up for Chess960 (`chess960`) or standard chess: castling among the
+    /// `searchmoves` is written as that engine reads it.
+    pub fn go_command_in(&self, chess960: bool) -> String {
         let mut command = format!("go {}", self.limit.uci());
         if !self.searchmoves.is_empty() {
             command.push_str(" searchmoves");
-            for m in &self.searchmoves {
+            let pos = self.position.position();
+            for uci in &self.searchmoves {
                 command.push(' ');
-                m.append_to_string(&mut command);
+                match uci.to_move(pos) {
+                    Ok(m) => in_notation(m, chess960).append_to_string(&mut command),
+                    Err(_) => uci.append_to_string(&mut command),
+                }
             }
         }
         command

@@ -38,6 +38,7 @@ use shakmaty::{
 
 use crate::{
     score::{Bound, Score},
+    search::analysis::quote,
     store::{
         Change, ReadView, Store, StoreError,
         key::{KeyMap, KeySet, PositionKey},
@@ -81,9 +82,10 @@ pub fn parse_line(line: &str) -> Result<Option<EpdRecord>, String> {
         fen.push(&rest[..end]);
         rest = rest[end..].trim_start();
     }
-    let epd: Epd = fen.join(" ").parse().map_err(|e| format!("bad position '{}': {e}", fen.join(" ")))?;
+    let fen = fen.join(" ");
+    let epd: Epd = fen.parse().map_err(|e| format!("bad position {}: {e}", quote(&fen)))?;
     let position: Chess =
-        epd.into_position(CastlingMode::Standard).map_err(|e| format!("bad position '{}': {e}", fen.join(" ")))?;
+        epd.into_position(CastlingMode::Standard).map_err(|e| format!("bad position {}: {e}", quote(&fen)))?;
     // Optional move counters, as in a FEN.
     for _ in 0..2 {
         let end = rest.find(char::is_whitespace).unwrap_or(rest.len());
@@ -98,7 +100,7 @@ pub fn parse_line(line: &str) -> Result<Option<EpdRecord>, String> {
             operands
                 .first()
                 .and_then(|o| o.parse::<i64>().ok())
-                .ok_or_else(|| format!("{what}: '{}' is not a number", operands.join(" ")))
+                .ok_or_else(|| format!("{what}: {} is not a number", quote(&operands.join(" "))))
         };
         match opcode.as_str() {
             "ce" => {
@@ -184,8 +186,8 @@ fn sans(pos: &Chess, words: &[String], sequence: bool) -> Result<Vec<UciMove>, S
     let mut current = pos.clone();
     let mut out = Vec::new();
     for word in words {
-        let san: SanPlus = word.parse().map_err(|_| format!("'{word}' is not SAN"))?;
-        let m = san.san.to_move(&current).map_err(|_| format!("'{word}' is illegal"))?;
+        let san: SanPlus = word.parse().map_err(|_| format!("{} is not SAN", quote(word)))?;
+        let m = san.san.to_move(&current).map_err(|_| format!("{} is illegal", quote(word)))?;
         out.push(UciMove::from_standard(m));
         if sequence {
             current.play_unchecked(m);

@@ -8,10 +8,13 @@ use std::{collections::HashSet, io::Read};
 
 use shakmaty::{CastlingMode, Chess, Position, fen::Fen, san::SanPlus, uci::UciMove};
 
-use crate::store::{
-    Change, Store,
-    key::{KeyMap, KeySet, PositionKey},
-    node::{Node, PackedPosition},
+use crate::{
+    search::analysis::quote,
+    store::{
+        Change, Store,
+        key::{KeyMap, KeySet, PositionKey},
+        node::{Node, PackedPosition},
+    },
 };
 
 use super::{
@@ -128,7 +131,7 @@ pub fn game_start(game: &RawGame) -> Result<Chess, String> {
     if let Some(variant) = game.tag("Variant") {
         let v = variant.trim().to_ascii_lowercase();
         if !(v.is_empty() || v == "standard" || v == "chess" || v == "normal" || v == "from position") {
-            return Err(format!("variant '{variant}' is not supported"));
+            return Err(format!("variant {} is not supported", quote(variant)));
         }
     }
     match game.tag("FEN") {
@@ -136,8 +139,8 @@ pub fn game_start(game: &RawGame) -> Result<Chess, String> {
             if game.tag("SetUp").is_some_and(|s| s.trim() == "0") {
                 log::debug!("game {}: SetUp \"0\" with a FEN tag; the FEN is used", game.number);
             }
-            let parsed: Fen = fen.trim().parse().map_err(|e| format!("bad FEN '{fen}': {e}"))?;
-            parsed.into_position(CastlingMode::Standard).map_err(|e| format!("bad FEN '{fen}': {e}"))
+            let parsed: Fen = fen.trim().parse().map_err(|e| format!("bad FEN {}: {e}", quote(fen)))?;
+            parsed.into_position(CastlingMode::Standard).map_err(|e| format!("bad FEN {}: {e}", quote(fen)))
         }
         None if game.tag("SetUp").is_some_and(|s| s.trim() == "1") => Err("SetUp \"1\" without a FEN tag".into()),
         None => Ok(Chess::default()),
@@ -175,10 +178,11 @@ pub fn game_moves(game: &RawGame, max_ply: Option<u32>) -> Result<Vec<(Chess, Uc
                     current.dead = true;
                     continue;
                 }
-                let san: SanPlus = text.parse().map_err(|_| format!("move {number} '{text}' is not SAN"))?;
+                let san: SanPlus = text.parse().map_err(|_| format!("move {number} {} is not SAN", quote(text)))?;
                 let m = san.san.to_move(&current.pos).map_err(|_| {
                     format!(
-                        "move {number} '{text}' is illegal in {}",
+                        "move {number} {} is illegal in {}",
+                        quote(text),
                         Fen::from_position(&current.pos, shakmaty::EnPassantMode::Legal)
                     )
                 })?;

@@ -23,7 +23,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use shakmaty::{CastlingMode, Chess, Position, fen::Fen, uci::UciMove};
+use shakmaty::{Chess, Position, fen::Fen, uci::UciMove};
 
 use crate::{
     score::{Bound, Score},
@@ -65,9 +65,12 @@ pub fn move_distance_at(move_distance: i32, ply: u8) -> i32 {
 #[derive(Debug, Clone)]
 pub struct Line {
     pub start: Chess,
+    /// In their stored (canonical) form, whichever castling notation they came in.
     pub moves: Vec<UciMove>,
     /// Positions from the start to the root, both included.
     pub positions: Vec<Chess>,
+    /// Chess960: asked for, or implied by the FEN (Shredder-FEN, or castling rights only Chess960 has).
+    pub chess960: bool,
 }
 
 /// A root that cannot be set up.
@@ -80,24 +83,43 @@ pub enum LineError {
 impl fmt::Display for LineError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            LineError::BadFen { fen, reason } => write!(f, "bad FEN '{fen}': {reason}"),
-            LineError::BadMove { uci, ply, reason } => write!(f, "move {} ('{uci}'): {reason}", ply + 1),
+            LineError::BadFen { fen, reason } => write!(f, "bad FEN {}: {reason}", quote(fen)),
+            LineError::BadMove { uci, ply, reason } => write!(f, "move {} ({}): {reason}", ply + 1, quote(uci)),
         }
     }
 }
 
 impl std::error::Error for LineError {}
 
+const START_FEN: &str = "rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq - 0 1";
+
+/// User input quoted in an error message: `'text'`, or for a longer text its first 80 characters and its length
+/// (`'e2e4e2e4...' (5000000 characters)`), so that a message stays readable whatever was sent.
+pub fn quote(text: &str) -> String {
+    const SHOWN: usize = 80;
+    match text.char_indices().nth(SHOWN) {
+        None => format!("'{text}'"),
+        Some((end, _)) => format!("'{}...' ({} characters)", &text[..end], text.chars().count()),
+    }
+}
+
 impl Line {
     /// Parses `fen` (the start position when `None`) and the space-separated UCI `moves`, checking each is legal.
     pub fn parse(fen: Option<&str>, moves: &str) -> Result<Line, LineError> {
-        let start = match fen.map(str::trim).filter(|f| !f.is_empty() && *f != "startpos") {
-            None => Chess::default(),
-            Some(fen) => fen
-                .parse::<Fen>()
-                .map_err(|e| LineError::BadFen { fen: fen.to_owned(), reason: e.to_string() })?
-                .into_position(CastlingMode::Standard)
-                .map_err(|e| LineError::BadFen { fen: fen.to_owned(), reason: e.to_string() })?,
+        Line::parse_in(fen, moves, false)
+    }
+
+    /// As [`Line::parse`], with positions set up for Chess960 when `chess960` (or when the FEN implies it). Castling
+    /// is accepted as the king's move and as the king taking its rook, and kept in the stored form.
+    pub fn parse_in(fen: Option<&str>, moves: &str, chess960: bool) -> Result<Line, LineError> {
+        let (start, chess960) = match fen.map(str::trim).filter(|f| !f.is_empty() && *f != "startpos") {
+            None if chess960 => match crate::notation::parse_position(START_FEN, true) {
+                Ok(parsed) => parsed,
+                Err(reason) => return Err(LineError::BadFen { fen: START_FEN.to_owned(), reason }),
+            },
+            None => (Chess::default(), false),
+            Some(fen) => crate::notation::parse_position(fen, chess960)
+                .map_err(|reason| LineError::BadFen { fen: fen.to_owned(), reason })?,
         };
         let mut positions = vec![start.clone()];
         let mut parsed = Vec::new();
@@ -105,20 +127,22 @@ impl Line {
             let uci: UciMove =
                 text.parse().map_err(|_| LineError::BadMove { uci: text.to_owned(), ply, reason: "not a UCI move" })?;
             let current = positions.last().cloned().unwrap_or_default();
-            let next = play_uci(&current, &uci).ok_or(LineError::BadMove {
+            let m = uci.to_move(&current).map_err(|_| LineError::BadMove {
                 uci: text.to_owned(),
                 ply,
                 reason: "illegal in its position",
             })?;
+            let mut next = current;
+            next.play_unchecked(m);
             positions.push(next);
-            parsed.push(uci);
+            parsed.push(crate::notation::canonical(m));
         }
-        Ok(Line { start, moves: parsed, positions })
+        Ok(Line { start, moves: parsed, positions, chess960 })
     }
 
     /// The standard start position with no moves.
     pub fn start_position() -> Line {
-        Line { start: Chess::default(), moves: Vec::new(), positions: vec![Chess::default()] }
+        Line { start: Chess::default(), moves: Vec::new(), positions: vec![Chess::default()], chess960: false }
     }
 
     pub fn root(&self) -> &Chess {
@@ -360,7 +384,7 @@ impl Walk<'_, '_, '_> {
         // The search for alternatives goes on while the unsearched moves could be within the window.
         let legal = pos.legal_moves();
         let unsearched: Vec<UciMove> =
-            legal.iter().map(|m| UciMove::from_standard(*m)).filter(|u| node.edge(u).is_none()).collect();
+            legal.iter().map(|m| crate::notation::canonical(*m)).filter(|u| node.edge(u).is_none()).collect();
         if !unsearched.is_empty() {
             let rest = node.rest.map_or(best_estimate, |r: RestBound| r.score);
             if rest >= threshold {
@@ -591,22 +615,40 @@ impl<'a, E: Evaluator> Analysis<'a, E> {
     /// Stores the root's line as edges (one search of each line move it lacks). Returns true when stopped.
     fn store_line(&mut self, line: &Line) -> Result<bool, AnalysisError> {
         let mut planned = Vec::new();
+        let mut marks = Vec::new();
         {
             let view = self.store.read()?;
             for (pos, uci) in line.positions.iter().zip(&line.moves) {
                 let key = PositionKey::of(pos);
-                let present = view
-                    .node(key)?
-                    .is_some_and(|n| n.edge(uci).is_some_and(|e| e.imported && e.depth >= self.params.engine_depth));
-                if !present {
-                    trace!(self.trace, "line move {} in {key} {}: stored as an edge", san(pos, uci), fen(pos));
-                    planned.push(Planned {
-                        key,
-                        purpose: Purpose::LineMove,
-                        job: Job { position: pos.clone(), searchmoves: vec![*uci], depth: self.params.engine_depth },
-                    });
+                let stored = view.node(key)?.and_then(|n| n.edge(uci).cloned());
+                // A move already searched at the engine depth (by an earlier pass or run) is not asked again: a
+                // second answer at the same depth would only replace the first. It is marked as a line move.
+                match stored.filter(|e| e.depth >= self.params.engine_depth) {
+                    Some(edge) if edge.imported => {}
+                    Some(mut edge) => {
+                        trace!(self.trace, "line move {} in {key} {}: already searched, kept", san(pos, uci), fen(pos));
+                        edge.imported = true;
+                        let mut node = Node::new(PackedPosition::of(pos));
+                        node.edges.push(edge);
+                        marks.push(Change::merge(pos, node)?);
+                    }
+                    None => {
+                        trace!(self.trace, "line move {} in {key} {}: stored as an edge", san(pos, uci), fen(pos));
+                        planned.push(Planned {
+                            key,
+                            purpose: Purpose::LineMove,
+                            job: Job {
+                                position: pos.clone(),
+                                searchmoves: vec![*uci],
+                                depth: self.params.engine_depth,
+                            },
+                        });
+                    }
                 }
             }
+        }
+        if !marks.is_empty() {
+            self.store.writer().submit(marks).wait()?;
         }
         if planned.is_empty() {
             return Ok(false);

@@ -128,7 +128,7 @@ impl ScriptedEvaluator {
 
     fn answer(job: &Job) -> Result<Answer, String> {
         let candidates: Vec<UciMove> = if job.searchmoves.is_empty() {
-            job.position.legal_moves().iter().map(|m| UciMove::from_standard(*m)).collect()
+            job.position.legal_moves().iter().map(|m| crate::notation::canonical(*m)).collect()
         } else {
             job.searchmoves.clone()
         };

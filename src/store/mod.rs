@@ -87,6 +87,8 @@ pub enum StoreError {
     IllegalMove { fen: String, uci: String },
     /// The writer thread has stopped (the store is closing).
     WriterStopped { path: PathBuf },
+    /// A command that only reads found no store where it was told to look (the path as given).
+    Missing { path: PathBuf },
 }
 
 impl fmt::Display for StoreError {
@@ -116,6 +118,7 @@ impl fmt::Display for StoreError {
             StoreError::WriterStopped { path } => {
                 write!(f, "{}: the store writer has stopped", path.display())
             }
+            StoreError::Missing { path } => write!(f, "no deeptree store at {}", path.display()),
         }
     }
 }
@@ -192,6 +195,19 @@ impl Store {
     /// Opens (creating when absent) the store in directory `dir`.
     pub fn open(dir: &Path, options: &StoreOptions) -> Result<Store, StoreError> {
         std::fs::create_dir_all(dir).map_err(|e| StoreError::Io { path: dir.to_owned(), source: Arc::new(e) })?;
+        Store::open_dir(dir, options)
+    }
+
+    /// Opens the store in directory `dir` only if one is there: [`StoreError::Missing`] otherwise, with nothing
+    /// created, so that a command that only reads never leaves a directory behind a mistyped path.
+    pub fn open_existing(dir: &Path, options: &StoreOptions) -> Result<Store, StoreError> {
+        if !dir.join("data.mdb").is_file() {
+            return Err(StoreError::Missing { path: dir.to_owned() });
+        }
+        Store::open_dir(dir, options)
+    }
+
+    fn open_dir(dir: &Path, options: &StoreOptions) -> Result<Store, StoreError> {
         let data_file = dir.join("data.mdb");
         let lmdb = |source| StoreError::Lmdb { path: data_file.clone(), source: Arc::new(source) };
         let page = page_size();

@@ -118,7 +118,10 @@ impl PackedPosition {
     pub fn to_position(&self) -> Option<Chess> {
         let packed = PackedSetup::try_from_bytes(self.as_bytes()).ok()?;
         let setup = packed.unpack_standard().ok()?;
-        Chess::from_setup(setup, CastlingMode::Standard).ok()
+        // A Chess960 position (castling rights standard chess cannot have) is set up as one.
+        Chess::from_setup(setup.clone(), CastlingMode::Standard)
+            .ok()
+            .or_else(|| Chess::from_setup(setup, CastlingMode::Chess960).ok())
     }
 
     /// FEN for display (move counters are not stored: they read `0 1`).

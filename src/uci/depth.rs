@@ -32,6 +32,8 @@ const DEFAULT_OFFSET: f64 = 15.0 - SLOPE * 12.611_537_753_638_338; // ln(300_000
 const DEFAULT_NPS: f64 = 800_000.0;
 /// What the prior's speed counts for, in seconds of search.
 const PRIOR_SECONDS: f64 = 0.1;
+/// Before any timed search: the engine spends its share of the clock. The prior counts as this much of a share.
+const PRIOR_SHARE_SECONDS: f64 = 0.1;
 
 /// Depth reached against nodes and time, fitted to one game's direct searches.
 #[derive(Debug, Clone)]
@@ -43,6 +45,11 @@ pub struct DepthModel {
     samples: u32,
     nodes: f64,
     seconds: f64,
+    /// The engine's spend against the clock's share (`spent / share`), before this game's timed searches.
+    prior_spend: f64,
+    /// Sums over this game's timed searches: seconds spent, seconds of the clock's share.
+    spent: f64,
+    shares: f64,
 }
 
 impl Default for DepthModel {
@@ -53,7 +60,30 @@ impl Default for DepthModel {
 
 impl DepthModel {
     fn with_prior(prior_offset: f64, prior_nps: f64) -> DepthModel {
-        DepthModel { prior_offset, prior_nps, offsets: 0.0, samples: 0, nodes: 0.0, seconds: 0.0 }
+        DepthModel {
+            prior_offset,
+            prior_nps,
+            offsets: 0.0,
+            samples: 0,
+            nodes: 0.0,
+            seconds: 0.0,
+            prior_spend: 1.0,
+            spent: 0.0,
+            shares: 0.0,
+        }
+    }
+
+    /// One finished search under a game clock: the engine spent `spent` where the clock's share was `share`.
+    pub fn record_clock(&mut self, spent: Duration, share: Duration) {
+        self.spent += spent.as_secs_f64();
+        self.shares += share.as_secs_f64();
+    }
+
+    /// How long the engine will think where the clock's share is `share`, judged by how it has spent its shares in
+    /// this game (engines think longer early in a game and when a move is hard; this follows the average).
+    pub fn expected_time(&self, share: Duration) -> Duration {
+        let spend = (self.prior_spend * PRIOR_SHARE_SECONDS + self.spent) / (PRIOR_SHARE_SECONDS + self.shares);
+        share.mul_f64(spend.clamp(0.01, 100.0))
     }
 
     /// One finished direct search: `nodes` searched in `time`, reaching `depth`.
@@ -70,7 +100,9 @@ impl DepthModel {
 
     /// A new game: this game's fit becomes the prior of the next, and its samples are dropped.
     pub fn new_game(&mut self) {
+        let spend = self.expected_time(Duration::from_secs(1)).as_secs_f64();
         *self = DepthModel::with_prior(self.offset(), self.nps());
+        self.prior_spend = spend;
     }
 
     /// Searches recorded in this game.
@@ -127,6 +159,22 @@ mod tests {
         assert_eq!(model.samples(), 0);
         let carried = model.depth_for_time(Duration::from_secs(1));
         assert!((21.0..23.0).contains(&carried), "{carried}");
+    }
+
+    #[test]
+    fn the_engines_spend_against_the_clock_is_learnt() {
+        let mut model = DepthModel::default();
+        let share = Duration::from_millis(40);
+        assert_eq!(model.expected_time(share), share, "before any search: the share itself");
+        for _ in 0..30 {
+            // This engine thinks half its share.
+            model.record_clock(Duration::from_millis(20), share);
+        }
+        let expected = model.expected_time(share).as_secs_f64();
+        assert!((0.019..0.025).contains(&expected), "{expected}");
+        model.new_game();
+        let carried = model.expected_time(share).as_secs_f64();
+        assert!((0.019..0.025).contains(&carried), "{carried}");
     }
 
     #[test]

@@ -19,12 +19,14 @@ use super::{
     command::Go,
     policy::{store_game_line, tree_answer},
     session::{Control, Shared},
+    time::share,
 };
 use crate::{
     engine::{
         Engine, EngineConfig, EngineError, EngineIdentity, EnginePosition, EvalRequest, Evaluation, Limit,
         protocol::{Info, OptionKind},
     },
+    notation::{canonical_uci, in_notation, legal_line},
     score::{Bound, Score},
     search::analysis::Line,
     store::{
@@ -240,13 +242,13 @@ pub fn direct(shared: &Shared, line: &Line, go: &Go, searchmoves: &[UciMove], co
         engine.stop_handle().stop();
     }
     let out = shared.out.clone();
-    // The first move of the last relayed line of multipv 1: the line before `bestmove` must start with its move.
+    let (root, chess960) = (line.root(), shared.chess960);
+    // The first move of the last relayed line when it is of multipv 1 (stored form): the line before `bestmove` must
+    // start with its move.
     let mut last_head: Option<UciMove> = None;
     let mut relay = |info: &Info| {
-        if let Some(text) = info_line(info) {
-            if info.multipv.unwrap_or(1) == 1 {
-                last_head = info.pv.first().copied();
-            }
+        if let Some((text, head)) = info_line(info, root, chess960) {
+            last_head = head.filter(|_| info.multipv.unwrap_or(1) == 1);
             out.send(&text);
         }
     };
@@ -255,10 +257,10 @@ pub fn direct(shared: &Shared, line: &Line, go: &Go, searchmoves: &[UciMove], co
     match result {
         Ok(evaluation) => {
             if last_head != Some(evaluation.best_move) {
-                shared.out.send(&closing_info(&evaluation));
+                shared.out.send(&closing_info(&evaluation, root, chess960));
             }
             let ponder = evaluation.ponder.filter(|_| shared.options.ponder);
-            shared.bestmove(&bestmove(evaluation.best_move, ponder));
+            shared.bestmove(&bestmove(root, evaluation.best_move, ponder, chess960));
             let bestmove_out = Instant::now();
             drop(slot);
             // From here on the GUI has its move: measure, learn and store.
@@ -268,7 +270,13 @@ pub fn direct(shared: &Shared, line: &Line, go: &Go, searchmoves: &[UciMove], co
                 bestmove_out.saturating_duration_since(timing.bestmove_read),
             );
             if searchmoves.is_empty() && !evaluation.stopped {
-                shared.depth_model.lock().record(evaluation.nodes, timing.engine_time(), evaluation.depth());
+                let mut model = shared.depth_model.lock();
+                model.record(evaluation.nodes, timing.engine_time(), evaluation.depth());
+                if go.movetime.is_none()
+                    && let Some(share) = share(go, line.root().turn().is_white())
+                {
+                    model.record_clock(timing.engine_time(), share);
+                }
             }
             store_game_line(shared, line);
             if searchmoves.is_empty() && !evaluation.stopped && evaluation.bound() == Bound::Exact {
@@ -290,13 +298,10 @@ pub fn direct(shared: &Shared, line: &Line, go: &Go, searchmoves: &[UciMove], co
 
 /// The `info` line sent before `bestmove` when the engine's last line did not start with its best move: the
 /// engine's principal variation when it starts with the best move, else the best move alone.
-fn closing_info(evaluation: &Evaluation) -> String {
+fn closing_info(evaluation: &Evaluation, root: &Chess, chess960: bool) -> String {
     let pv = &evaluation.line.pv;
-    let pv: Vec<String> = if pv.first() == Some(&evaluation.best_move) {
-        pv.iter().map(ToString::to_string).collect()
-    } else {
-        vec![evaluation.best_move.to_string()]
-    };
+    let pv = if pv.first() == Some(&evaluation.best_move) { pv.as_slice() } else { &[evaluation.best_move][..] };
+    let pv: Vec<String> = legal_line(root, pv, chess960).iter().map(ToString::to_string).collect();
     format!(
         "info depth {} score {} nodes {} time {} pv {}",
         evaluation.depth().max(1),
@@ -321,24 +326,26 @@ pub fn engine_request(
 /// When nothing can be searched: the tree's best move, else the first legal move, so the game goes on.
 pub fn fallback_move(shared: &Shared, line: &Line) {
     if let Some(answer) = tree_answer(shared, line, &[]) {
-        answer.send(shared, Instant::now());
+        answer.send(shared, line, Instant::now());
         return;
     }
     let root = line.root();
+    // Nothing was searched: an `info string` says so, with no score.
     match root.legal_moves().first() {
         Some(m) => {
-            shared.out.send("info depth 0 score cp 0");
-            shared.bestmove(&format!("bestmove {}", UciMove::from_standard(*m)));
+            shared.out.send("info string nothing could be searched: playing the first legal move");
+            shared.bestmove(&format!("bestmove {}", in_notation(*m, shared.chess960)));
         }
         None => {
-            shared.out.send("info depth 0 score cp 0");
+            shared.out.send("info string no legal move");
             shared.bestmove("bestmove 0000");
         }
     }
 }
 
-/// Relays an inner engine's `info` line (without `string`s and currmove noise).
-fn info_line(info: &Info) -> Option<String> {
+/// Relays an inner engine's `info` line (without `string`s and currmove noise), its PV checked legal from `root`
+/// (cut at its first illegal move) and written in the GUI's notation; with the PV's first move in stored form.
+fn info_line(info: &Info, root: &Chess, chess960: bool) -> Option<(String, Option<UciMove>)> {
     let (score, bound) = info.score?;
     let mut text = format!("info depth {}", info.depth?);
     if let Some(seldepth) = info.seldepth {
@@ -353,13 +360,15 @@ fn info_line(info: &Info) -> Option<String> {
             text.push_str(&format!(" {name} {value}"));
         }
     }
-    if !info.pv.is_empty() {
+    let pv = legal_line(root, &info.pv, chess960);
+    if !pv.is_empty() {
         text.push_str(" pv");
-        for m in &info.pv {
+        for m in &pv {
             text.push_str(&format!(" {m}"));
         }
     }
-    Some(text)
+    let head = pv.first().and_then(|m| canonical_uci(root, m));
+    Some((text, head))
 }
 
 pub fn uci_score(score: Score, bound: Bound) -> String {
@@ -370,10 +379,14 @@ pub fn uci_score(score: Score, bound: Bound) -> String {
     }
 }
 
-pub fn bestmove(best: UciMove, ponder: Option<UciMove>) -> String {
-    match ponder {
-        Some(p) => format!("bestmove {best} ponder {p}"),
-        None => format!("bestmove {best}"),
+/// `bestmove` (and `ponder` when it is legal after it) in the GUI's notation.
+pub fn bestmove(root: &Chess, best: UciMove, ponder: Option<UciMove>, chess960: bool) -> String {
+    let line = legal_line(root, &[Some(best), ponder].into_iter().flatten().collect::<Vec<_>>(), chess960);
+    match line.as_slice() {
+        [best, ponder] => format!("bestmove {best} ponder {ponder}"),
+        [best, ..] => format!("bestmove {best}"),
+        // The best move is legal: it was checked when it came from the engine or the tree.
+        [] => format!("bestmove {best}"),
     }
 }
 

@@ -14,6 +14,8 @@ use std::{
 use super::{session::Shared, tree};
 use crate::{
     engine::EnginePool,
+    notation::legal_line,
+    score::Score,
     search::{
         analysis::{Analysis, Line, Params},
         evaluator::PoolEvaluator,
@@ -43,9 +45,13 @@ pub fn grow_tree(
         return;
     };
     let mut pool = shared.pool.lock();
+    // Workers started with other options (a new `Threads`, Chess960 on or off) are replaced.
+    if pool.as_ref().is_some_and(|(config, _)| config != &shared.config_tree) {
+        *pool = None;
+    }
     if pool.is_none() {
         match EnginePool::uniform(&shared.config_tree, shared.options.threads.max(1) as usize) {
-            Ok(workers) => *pool = Some(PoolEvaluator::new(workers)),
+            Ok(workers) => *pool = Some((shared.config_tree.clone(), PoolEvaluator::new(workers))),
             Err(e) => {
                 shared.out.error(&format!("inner engines unavailable: {e}"));
                 drop(pool);
@@ -54,7 +60,7 @@ pub fn grow_tree(
             }
         }
     }
-    let Some(evaluator) = pool.as_mut() else { return };
+    let Some((_, evaluator)) = pool.as_mut() else { return };
     let params = Params {
         engine_depth: shared.options.engine_depth,
         move_distance: shared.options.move_distance as i32,
@@ -67,6 +73,7 @@ pub fn grow_tree(
         let (stop, analysis_stop, out, store, line) =
             (stop.clone(), analysis_stop.clone(), shared.out.clone(), store.clone(), line.clone());
         let multipv = shared.options.multipv.max(1) as usize;
+        let chess960 = shared.chess960;
         let ponderhit = until.as_ref().map(|(p, _)| p.clone());
         let started = until.as_ref().map_or_else(Instant::now, |(_, t)| *t);
         std::thread::spawn(move || {
@@ -79,7 +86,7 @@ pub fn grow_tree(
                 }
                 // Searches report as the tree grows; background growth stays silent.
                 if reporting && Instant::now() >= next_report {
-                    for text in tree_info_lines(&store, &line, multipv, started) {
+                    for text in tree_info_lines(&store, &line, multipv, started, chess960) {
                         out.send(&text);
                     }
                     next_report = Instant::now() + Duration::from_secs(1);
@@ -105,14 +112,18 @@ pub fn grow_tree(
 }
 
 /// `info` lines for the tree's candidate moves (MultiPV), with their idea scores in an `info string`.
-fn tree_info_lines(store: &Store, line: &Line, multipv: usize, started: Instant) -> Vec<String> {
+fn tree_info_lines(store: &Store, line: &Line, multipv: usize, started: Instant, chess960: bool) -> Vec<String> {
     let Ok(view) = store.read() else { return Vec::new() };
     let Ok(Some(tree)) = tree::view(&view, line.root(), &line.history_keys()) else { return Vec::new() };
     let depth = u32::from(tree.settled_depth.unwrap_or(0)) + u32::from(tree.engine_depth);
     let mut lines = Vec::new();
     let mut ideas = Vec::new();
-    for (i, candidate) in tree.candidates.iter().take(multipv).enumerate() {
-        let pv: Vec<String> = candidate.pv.iter().map(|m| m.to_string()).collect();
+    // Moves nothing has valued yet (the placeholder score) are not shown: no score without a search.
+    let valued = tree.candidates.iter().filter(|c| c.alpha != Score::MATED_NOW);
+    for (i, candidate) in valued.take(multipv).enumerate() {
+        let pv: Vec<String> =
+            legal_line(line.root(), &candidate.pv, chess960).iter().map(ToString::to_string).collect();
+        let Some(first) = pv.first().cloned() else { continue };
         lines.push(format!(
             "info depth {depth} multipv {} score {} nodes {} time {} pv {}",
             i + 1,
@@ -121,7 +132,7 @@ fn tree_info_lines(store: &Store, line: &Line, multipv: usize, started: Instant)
             started.elapsed().as_millis(),
             pv.join(" ")
         ));
-        ideas.push(format!("{} {}", candidate.uci, candidate.idea));
+        ideas.push(format!("{first} {}", candidate.idea));
     }
     if !ideas.is_empty() {
         lines.push(format!("info string idea {}", ideas.join(", ")));

@@ -6,7 +6,7 @@ use crate::{
 };
 
 /// Options deeptree declares itself; an inner engine's option of the same name is not offered again.
-pub const OWN: [&str; 10] = [
+pub const OWN: [&str; 11] = [
     "TreePath",
     "InnerEngine",
     "EngineDepth",
@@ -17,6 +17,7 @@ pub const OWN: [&str; 10] = [
     "MultiPV",
     "Ponder",
     "UCI_AnalyseMode",
+    "UCI_Chess960",
 ];
 
 /// The values of deeptree's options.
@@ -32,6 +33,8 @@ pub struct Options {
     pub multipv: u32,
     pub ponder: bool,
     pub analyse_mode: bool,
+    /// Positions and moves are Chess960 (castling as king takes rook); forwarded to the inner engines.
+    pub chess960: bool,
     /// Options of the inner engine set by the GUI, forwarded to every worker.
     pub inner: Vec<(String, String)>,
 }
@@ -49,6 +52,7 @@ impl Options {
             multipv: 1,
             ponder: false,
             analyse_mode: false,
+            chess960: false,
             inner: Vec::new(),
         }
     }
@@ -76,6 +80,7 @@ impl Options {
             spin("MultiPV", i64::from(self.multipv), 1, 500),
             check("Ponder", self.ponder),
             check("UCI_AnalyseMode", self.analyse_mode),
+            check("UCI_Chess960", self.chess960),
         ]
     }
 
@@ -95,6 +100,7 @@ impl Options {
             "Threads" => self.threads = number() as u32,
             "MultiPV" => self.multipv = number() as u32,
             "Ponder" => self.ponder = value == "true",
+            "UCI_Chess960" => self.chess960 = value == "true",
             _ => self.analyse_mode = value == "true",
         }
         Ok(())
@@ -143,5 +149,7 @@ mod tests {
         assert!(options.set_own("NoSuchOption", "1").is_err());
         assert!(options.set_own("UCI_AnalyseMode", "TRUE").is_ok());
         assert!(options.analyse_mode);
+        assert!(options.set_own("uci_chess960", "true").is_ok());
+        assert!(options.chess960 && options.analyse_mode);
     }
 }

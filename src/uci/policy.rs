@@ -19,10 +19,11 @@ use super::{
     direct::{bestmove, direct},
     growth::grow_tree,
     session::{Control, Shared},
-    time::budget,
+    time::share,
     tree,
 };
 use crate::{
+    notation::{canonical_uci, legal_line},
     score::{Bound, Score},
     search::analysis::Line,
     store::{
@@ -43,8 +44,9 @@ pub fn search(shared: Shared, line: Line, go: Go, control: Control) {
         shared.bestmove("bestmove 0000");
         return;
     }
+    // In stored form, whichever castling notation the GUI used.
     let searchmoves: Vec<UciMove> =
-        go.searchmoves.iter().filter_map(|m| m.parse::<UciMove>().ok()).filter(|m| m.to_move(&root).is_ok()).collect();
+        go.searchmoves.iter().filter_map(|m| canonical_uci(&root, &m.parse::<UciMove>().ok()?)).collect();
     if go.searchmoves.len() != searchmoves.len() {
         shared.out.error("go searchmoves: some moves are not legal here and were left out");
     }
@@ -65,7 +67,7 @@ pub fn search(shared: Shared, line: Line, go: Go, control: Control) {
         }
         // After stop: answer with the tree's best move (or, if it has none, a quick direct search).
         if let Some(answer) = tree_answer(&shared, &line, &searchmoves) {
-            answer.send(&shared, started);
+            answer.send(&shared, &line, started);
         } else {
             // The GUI's stop is spent: the quick search gets a flag of its own (it keeps the GUI's stop handle).
             let quick = Go { depth: Some(1), ..Go::default() };
@@ -98,8 +100,12 @@ fn play(shared: &Shared, line: &Line, go: &Go, searchmoves: &[UciMove], control:
             let model = shared.depth_model.lock();
             expected_depth(go, line.root().turn().is_white(), &model, shared.options.engine_depth)
         };
+        // The tree's word counts where it knows at least as deep as the search would see, and where the game's
+        // history does not change its verdict (a move that would repeat a position of this game scores a draw in
+        // alpha but not in idea: the engine, which sees the game, searches instead).
         if let Some(answer) = tree_answer(shared, line, searchmoves)
             && f64::from(answer.combined_depth) >= expected
+            && answer.score == answer.idea
         {
             shared.out.send(&format!(
                 "info string tree move: combined depth {} (engine {} + software {}) against {expected:.1} for a search",
@@ -107,7 +113,7 @@ fn play(shared: &Shared, line: &Line, go: &Go, searchmoves: &[UciMove], control:
                 answer.combined_depth - answer.software_depth,
                 answer.software_depth
             ));
-            answer.send(shared, control.received);
+            answer.send(shared, line, control.received);
             store_game_line(shared, line);
             return;
         }
@@ -128,8 +134,9 @@ pub fn expected_depth(go: &Go, white_to_move: bool, model: &DepthModel, engine_d
         // A mate search is the engine's job.
         return f64::INFINITY;
     }
-    match budget(go, white_to_move) {
-        Some(think) => model.depth_for_time(think),
+    match share(go, white_to_move) {
+        Some(share) if go.movetime.is_some() => model.depth_for_time(share),
+        Some(share) => model.depth_for_time(model.expected_time(share)),
         None => f64::from(engine_depth),
     }
 }
@@ -137,7 +144,9 @@ pub fn expected_depth(go: &Go, white_to_move: bool, model: &DepthModel, engine_d
 /// The tree's move for a position.
 pub struct TreeAnswer {
     best: UciMove,
+    /// Alpha score of the move (repetitions of the game count as draws) and its idea score (they do not).
     score: Score,
+    idea: Score,
     pv: Vec<UciMove>,
     /// Engine depth of the root's evaluation plus the software depth settled below it.
     pub combined_depth: u32,
@@ -146,9 +155,10 @@ pub struct TreeAnswer {
 }
 
 impl TreeAnswer {
-    /// The `info` line (its PV starts with the move) and `bestmove`.
-    pub fn send(&self, shared: &Shared, started: Instant) {
-        let pv: Vec<String> = self.pv.iter().map(|m| m.to_string()).collect();
+    /// The `info` line (its PV starts with the move) and `bestmove`, in the GUI's notation.
+    pub fn send(&self, shared: &Shared, line: &Line, started: Instant) {
+        let pv: Vec<String> =
+            legal_line(line.root(), &self.pv, shared.chess960).iter().map(ToString::to_string).collect();
         shared.out.send(&format!(
             "info depth {} score {} nodes {} time {} pv {}",
             self.combined_depth,
@@ -158,7 +168,7 @@ impl TreeAnswer {
             pv.join(" ")
         ));
         let ponder = self.pv.get(1).copied().filter(|_| shared.options.ponder);
-        shared.bestmove(&bestmove(self.best, ponder));
+        shared.bestmove(&bestmove(line.root(), self.best, ponder, shared.chess960));
     }
 }
 
@@ -170,11 +180,17 @@ pub fn tree_answer(shared: &Shared, line: &Line, searchmoves: &[UciMove]) -> Opt
     // The common case in a game out of the book: the root has no evaluation; nothing more is read or computed.
     view.node(PositionKey::of(line.root())).ok()??.eval.as_ref()?;
     let tree = tree::view(&view, line.root(), &line.history_keys()).ok()??;
-    let best = tree.candidates.iter().find(|c| searchmoves.is_empty() || searchmoves.contains(&c.uci))?;
+    // A move nothing has valued yet keeps the placeholder score: never the tree's word.
+    let best = tree
+        .candidates
+        .iter()
+        .filter(|c| c.alpha != Score::MATED_NOW)
+        .find(|c| searchmoves.is_empty() || searchmoves.contains(&c.uci))?;
     let software = u32::from(tree.settled_depth.unwrap_or(0));
     Some(TreeAnswer {
         best: best.uci,
         score: best.alpha,
+        idea: best.idea,
         pv: best.pv.clone(),
         combined_depth: software + u32::from(tree.engine_depth),
         software_depth: software,

@@ -61,13 +61,15 @@ pub struct Shared {
     /// One engine with all `Threads` for direct searches.
     pub direct: Arc<Mutex<DirectSlot>>,
     /// Single-threaded workers for tree growth (as many as `Threads`), started when first needed.
-    pub pool: Arc<Mutex<Option<PoolEvaluator>>>,
+    pub pool: Arc<Mutex<Option<(EngineConfig, PoolEvaluator)>>>,
     pub options: Options,
     pub config_direct: EngineConfig,
     pub config_tree: EngineConfig,
     pub overhead: Overhead,
     pub depth_model: Arc<Mutex<DepthModel>>,
     pub relay: Arc<RelayClock>,
+    /// Moves go to the GUI as king takes rook (`UCI_Chess960`, or a Chess960 position).
+    pub chess960: bool,
     /// Set when this search has sent its `bestmove`: from then on the GUI may send anything.
     pub answered: Arc<AtomicBool>,
 }
@@ -91,6 +93,8 @@ pub struct Control {
 
 struct Running {
     thread: JoinHandle<()>,
+    /// `go infinite` or `go ponder`: it answers only after `stop` or `ponderhit`, whatever else arrives.
+    until_released: bool,
     /// The search has sent its `bestmove` (its thread may still be storing what it found).
     answered: Arc<AtomicBool>,
     stop: Arc<AtomicBool>,
@@ -118,7 +122,7 @@ struct Session {
     direct: Arc<Mutex<DirectSlot>>,
     /// The direct engine could not be started with the current options (shown once).
     direct_error: Option<String>,
-    pool: Arc<Mutex<Option<PoolEvaluator>>>,
+    pool: Arc<Mutex<Option<(EngineConfig, PoolEvaluator)>>>,
     depth_model: Arc<Mutex<DepthModel>>,
     relay: Arc<RelayClock>,
     /// The relay's latency given to the direct engine: measured again at every `ucinewgame`.
@@ -131,6 +135,8 @@ struct Session {
     background: Option<Running>,
     last_go_timed: bool,
     idle_since: Option<Instant>,
+    /// A `ucinewgame` came during a search: the engines get it once the search has answered.
+    new_game_pending: bool,
 }
 
 /// Runs the UCI session on stdin/stdout until `quit` or end of input.
@@ -174,6 +180,7 @@ pub fn run(config: &Config, tree_dir: PathBuf) {
         background: None,
         last_go_timed: false,
         idle_since: None,
+        new_game_pending: false,
     };
     session.run(&rx);
 }
@@ -205,6 +212,9 @@ impl Session {
             self.idle_since = Some(Instant::now());
         }
         self.reap(false);
+        if self.new_game_pending && !self.searching() {
+            self.begin_new_game();
+        }
         let idle_long_enough = self.idle_since.is_some_and(|t| t.elapsed() >= Duration::from_secs(1));
         if idle_long_enough
             && self.search.is_none()
@@ -245,8 +255,12 @@ impl Session {
             GuiCommand::SetOption { name, value } => self.set_option(&name, value.as_deref().unwrap_or("")),
             GuiCommand::UciNewGame => self.new_game(),
             GuiCommand::Position { fen, moves } => {
-                self.finish_search();
-                match Line::parse(fen.as_deref(), &moves.join(" ")) {
+                // `go infinite` and `go ponder` go on with their own position: this one is for the next `go`. A
+                // search with a limit is ended (it answers at once).
+                if !self.released_only() {
+                    self.finish_search();
+                }
+                match Line::parse_in(fen.as_deref(), &moves.join(" "), self.options.chess960) {
                     Ok(line) => self.line = Some(line),
                     Err(e) => {
                         self.line = None;
@@ -299,6 +313,9 @@ impl Session {
         if self.searching() {
             return;
         }
+        if self.new_game_pending {
+            self.begin_new_game();
+        }
         self.ensure_store();
         self.prepare_direct(true);
     }
@@ -336,9 +353,20 @@ impl Session {
     }
 
     fn new_game(&mut self) {
-        self.finish_search();
         // `last_go_timed` stays: in a match the next game is timed too, and the opponent's clock is not ours.
         self.line = Some(Line::start_position());
+        if self.released_only() {
+            // A search runs until `stop` or `ponderhit`: the new game begins for the engines once it has answered.
+            self.new_game_pending = true;
+            return;
+        }
+        self.begin_new_game();
+    }
+
+    /// The engines' side of `ucinewgame`.
+    fn begin_new_game(&mut self) {
+        self.new_game_pending = false;
+        self.finish_search();
         self.depth_model.lock().new_game();
         self.relay_ms = self.relay.margin_ms();
         self.direct.lock().new_game();
@@ -369,6 +397,11 @@ impl Session {
                 self.inner_declared.clear();
                 self.direct.lock().close();
             }
+            if before.chess960 != self.options.chess960 {
+                // Castling notation changes: fresh engines rather than an option turned in a running one.
+                self.direct.lock().close();
+                *self.pool.lock() = None;
+            }
             if (before.inner_engine, before.threads, before.hash_mib)
                 != (self.options.inner_engine.clone(), self.options.threads, self.options.hash_mib)
             {
@@ -396,7 +429,16 @@ impl Session {
         config.command = self.options.inner_engine.clone();
         config.options = vec![("Threads".into(), threads.to_string()), ("Hash".into(), hash_mib.max(1).to_string())];
         config.options.extend(self.options.inner.iter().filter(|(n, _)| !Overhead::is_option(n)).cloned());
+        if self.chess960() {
+            // Forwarded: the engines read and write castling as king takes rook from now on.
+            config.options.push(("UCI_Chess960".into(), "true".into()));
+        }
         config
+    }
+
+    /// Chess960 is on: set by the GUI, or implied by the position it sent.
+    fn chess960(&self) -> bool {
+        self.options.chess960 || self.line.as_ref().is_some_and(|l| l.chess960)
     }
 
     /// The direct engine: all `Threads` and all of `Hash`.
@@ -449,8 +491,14 @@ impl Session {
             overhead: self.overhead(),
             depth_model: self.depth_model.clone(),
             relay: self.relay.clone(),
+            chess960: self.chess960(),
             answered,
         }
+    }
+
+    /// A `go infinite` or `go ponder` is under way: only `stop` or `ponderhit` ends it.
+    fn released_only(&self) -> bool {
+        self.searching() && self.search.as_ref().is_some_and(|s| s.until_released)
     }
 
     /// A search is under way and has not answered yet.
@@ -463,10 +511,13 @@ impl Session {
             self.out.error("go while a search is running: ignored (send stop first)");
             return;
         }
+        if self.new_game_pending {
+            self.begin_new_game();
+        }
         self.finish_search();
         let Some(line) = self.line.clone() else {
+            // Nothing is searched: the error is the `info` line, with no score.
             self.out.error("go without a valid position");
-            self.out.send("info depth 0 score cp 0");
             if go.infinite || go.ponder {
                 self.spawn_waiting_bestmove(go);
             } else {
@@ -483,10 +534,13 @@ impl Session {
         let direct_stop = Arc::new(Mutex::new(None));
         let control =
             Control { stop: stop.clone(), ponderhit: ponderhit.clone(), direct_stop: direct_stop.clone(), received };
+        let until_released = go.infinite || go.ponder;
         let thread =
             std::thread::Builder::new().name("uci-search".into()).spawn(move || search(shared, line, go, control));
         match thread {
-            Ok(thread) => self.search = Some(Running { thread, answered, stop, ponderhit, direct_stop }),
+            Ok(thread) => {
+                self.search = Some(Running { thread, until_released, answered, stop, ponderhit, direct_stop })
+            }
             Err(e) => {
                 self.out.error(&format!("cannot start a search: {e}"));
                 self.out.send("bestmove 0000");
@@ -513,7 +567,9 @@ impl Session {
             out.send("bestmove 0000");
         });
         match thread {
-            Ok(thread) => self.search = Some(Running { thread, answered, stop, ponderhit, direct_stop }),
+            Ok(thread) => {
+                self.search = Some(Running { thread, until_released: true, answered, stop, ponderhit, direct_stop })
+            }
             Err(_) => self.out.send("bestmove 0000"),
         }
     }
@@ -543,6 +599,7 @@ impl Session {
         if let Ok(thread) = thread {
             self.background = Some(Running {
                 thread,
+                until_released: false,
                 answered: Arc::default(),
                 stop,
                 ponderhit: Arc::default(),

@@ -175,6 +175,42 @@ def test_fast_game_never_loses_on_time(db):
         engine.quit()
 
 
+CHESS960_FEN = "bqnbrkrn/pppppppp/8/8/8/8/PPPPPPPP/BQNBRKRN w GEge - 0 1"
+
+
+def test_chess960_tree_and_game(db):
+    """A Chess960 root: the tree is grown with Stockfish in Chess960 mode, answers from it, and a game with
+    castling (king takes rook, as python-chess writes it for Chess960) goes on with legal moves."""
+    report = deeptree_cli(db, "analyze", "--fen", CHESS960_FEN, "--engine", STOCKFISH, "--engine-depth", "6",
+                          "--move-distance", "30", "--max-depth", "1", "--json")
+    assert report["settled_depth"] == 1, report
+    shown = deeptree_cli(db, "show", "--json", "--fen", CHESS960_FEN, "--depth", "1")
+    board = chess.Board(CHESS960_FEN, chess960=True)
+    assert shown["moves"] and all(chess.Move.from_uci(m["uci"]) in board.legal_moves for m in shown["moves"]), shown
+    engine = open_engine(db)
+    try:
+        # The tree knows this root to depth 7 (engine 6 + software 1): asked for depth 7, it answers.
+        result = engine.play(board, chess.engine.Limit(depth=7), info=chess.engine.INFO_ALL)
+        assert "tree move" in result.info.get("string", ""), result.info
+        assert result.move.uci() == shown["moves"][0]["uci"], (result.move, shown["moves"][0])
+        # A game from a position where both sides may castle on either wing.
+        board = chess.Board("1r2k1r1/pppppppp/8/8/8/8/PPPPPPPP/1R2K1R1 w GBgb - 0 1", chess960=True)
+        castled = False
+        for _ in range(12):
+            castles = [m for m in board.legal_moves if board.is_castling(m)]
+            move = castles[0] if castles else engine.play(board, chess.engine.Limit(depth=5)).move
+            assert move in board.legal_moves, (move, board.fen())
+            castled = castled or board.is_castling(move)
+            board.push(move)
+            if board.is_game_over():
+                break
+        assert castled, "the game had castling in it"
+        result = engine.play(board, chess.engine.Limit(depth=5), info=chess.engine.INFO_ALL)
+        assert result.move in board.legal_moves
+    finally:
+        engine.quit()
+
+
 def main():
     tests = [(name, fn) for name, fn in sorted(globals().items()) if name.startswith("test_")]
     only = os.environ.get("DEEPTREE_UCI_TEST")

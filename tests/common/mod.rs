@@ -1,0 +1,96 @@
+//! A UCI program on pipes, driven line by line: the GUI's side in the tests of deeptree's UCI face.
+
+#![allow(dead_code)] // each test file uses its own part
+
+use std::{
+    io::{BufRead, BufReader, Write},
+    path::Path,
+    process::{Child, ChildStdin, Command, Stdio},
+    sync::mpsc::{Receiver, channel},
+    time::Duration,
+};
+
+/// Long enough for any answer here; the tests assert what comes, never how fast.
+pub const PATIENCE: Duration = Duration::from_secs(60);
+
+/// A UCI program on pipes, its output read on a thread.
+pub struct Uci {
+    child: Child,
+    stdin: ChildStdin,
+    lines: Receiver<String>,
+}
+
+impl Uci {
+    pub fn start(program: &Path, args: &[&str]) -> Uci {
+        let mut child = Command::new(program)
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {}: {e}", program.display()));
+        let stdin = child.stdin.take().expect("stdin");
+        let stdout = child.stdout.take().expect("stdout");
+        let (tx, lines) = channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+        Uci { child, stdin, lines }
+    }
+
+    pub fn deeptree(db: &Path) -> Uci {
+        Uci::start(Path::new(env!("CARGO_BIN_EXE_deeptree")), &["--db", db.to_str().expect("utf-8 path")])
+    }
+
+    pub fn send(&mut self, line: &str) {
+        writeln!(self.stdin, "{line}").expect("write");
+        self.stdin.flush().expect("flush");
+    }
+
+    /// Lines until one starts with `prefix` (that line last); an empty tail means the wait ran out.
+    pub fn until(&self, prefix: &str, timeout: Duration) -> Vec<String> {
+        let deadline = std::time::Instant::now() + timeout;
+        let mut seen = Vec::new();
+        while let Some(left) = deadline.checked_duration_since(std::time::Instant::now()) {
+            match self.lines.recv_timeout(left) {
+                Ok(line) => {
+                    let done = line.starts_with(prefix);
+                    seen.push(line);
+                    if done {
+                        return seen;
+                    }
+                }
+                Err(_) => break,
+            }
+        }
+        seen.push(String::new());
+        seen
+    }
+
+    pub fn ready(&mut self) {
+        self.send("isready");
+        let lines = self.until("readyok", PATIENCE);
+        assert_eq!(lines.last().map(String::as_str), Some("readyok"), "{lines:?}");
+    }
+
+    /// `go` and the `bestmove` move, with every line before it.
+    pub fn best(&mut self, go: &str) -> (String, Vec<String>) {
+        self.send(go);
+        let lines = self.until("bestmove", PATIENCE);
+        let last = lines.last().cloned().unwrap_or_default();
+        let mv = last.split_whitespace().nth(1).unwrap_or_else(|| panic!("no bestmove after {go}: {lines:?}"));
+        (mv.to_owned(), lines)
+    }
+}
+
+impl Drop for Uci {
+    fn drop(&mut self) {
+        let _ = writeln!(self.stdin, "quit");
+        let _ = self.stdin.flush();
+        let _ = self.child.wait();
+    }
+}

@@ -1,0 +1,258 @@
+//! What a GUI sees is true: every PV legal from the root in the notation the GUI set, castling in both notations,
+//! no score where nothing was searched, and `bestmove` in `go infinite`/`go ponder` only after `stop`/`ponderhit`.
+
+mod common;
+
+use std::{path::Path, time::Duration};
+
+use common::{PATIENCE, Uci};
+use shakmaty::{CastlingMode, Chess, Move, Position, fen::Fen, uci::UciMove};
+
+fn stockfish() -> std::path::PathBuf {
+    deeptree::engine::resolve_program("stockfish")
+}
+
+fn fake() -> &'static str {
+    env!("CARGO_BIN_EXE_deeptree-fake-engine")
+}
+
+fn position_of(fen: Option<&str>, moves: &[String], chess960: bool) -> Chess {
+    let mode = if chess960 { CastlingMode::Chess960 } else { CastlingMode::Standard };
+    let mut pos: Chess = match fen {
+        Some(fen) => fen.parse::<Fen>().expect("fen").into_position(mode).expect("position"),
+        None => Chess::default(),
+    };
+    for m in moves {
+        let m = m.parse::<UciMove>().expect("uci").to_move(&pos).expect("legal");
+        pos.play_unchecked(m);
+    }
+    pos
+}
+
+/// Plays `moves` from `pos`, each in the notation the GUI set: castling as king takes rook in Chess960, as the
+/// king's move otherwise. Returns the first problem.
+fn replay(pos: &Chess, moves: &[&str], chess960: bool) -> Result<(), String> {
+    let mut pos = pos.clone();
+    for text in moves {
+        let uci: UciMove = text.parse().map_err(|_| format!("{text} is not UCI"))?;
+        let m = uci.to_move(&pos).map_err(|_| format!("{text} is illegal"))?;
+        if let Move::Castle { .. } = m {
+            let expected = if chess960 { UciMove::from_chess960(m) } else { UciMove::from_standard(m) };
+            if expected != uci {
+                return Err(format!("castling {text} is not in the GUI's notation ({expected})"));
+            }
+        }
+        pos.play_unchecked(m);
+    }
+    Ok(())
+}
+
+/// Checks every `pv` of a search's output against its root, and that the last one starts with `bestmove`.
+fn check_output(lines: &[String], root: &Chess, chess960: bool, context: &str) {
+    let mut last_pv: Option<Vec<&str>> = None;
+    for line in lines {
+        if let Some((_, pv)) = line.split_once(" pv ")
+            && line.starts_with("info ")
+        {
+            let moves: Vec<&str> = pv.split_whitespace().collect();
+            if let Err(e) = replay(root, &moves, chess960) {
+                panic!("{context}: {e} in '{line}'");
+            }
+            last_pv = Some(moves);
+        }
+    }
+    let best = lines.last().and_then(|l| l.split_whitespace().nth(1)).unwrap_or_else(|| panic!("{context}: {lines:?}"));
+    if best != "0000" {
+        replay(root, &[best], chess960).unwrap_or_else(|e| panic!("{context}: bestmove: {e}"));
+        let head = last_pv.as_ref().and_then(|pv| pv.first().copied());
+        assert_eq!(head, Some(best), "{context}: the last pv must start with the move played: {lines:?}");
+    }
+}
+
+/// Random games from `fen`, one position every few plies.
+fn sample_lines(fen: Option<&str>, chess960: bool, seed: u64, games: usize) -> Vec<Vec<String>> {
+    let mut rng = fastrand::Rng::with_seed(seed);
+    let mut out = Vec::new();
+    for _ in 0..games {
+        let mut pos = position_of(fen, &[], chess960);
+        let mut moves = Vec::new();
+        for ply in 0..24 {
+            let legal = pos.legal_moves();
+            if legal.is_empty() {
+                break;
+            }
+            if ply % 6 == 5 {
+                out.push(moves.clone());
+            }
+            // Castle whenever it is legal, so that the lines are full of it.
+            let m = legal.iter().find(|m| m.is_castle()).copied().unwrap_or(legal[rng.usize(..legal.len())]);
+            moves.push(
+                UciMove::from_move(m, if chess960 { CastlingMode::Chess960 } else { CastlingMode::Standard })
+                    .to_string(),
+            );
+            pos.play_unchecked(m);
+        }
+    }
+    out
+}
+
+fn run_positions(uci: &mut Uci, fen: Option<&str>, chess960: bool, seed: u64) {
+    for (i, moves) in sample_lines(fen, chess960, seed, 4).into_iter().enumerate() {
+        let root = position_of(fen, &moves, chess960);
+        let start = fen.map_or_else(|| "startpos".to_owned(), |f| format!("fen {f}"));
+        let position = if moves.is_empty() {
+            format!("position {start}")
+        } else {
+            format!("position {start} moves {}", moves.join(" "))
+        };
+        uci.send(&position);
+        let (_, lines) = uci.best("go nodes 4000");
+        check_output(&lines, &root, chess960, &position);
+        if i % 3 == 0 {
+            // The tree grows and streams its lines; after `stop`, its best move.
+            uci.send("go infinite");
+            uci.until("info depth", Duration::from_secs(5));
+            uci.send("stop");
+            let lines = uci.until("bestmove", PATIENCE);
+            check_output(&lines, &root, chess960, &format!("{position} (infinite)"));
+            // And from the tree, once it knows the position.
+            let (_, lines) = uci.best("go depth 1");
+            check_output(&lines, &root, chess960, &format!("{position} (tree)"));
+        }
+    }
+}
+
+#[test]
+fn every_pv_is_legal_from_the_root_in_the_guis_notation() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut uci = Uci::deeptree(dir.path());
+    uci.send("uci");
+    uci.until("uciok", PATIENCE);
+    for setting in [
+        format!("InnerEngine value {}", stockfish().display()),
+        "BackgroundAnalysis value false".into(),
+        "EngineDepth value 4".into(),
+        "MoveDistance value 40".into(),
+        "MultiPV value 3".into(),
+    ] {
+        uci.send(&format!("setoption name {setting}"));
+    }
+    uci.ready();
+    run_positions(&mut uci, None, false, 11);
+    run_positions(&mut uci, Some("r3k2r/pppq1ppp/2npbn2/4p3/4P3/2NPBN2/PPPQ1PPP/R3K2R w KQkq - 0 1"), false, 12);
+    uci.send("setoption name UCI_Chess960 value true");
+    uci.send("ucinewgame");
+    uci.ready();
+    for (i, fen) in [
+        "bqnbrkrn/pppppppp/8/8/8/8/PPPPPPPP/BQNBRKRN w GEge - 0 1",
+        "nrbqkbrn/pppppppp/8/8/8/8/PPPPPPPP/NRBQKBRN w KQkq - 0 1",
+        "rkrnnqbb/pppppppp/8/8/8/8/PPPPPPPP/RKRNNQBB w CAca - 0 1",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        run_positions(&mut uci, Some(fen), true, 20 + i as u64);
+    }
+}
+
+/// A session with the fake engine as the inner engine, logging what it receives.
+fn fake_session(db: &Path, log: &Path) -> Uci {
+    let mut uci = Uci::deeptree(db);
+    uci.send("uci");
+    uci.until("uciok", PATIENCE);
+    uci.send(&format!("setoption name InnerEngine value {} --log {}", fake(), log.display()));
+    uci.send("setoption name BackgroundAnalysis value false");
+    uci.send("setoption name EngineDepth value 2");
+    uci.ready();
+    uci
+}
+
+fn logged(log: &Path) -> Vec<String> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.split_once(' ').map(|(_, command)| command.to_owned()))
+        .collect()
+}
+
+#[test]
+fn castling_in_either_notation_reaches_the_engine_in_its_own() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = dir.path().join("fake.log");
+    let mut uci = fake_session(dir.path(), &log);
+    let line = "e2e4 e7e5 g1f3 b8c6 f1c4 f8c5";
+    for (depth, (gui, chess960, engine)) in
+        [("e1h1", false, "e1g1"), ("e1g1", false, "e1g1"), ("e1g1", true, "e1h1")].into_iter().enumerate()
+    {
+        uci.send(&format!("setoption name UCI_Chess960 value {chess960}"));
+        uci.send(&format!("position startpos moves {line} {gui}"));
+        // Deeper each time than the result stored before, so that the engine searches rather than the tree answering.
+        let (best, lines) = uci.best(&format!("go depth {}", depth + 2));
+        assert!(lines.iter().all(|l| !l.contains("error")), "{gui}: {lines:?}");
+        let root = position_of(
+            None,
+            &[line.split_whitespace().map(str::to_owned).collect(), vec![engine.to_owned()]].concat(),
+            chess960,
+        );
+        replay(&root, &[&best], chess960).unwrap_or_else(|e| panic!("{gui}: {e}"));
+        let sent = logged(&log).into_iter().rfind(|c| c.starts_with("position")).unwrap_or_default();
+        assert_eq!(sent, format!("position startpos moves {line} {engine}"), "{gui} with UCI_Chess960 {chess960}");
+    }
+    // One edge in the tree, whichever notation brought it.
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_deeptree"))
+        .args(["--db", dir.path().to_str().expect("utf-8"), "show", "--json", "--moves", line])
+        .output()
+        .expect("show");
+    let shown = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(shown.matches("\"uci\":\"e1g1\"").count(), 1, "{shown}");
+    assert!(!shown.contains("e1h1"), "{shown}");
+}
+
+#[test]
+fn no_score_is_shown_where_nothing_was_searched() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = dir.path().join("fake.log");
+    let mut uci = fake_session(dir.path(), &log);
+    uci.send("position fen not-a-fen");
+    let (best, lines) = uci.best("go depth 3");
+    assert_eq!(best, "0000");
+    assert!(lines.iter().any(|l| l.starts_with("info string error:")), "{lines:?}");
+    assert!(!lines.iter().any(|l| l.contains(" score ")), "{lines:?}");
+    // No inner engine: the game goes on with a legal move, and no score.
+    uci.send("setoption name InnerEngine value /nonexistent/engine");
+    uci.send("position startpos moves e2e4");
+    let (best, lines) = uci.best("go depth 3");
+    replay(&position_of(None, &["e2e4".to_owned()], false), &[&best], false).expect("a legal move");
+    assert!(!lines.iter().any(|l| l.contains(" score ")), "{lines:?}");
+}
+
+#[test]
+fn bestmove_waits_for_stop_or_ponderhit_whatever_else_arrives() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = dir.path().join("fake.log");
+    let mut uci = fake_session(dir.path(), &log);
+    for (go, release) in [("go infinite", "stop"), ("go ponder", "ponderhit"), ("go ponder", "stop")] {
+        uci.send("position startpos moves d2d4");
+        uci.send(go);
+        for command in ["ucinewgame", "position startpos moves e2e4", "setoption name MultiPV value 2", "go depth 2"] {
+            uci.send(command);
+        }
+        uci.send("isready");
+        let lines = uci.until("readyok", PATIENCE);
+        assert!(!lines.iter().any(|l| l.starts_with("bestmove")), "{go}: {lines:?}");
+        let early = uci.until("bestmove", Duration::from_millis(500));
+        assert!(!early.iter().any(|l| l.starts_with("bestmove")), "{go}: bestmove before {release}: {early:?}");
+        uci.send(release);
+        let lines = uci.until("bestmove", PATIENCE);
+        assert!(lines.last().is_some_and(|l| l.starts_with("bestmove")), "{go}: {lines:?}");
+        // The running search kept its own position (after 1. d4); the next search has the one sent meanwhile.
+        let after_d4 = position_of(None, &["d2d4".to_owned()], false);
+        check_output(&lines, &after_d4, false, go);
+        let (best, _) = uci.best("go depth 2");
+        replay(&position_of(None, &["e2e4".to_owned()], false), &[&best], false).expect("a reply to 1. e4");
+    }
+    // The `ucinewgame` sent during the search reached the engine once the search was over.
+    let commands = logged(&log);
+    let newgame = commands.iter().rposition(|c| c == "ucinewgame").expect("ucinewgame reached the engine");
+    assert!(commands[..newgame].iter().any(|c| c == "stop" || c.starts_with("go depth")), "{commands:?}");
+}
