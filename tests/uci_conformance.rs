@@ -226,6 +226,26 @@ fn no_score_is_shown_where_nothing_was_searched() {
     assert!(!lines.iter().any(|l| l.contains(" score ")), "{lines:?}");
 }
 
+/// GUIs (ChessX among them) send `stop` and the next commands back to back, without waiting for `bestmove`.
+#[test]
+fn commands_right_after_stop_wait_for_the_stopped_search() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = dir.path().join("fake.log");
+    let mut uci = fake_session(dir.path(), &log);
+    uci.send("position startpos");
+    uci.send("go infinite");
+    uci.until("info depth", Duration::from_secs(5));
+    for command in ["stop", "setoption name MultiPV value 1", "position startpos moves e2e4", "go depth 2"] {
+        uci.send(command);
+    }
+    let first = uci.until("bestmove", PATIENCE);
+    assert!(first.last().is_some_and(|l| l.starts_with("bestmove")), "{first:?}");
+    let best = uci.until("bestmove", PATIENCE);
+    assert!(!first.iter().chain(&best).any(|l| l.contains("error")), "{first:?} {best:?}");
+    let reply = best.last().and_then(|l| l.split_whitespace().nth(1)).expect("a second bestmove").to_owned();
+    replay(&position_of(None, &["e2e4".to_owned()], false), &[&reply], false).expect("a reply to 1. e4");
+}
+
 #[test]
 fn bestmove_waits_for_stop_or_ponderhit_whatever_else_arrives() {
     let dir = tempfile::tempdir().expect("tempdir");

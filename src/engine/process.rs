@@ -564,6 +564,11 @@ impl Engine {
         Ok(())
     }
 
+    /// Every configuring command sent so far has been answered by `readyok`: a search would start with no round trip.
+    pub fn is_synced(&self) -> bool {
+        self.covered && self.link.state.lock().pending_readyok == 0
+    }
+
     /// Waits until the engine has taken every configuring command sent so far (`setoption`, `ucinewgame`): one
     /// `isready` round trip when such a command is not yet followed by one, none otherwise.
     pub fn sync(&mut self) -> Result<(), EngineError> {

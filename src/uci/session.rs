@@ -377,6 +377,7 @@ impl Session {
     }
 
     fn set_option(&mut self, name: &str, value: &str) {
+        self.await_stopped();
         if self.searching() {
             self.out.error(&format!("setoption {name} ignored while searching"));
             return;
@@ -496,6 +497,14 @@ impl Session {
         }
     }
 
+    /// A search told to `stop` has its `bestmove` due at once: commands that need it over (`setoption`, `go`) wait for
+    /// it, as GUIs that send `stop` and the next command back to back expect.
+    fn await_stopped(&mut self) {
+        if self.search.as_ref().is_some_and(|s| s.stop.load(Ordering::SeqCst)) {
+            self.finish_search();
+        }
+    }
+
     /// A `go infinite` or `go ponder` is under way: only `stop` or `ponderhit` ends it.
     fn released_only(&self) -> bool {
         self.searching() && self.search.as_ref().is_some_and(|s| s.until_released)
@@ -507,6 +516,7 @@ impl Session {
     }
 
     fn go(&mut self, go: Go, received: Instant) {
+        self.await_stopped();
         if self.searching() {
             self.out.error("go while a search is running: ignored (send stop first)");
             return;
