@@ -10,7 +10,7 @@ use deeptree::{
     config::Config,
     engine::{EngineConfig, EnginePool},
     search::{
-        analysis::{Analysis, Line, Params, Trace},
+        analysis::{Analysis, Line, Params, Trace, quote},
         evaluator::PoolEvaluator,
         show,
     },
@@ -222,12 +222,11 @@ fn run(cli: Cli, config: &Config) -> Result<(), Box<dyn std::error::Error>> {
             // mean no budget at all, and the analysis would run for ever.
             let time = match time {
                 None => None,
-                Some(seconds) => Some(
-                    Duration::try_from_secs_f64(seconds)
-                        .ok()
-                        .filter(|budget| !budget.is_zero())
-                        .ok_or_else(|| format!("--time {seconds}: give a positive number of seconds"))?,
-                ),
+                Some(seconds) if seconds.is_finite() && seconds > 0.0 => {
+                    // Past what a Duration holds, a budget is as good as none.
+                    Some(Duration::try_from_secs_f64(seconds).unwrap_or(Duration::MAX))
+                }
+                Some(seconds) => return Err(format!("--time {seconds}: give a positive number of seconds").into()),
             };
             let store = open_store(cli.db.as_deref(), config)?;
             let mut engine_config = EngineConfig::from_config(config);
@@ -250,7 +249,7 @@ fn run(cli: Cli, config: &Config) -> Result<(), Box<dyn std::error::Error>> {
                 log::warn!("Ctrl-C will not stop the analysis cleanly: {e}");
             }
             let pool = EnginePool::uniform(&engine_config, workers)
-                .map_err(|e| format!("cannot start the inner engine '{}': {e}", engine_config.command))?;
+                .map_err(|e| format!("cannot start the inner engine {}: {e}", quote(&engine_config.command)))?;
             let params = Params {
                 engine_depth: engine_depth.unwrap_or(config.engine_depth).max(1),
                 move_distance: move_distance.unwrap_or(config.move_distance).min(100_000) as i32,

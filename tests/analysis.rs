@@ -124,6 +124,46 @@ fn a_settled_node_has_searched_every_move_that_could_be_within_its_window() {
 }
 
 #[test]
+fn a_line_already_searched_at_the_engine_depth_is_not_searched_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), &StoreOptions::default()).unwrap();
+    run_scripted(&store, 2, 4, 1, "");
+    // The line: the start position's best move and the best reply to it, both stored by the walk at depth 10.
+    let start = shakmaty::Chess::default();
+    let (line, stored) = {
+        let view = store.read().unwrap();
+        let shown = show::tree(&view, &start, &[], 2).unwrap();
+        let first = &shown.moves[0];
+        let reply = &first.child.as_ref().expect("the best move's position was evaluated").moves[0];
+        let line = Line::parse(None, &format!("{} {}", first.uci, reply.uci)).unwrap();
+        let stored: Vec<_> = line
+            .positions
+            .iter()
+            .zip(&line.moves)
+            .map(|(pos, uci)| view.node(PositionKey::of(pos)).unwrap().unwrap().edge(uci).cloned().unwrap())
+            .collect();
+        (line, stored)
+    };
+    assert!(stored.iter().all(|e| e.depth >= 10 && !e.imported), "{stored:?}");
+
+    let moves: Vec<String> = line.moves.iter().map(|m| m.to_string()).collect();
+    let (evaluations, jobs) = run_scripted(&store, 2, 5, 0, &moves.join(" "));
+    for (pos, uci) in line.positions.iter().zip(&line.moves) {
+        assert!(
+            !jobs.iter().any(|j| PositionKey::of(&j.position) == PositionKey::of(pos) && j.searchmoves == [*uci]),
+            "line move {uci} searched again"
+        );
+    }
+    assert_eq!(evaluations, jobs.len() as u64, "the report counts every search");
+    let view = store.read().unwrap();
+    for ((pos, uci), before) in line.positions.iter().zip(&line.moves).zip(&stored) {
+        let after = view.node(PositionKey::of(pos)).unwrap().unwrap().edge(uci).cloned().unwrap();
+        assert_eq!((after.score, after.depth, after.bound), (before.score, before.depth, before.bound));
+        assert!(after.imported, "{uci} is marked as a move of a line");
+    }
+}
+
+#[test]
 fn a_trace_names_every_decision() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path(), &StoreOptions::default()).unwrap();

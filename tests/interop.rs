@@ -133,9 +133,11 @@ fn analysed_store(dir: &Path) -> Store {
     store
 }
 
-/// A score from `show --json`.
+/// A score from `show --json`: `null` (a move nothing has valued) as the placeholder.
 fn json_score(value: &Value) -> Score {
-    if let Some(cp) = value["cp"].as_i64() {
+    if value.is_null() {
+        PLACEHOLDER_SCORE
+    } else if let Some(cp) = value["cp"].as_i64() {
         Score::cp(cp as i32)
     } else {
         Score::from_uci_mate(value["mate"].as_i64().expect("cp or mate") as i32)
@@ -166,15 +168,21 @@ fn compare_game(read: &[Value], shown: &Value, engine_depth: u8, checked: &mut u
         // The export writes check marks, as the export format wants; show leaves them out.
         assert_eq!(r["san"].as_str().unwrap().trim_end_matches(['+', '#']), s["san"]);
         let words: Vec<&str> = r["comment"].as_str().unwrap().split_whitespace().collect();
-        assert_eq!(words.len(), 5, "comment {:?}", r["comment"]);
-        assert_eq!((words[0], words[2]), ("idea", "alpha"));
-        assert_eq!(comment_score(words[1]), json_score(&s["idea"]), "idea of {}", s["uci"]);
-        assert_eq!(comment_score(words[3]), json_score(&s["alpha"]), "alpha of {}", s["uci"]);
-        // An imported move that no engine scored itself is valued through its child, at the engine depth.
-        let through_child =
-            json_score(&s["engine"]) == PLACEHOLDER_SCORE && json_score(&s["idea"]) != PLACEHOLDER_SCORE;
-        let depth = if through_child { u64::from(engine_depth) } else { s["depth"].as_u64().unwrap() };
-        assert_eq!(words[4], format!("d{depth}"), "depth of {}", s["uci"]);
+        if s["idea"].is_null() && s["alpha"].is_null() {
+            // Nothing has valued the move: no comment, and no score or depth in show either.
+            assert!(words.is_empty(), "no comment for the unvalued {}: {:?}", s["uci"], r["comment"]);
+            assert!(s["engine"].is_null() && s["depth"].is_null(), "{s}");
+        } else {
+            assert_eq!(words.len(), 5, "comment {:?}", r["comment"]);
+            assert_eq!((words[0], words[2]), ("idea", "alpha"));
+            assert_eq!(comment_score(words[1]), json_score(&s["idea"]), "idea of {}", s["uci"]);
+            assert_eq!(comment_score(words[3]), json_score(&s["alpha"]), "alpha of {}", s["uci"]);
+            // An imported move that no engine scored itself is valued through its child, at the engine depth.
+            if s["engine"].is_null() {
+                assert_eq!(s["depth"].as_u64(), Some(u64::from(engine_depth)), "depth of {}", s["uci"]);
+            }
+            assert_eq!(words[4], format!("d{}", s["depth"]), "depth of {}", s["uci"]);
+        }
         let children = r["children"].as_array().unwrap();
         match s["child"].as_object() {
             Some(_) => compare_game(children, &s["child"], engine_depth, checked),

@@ -23,8 +23,10 @@
 //! # Export
 //!
 //! One line per position that has an evaluation: `ce` is the best alpha score from that position (no history), `acd`
-//! the engine depth behind it ([`walk::value_depth`]), `bm` the best move and `pv` the line that follows the best move at each
-//! position (up to 32 plies, stopping before a repetition). Mate scores are written as `ce ±(32767 − plies)`, with
+//! the engine depth behind it ([`ShownMove::depth`](crate::search::show::ShownMove::depth)), `bm` the best move and
+//! `pv` the line that follows the best move at each position (up to 32 plies, stopping before a repetition). A move
+//! that nothing has valued yet (an imported one) is never a best move: a position with no other is written from its
+//! own evaluation, or left out without one. Mate scores are written as `ce ±(32767 − plies)`, with
 //! `dm n` added when the side to move mates in `n`.
 
 use std::io::{BufRead, Write};
@@ -338,7 +340,7 @@ pub fn export_epd(view: &ReadView<'_>, scope: &Scope, out: &mut impl Write) -> R
         let Some(node) = view.node(key)? else { continue };
         let ranked = walk::ranked(view, &pos)?;
         let (score, depth, best) = match walk::best(&ranked) {
-            Some(best) => (best.alpha, walk::value_depth(view, &pos, best)?, best.uci.parse::<UciMove>().ok()),
+            Some(best) => (best.alpha, best.depth, best.uci.parse::<UciMove>().ok()),
             None => match &node.eval {
                 Some(eval) => (eval.score, eval.depth, eval.best),
                 None => continue,

@@ -44,7 +44,8 @@ struct PageMove {
     alpha: String,
     /// Centipawns of the alpha score for the bar (mates clamped to ±1000, `None` when nothing valued it).
     alpha_cp: Option<i32>,
-    depth: u8,
+    /// The engine depth behind the scores, `?` when nothing valued the move.
+    depth: String,
     imported: bool,
     child: PageNode,
 }
@@ -73,7 +74,7 @@ fn page_node(pos: &Chess, shown: Option<&ShownNode>, summary: &mut PgnSummary, p
                 idea: comment_score(m.idea),
                 alpha: comment_score(m.alpha),
                 alpha_cp,
-                depth: m.depth,
+                depth: if m.is_valued() { m.depth.to_string() } else { "?".to_owned() },
                 imported: m.imported,
                 child: page_node(&child, m.child.as_deref(), summary, ply + 1),
             });
@@ -91,8 +92,7 @@ fn page_node(pos: &Chess, shown: Option<&ShownNode>, summary: &mut PgnSummary, p
 /// The page's text for the tree from `line`'s root, `depth` plies deep.
 pub fn page(view: &ReadView<'_>, line: &Line, depth: u8) -> Result<(String, PgnSummary), InteropError> {
     let root = line.root();
-    let mut tree = show::tree(view, root, &line.history_keys(), depth)?;
-    super::walk::set_value_depths(view, root, &mut tree)?;
+    let tree = show::tree(view, root, &line.history_keys(), depth)?;
     let mut summary = PgnSummary::default();
     let data = PageData {
         title: format!("deeptree: {}", Fen::from_position(root, EnPassantMode::Legal)),

@@ -1,9 +1,10 @@
 //! `deeptree export pgn`: the tree from a root as one game with nested variations, best first.
 //!
-//! Every move carries a comment with its idea and alpha scores and the engine depth behind them, e.g.
-//! `{idea +0.31 alpha +0.31 d18}` (`#3` / `#-2` for mates, `?` for an imported move nothing has valued yet; for an
-//! imported move valued through its child's evaluation, the depth of that evaluation). The main
-//! line follows the best move (by alpha) at every position; the other moves follow as variations, best first.
+//! Every move that anything has valued carries a comment with its idea and alpha scores and the engine depth behind
+//! them, e.g. `{idea +0.31 alpha +0.31 d18}` (`#3` / `#-2` for mates; for an imported move valued through its
+//! child's evaluation, the depth of that evaluation). An imported move that nothing has valued yet has no comment:
+//! it has no score to give. The main line follows the best move (by alpha) at every position; the other moves follow
+//! as variations, best first, the moves nothing has valued last.
 //! Every move carries its move number (`12...` for Black), as the export format wants after a comment; lines stay
 //! within 80 columns; a root other than the standard start position gets `SetUp` and `FEN` tags.
 
@@ -20,7 +21,7 @@ use crate::{
     store::ReadView,
 };
 
-use super::{InteropError, is_placeholder, walk};
+use super::{InteropError, is_placeholder};
 
 /// What an export wrote.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
@@ -31,7 +32,8 @@ pub struct PgnSummary {
     pub plies: u64,
 }
 
-/// A score for a comment: pawns with a sign, `#n` for mates, `?` for a placeholder.
+/// A score for a comment: pawns with a sign, `#n` for mates, `?` for a placeholder (a move valued by a repetition
+/// alone has an alpha score but no idea score).
 pub fn comment_score(score: Score) -> String {
     if is_placeholder(score) { "?".to_owned() } else { format_score(score) }
 }
@@ -49,8 +51,7 @@ pub fn export_pgn(
     out: &mut impl Write,
 ) -> Result<PgnSummary, InteropError> {
     let root = line.root();
-    let mut tree = show::tree(view, root, &line.history_keys(), depth)?;
-    walk::set_value_depths(view, root, &mut tree)?;
+    let tree = show::tree(view, root, &line.history_keys(), depth)?;
     let text = game_text(root, &tree);
     out.write_all(text.as_bytes()).map_err(|e| InteropError::Invalid(format!("writing the PGN: {e}")))?;
     let mut summary = PgnSummary::default();
@@ -110,7 +111,9 @@ fn push_move(words: &mut Vec<String>, m: &ShownMove, pos: &Chess) -> Option<Ches
     let number = number(pos.fullmoves().get(), pos.turn().is_white());
     // SAN with its check or mate mark, as the export format wants.
     words.push(format!("{number} {}", SanPlus::from_move(pos.clone(), mv)));
-    words.push(format!("{{{}}}", move_comment(m)));
+    if m.is_valued() {
+        words.push(format!("{{{}}}", move_comment(m)));
+    }
     let mut child = pos.clone();
     child.play_unchecked(mv);
     Some(child)

@@ -84,27 +84,3 @@ pub fn ranked(view: &ReadView<'_>, pos: &Chess) -> Result<ShownNode, InteropErro
 pub fn best(node: &ShownNode) -> Option<&ShownMove> {
     node.moves.first().filter(|m| !is_placeholder(m.alpha))
 }
-
-/// The engine depth behind a move's value: its own score's depth, or, for an imported move that no engine has
-/// scored itself (its edge still holds the placeholder), the depth of its child's evaluation, from which its value
-/// comes. 0 when nothing has valued it.
-pub fn value_depth(view: &ReadView<'_>, pos: &Chess, m: &ShownMove) -> Result<u8, InteropError> {
-    if !is_placeholder(m.engine) || is_placeholder(m.idea) {
-        return Ok(m.depth);
-    }
-    let Some(child) = m.uci.parse().ok().and_then(|uci| play_uci(pos, &uci)) else { return Ok(m.depth) };
-    Ok(view.node(PositionKey::of(&child))?.and_then(|n| n.eval).map_or(m.depth, |e| e.depth))
-}
-
-/// Sets every move's depth of a shown tree rooted at `pos` to [`value_depth`].
-pub fn set_value_depths(view: &ReadView<'_>, pos: &Chess, node: &mut ShownNode) -> Result<(), InteropError> {
-    for m in &mut node.moves {
-        m.depth = value_depth(view, pos, m)?;
-        if let Some(child) = &mut m.child
-            && let Some(child_pos) = m.uci.parse().ok().and_then(|uci| play_uci(pos, &uci))
-        {
-            set_value_depths(view, &child_pos, child)?;
-        }
-    }
-    Ok(())
-}

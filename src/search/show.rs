@@ -22,8 +22,11 @@ pub struct ShownNode {
     pub moves: Vec<ShownMove>,
 }
 
-/// A move of the shown tree, best first by alpha score.
-#[derive(Debug, Clone, Serialize)]
+/// A move of the shown tree, best first by alpha score, the moves nothing has valued yet last.
+///
+/// An imported move that no engine has scored holds the lowest score, [`Score::MATED_NOW`], as a placeholder (see
+/// [`crate::interop`]): no real move leaves its own side mated. In JSON every such score is `null`, never a mate.
+#[derive(Debug, Clone)]
 pub struct ShownMove {
     pub uci: String,
     pub san: String,
@@ -31,13 +34,44 @@ pub struct ShownMove {
     pub idea: Score,
     /// Value from the root with its history: a repetition is a draw.
     pub alpha: Score,
-    /// Engine depth of the move's score.
+    /// Engine depth behind the move's value: its own score's, or for an imported move that no engine has scored
+    /// itself but whose position has been evaluated, that evaluation's.
     pub depth: u8,
     /// The engine score of the move and its bound.
     pub engine: Score,
     pub bound: &'static str,
     pub imported: bool,
     pub child: Option<Box<ShownNode>>,
+}
+
+/// A score, or `None` for the placeholder of a move nothing has valued.
+fn valued(score: Score) -> Option<Score> {
+    (score != Score::MATED_NOW).then_some(score)
+}
+
+impl ShownMove {
+    /// Has anything valued the move yet (an engine score of its own, its position's evaluation, a repetition)?
+    pub fn is_valued(&self) -> bool {
+        valued(self.idea).is_some() || valued(self.alpha).is_some()
+    }
+}
+
+impl Serialize for ShownMove {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let searched = valued(self.engine).is_some();
+        let mut out = serializer.serialize_struct("ShownMove", 9)?;
+        out.serialize_field("uci", &self.uci)?;
+        out.serialize_field("san", &self.san)?;
+        out.serialize_field("idea", &valued(self.idea))?;
+        out.serialize_field("alpha", &valued(self.alpha))?;
+        out.serialize_field("depth", &self.is_valued().then_some(self.depth))?;
+        out.serialize_field("engine", &valued(self.engine))?;
+        out.serialize_field("bound", &searched.then_some(self.bound))?;
+        out.serialize_field("imported", &self.imported)?;
+        out.serialize_field("child", &self.child)?;
+        out.end()
+    }
 }
 
 /// Builds the tree from `root` (reached after `history`) down to `depth` plies.
@@ -75,8 +109,15 @@ fn shown_node(
             let alpha = alpha_of_edge(graph, child_key, edge.score, path, &mut budget);
             let idea = idea_of_edge(graph, child_key, edge.score, line);
             let repeats = path.contains(&child_key);
+            // An imported move that no engine has scored itself takes its value from its position's evaluation.
+            let through_child = valued(edge.score).is_none() && valued(idea).is_some();
+            let child_node = if (depth > 1 && !repeats) || through_child { view.node(child_key)? } else { None };
+            let value_depth = match child_node.as_ref().and_then(|n| n.eval.as_ref()) {
+                Some(eval) if through_child => eval.depth,
+                _ => edge.depth,
+            };
             let child = if depth > 1 && !repeats {
-                match view.node(child_key)? {
+                match child_node {
                     Some(child_node) if !child_node.edges.is_empty() => {
                         path.push(child_key);
                         line.push(child_key);
@@ -96,7 +137,7 @@ fn shown_node(
                 san: san_of(pos, &edge.uci),
                 idea,
                 alpha,
-                depth: edge.depth,
+                depth: value_depth,
                 engine: edge.score,
                 bound: bound_name(edge.bound),
                 imported: edge.imported,
@@ -104,7 +145,7 @@ fn shown_node(
             });
         }
     }
-    moves.sort_by(|a, b| b.alpha.cmp(&a.alpha).then(b.idea.cmp(&a.idea)));
+    moves.sort_by(|a, b| b.is_valued().cmp(&a.is_valued()).then(b.alpha.cmp(&a.alpha)).then(b.idea.cmp(&a.idea)));
     Ok(ShownNode {
         fen: shakmaty::fen::Fen::from_position(pos, shakmaty::EnPassantMode::Legal).to_string(),
         key: key.to_string(),

@@ -1,0 +1,339 @@
+//! Promises of the command line (DESIGN.md section 5) that hold whatever the engine: read-only commands never create
+//! a store, a zero time budget is refused, the root's line is not searched again, user input in an error message is
+//! cut short, and a move nothing has valued shows no score in `show --json` or any export. The inner engine here is
+//! the fake one, which logs every command it receives.
+
+use std::{
+    path::Path,
+    process::{Command, Output, Stdio},
+    time::{Duration, Instant},
+};
+
+use deeptree::{
+    score::{Bound, Score},
+    store::{
+        Change, Store, StoreOptions,
+        key::PositionKey,
+        node::{Edge, Eval, Node, PackedPosition},
+    },
+};
+use serde_json::Value;
+use shakmaty::{Chess, EnPassantMode, Position, fen::Fen};
+
+const FAKE: &str = env!("CARGO_BIN_EXE_deeptree-fake-engine");
+
+/// Runs deeptree on `db` (nothing else set) and returns its output, whatever its exit status.
+fn run(db: &Path, args: &[&str], env: &[(&str, &Path)]) -> Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_deeptree"));
+    command.arg("--db").arg(db).args(args).env_remove("DEEPTREE_DB").env_remove("DEEPTREE_CONFIG");
+    for (name, value) in env {
+        command.env(name, value);
+    }
+    command.output().unwrap()
+}
+
+fn ok(db: &Path, args: &[&str]) -> Output {
+    let output = run(db, args, &[]);
+    assert!(output.status.success(), "deeptree {args:?}: {}", String::from_utf8_lossy(&output.stderr));
+    output
+}
+
+fn json(output: &Output) -> Value {
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    serde_json::from_str(stdout.lines().last().unwrap_or("null")).unwrap()
+}
+
+fn python(mode: &str, file: &Path, stdin: &str) -> Value {
+    use std::io::Write;
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/interop_check.py");
+    let mut child = Command::new("python3")
+        .arg(script)
+        .arg(mode)
+        .arg(file)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("python3 runs (scripts/install-deps installs python-chess)");
+    child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert!(output.status.success(), "interop_check.py {mode}: {}", String::from_utf8_lossy(&output.stderr));
+    serde_json::from_slice(&output.stdout).unwrap()
+}
+
+#[test]
+fn read_only_commands_never_create_a_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let out = out.to_str().unwrap();
+    let typo = dir.path().join("typo").join("tree");
+    let empty = dir.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    let commands: [&[&str]; 9] = [
+        &["stats"],
+        &["stats", "--json"],
+        &["show"],
+        &["show", "--json", "--moves", "e2e4"],
+        &["export", "pgn", out],
+        &["export", "epd", out],
+        &["export", "polyglot", out],
+        &["export", "html", out],
+        &["export", "pgn", "-"],
+    ];
+    for db in [&typo, &empty] {
+        for args in commands {
+            let output = run(db, args, &[]);
+            let stderr = String::from_utf8_lossy(&output.stderr);
+            assert!(!output.status.success(), "{args:?} on {}: {stderr}", db.display());
+            assert!(stderr.contains(&format!("no deeptree store at {}", db.display())), "{args:?}: {stderr}");
+            assert!(output.stdout.is_empty(), "{args:?}");
+        }
+    }
+    assert!(!dir.path().join("typo").exists(), "no directory left behind a mistyped path");
+    assert_eq!(std::fs::read_dir(&empty).unwrap().count(), 0, "nothing written into a directory without a store");
+    assert!(!Path::new(out).exists(), "no export written");
+
+    // The commands that write create one: import, analyze, merge.
+    let pgn = dir.path().join("game.pgn");
+    std::fs::write(&pgn, "1. e4 e5 *\n").unwrap();
+    ok(&typo, &["import", "pgn", pgn.to_str().unwrap()]);
+    assert_eq!(json(&ok(&typo, &["stats", "--json"]))["edges"], 2);
+    let analysed = dir.path().join("analysed");
+    ok(&analysed, &["analyze", "--engine", FAKE, "--engine-depth", "2", "--max-depth", "0", "--workers", "1"]);
+    assert!(json(&ok(&analysed, &["stats", "--json"]))["positions"].as_u64().unwrap() > 0);
+    let merged = dir.path().join("merged");
+    ok(&merged, &["merge", typo.to_str().unwrap()]);
+    assert_eq!(json(&ok(&merged, &["stats", "--json"]))["edges"], 2);
+}
+
+#[test]
+fn analyze_refuses_a_time_budget_that_is_not_positive() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    for time in ["0", "0.0", "-1", "NaN", "inf"] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_deeptree"))
+            .arg("--db")
+            .arg(&db)
+            .args(["analyze", "--engine", FAKE, "--engine-depth", "2", "--workers", "1"])
+            .arg(format!("--time={time}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Accepted, such a budget would mean no budget at all: the analysis would not end.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while child.try_wait().unwrap().is_none() {
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                panic!("analyze --time {time} still runs after 30 s");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let output = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success(), "--time {time}");
+        assert!(stderr.contains("--time") && stderr.contains("positive number of seconds"), "{time}: {stderr}");
+        assert!(!db.exists(), "--time {time}: refused before the store is opened");
+    }
+    // A positive budget runs and stops.
+    let output = ok(&db, &["analyze", "--engine", FAKE, "--engine-depth", "2", "--workers", "1", "--time", "0.5"]);
+    assert!(String::from_utf8_lossy(&output.stdout).contains("evaluations"));
+}
+
+/// The `go` commands in a fake-engine log, each with the `position` command its process had received before it.
+fn searches(log: &Path) -> Vec<(String, String)> {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let mut position: std::collections::HashMap<&str, &str> = Default::default();
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let Some((pid, command)) = line.split_once(' ') else { continue };
+        if command.starts_with("position ") {
+            position.insert(pid, command);
+        } else if command.starts_with("go ") {
+            out.push((position.get(pid).copied().unwrap_or_default().to_owned(), command.to_owned()));
+        }
+    }
+    out
+}
+
+#[test]
+fn analyze_does_not_search_the_line_again_and_counts_every_search() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let analyze = |moves: &str, log: &Path| {
+        let args = ["analyze", "--engine", FAKE, "--engine-depth", "3", "--max-depth", "0", "--workers", "2"];
+        let output = run(&db, &[&args[..], &["--moves", moves, "--json"]].concat(), &[("DEEPTREE_FAKE_LOG", log)]);
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        let report = json(&output);
+        let searches = searches(log);
+        assert_eq!(report["evaluations"].as_u64(), Some(searches.len() as u64), "every search counted: {searches:?}");
+        (report, searches)
+    };
+    // The fake engine's best move is the first candidate in UCI text order: 1. a3 from the start position.
+    let (first, _) = analyze("", &dir.path().join("first.log"));
+    assert!(first["evaluations"].as_u64().unwrap() >= 1);
+    let start_edge = || {
+        let store = Store::open_existing(&db, &StoreOptions::default()).unwrap();
+        let view = store.read().unwrap();
+        view.node(PositionKey::of(&Chess::default())).unwrap().unwrap().edge(&"a2a3".parse().unwrap()).cloned()
+    };
+    let before = start_edge().expect("1. a3 searched from the start position");
+    assert!(!before.imported && before.depth >= 3);
+
+    // 1. a3 is stored at the engine depth: the line does not ask for it again, only for 1... a6.
+    let (second, searched) = analyze("a2a3 a7a6", &dir.path().join("second.log"));
+    let line_searches: Vec<&(String, String)> = searched
+        .iter()
+        .filter(|(_, go)| go.ends_with(" searchmoves a2a3") || go.ends_with(" searchmoves a7a6"))
+        .collect();
+    assert_eq!(line_searches.len(), 1, "only 1... a6 is asked: {line_searches:?}");
+    assert!(line_searches[0].1.ends_with("a7a6"));
+    let rows: u64 = second["iterations"].as_array().unwrap().iter().map(|r| r["evaluations"].as_u64().unwrap()).sum();
+    assert_eq!(second["evaluations"].as_u64(), Some(rows + 1), "the rows and the one line search");
+    let after = start_edge().unwrap();
+    assert_eq!((after.score, after.depth, after.bound), (before.score, before.depth, before.bound), "kept");
+    assert!(after.imported, "marked as a move of a line");
+
+    // Again: nothing at all is asked, and nothing is counted.
+    let (third, searched) = analyze("a2a3 a7a6", &dir.path().join("third.log"));
+    assert_eq!((third["evaluations"].as_u64(), searched.len()), (Some(0), 0));
+}
+
+#[test]
+fn quoted_input_in_error_messages_is_cut_short() {
+    use deeptree::search::analysis::quote;
+    assert_eq!(quote("e2e4"), "'e2e4'");
+    let eighty = "é".repeat(80);
+    assert_eq!(quote(&eighty), format!("'{eighty}'"));
+    assert_eq!(quote(&"é".repeat(81)), format!("'{eighty}...' (81 characters)"));
+
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let huge = "Q".repeat(5_000_000);
+    let pgn = dir.path().join("huge.pgn");
+    std::fs::write(&pgn, format!("[Event \"a\"]\n\n1. e4 {huge} *\n\n[Variant \"{huge}\"]\n\n1. e4 *\n")).unwrap();
+    let epd = dir.path().join("huge.epd");
+    std::fs::write(&epd, format!("4k3/8/8/8/8/8/4P3/4K3 w - - bm {huge};\n4k3/8/8/8/8/8/4P3/4K3 w - - ce {huge};\n"))
+        .unwrap();
+    for (format, file, lines) in [("pgn", &pgn, 2), ("epd", &epd, 2)] {
+        let output = ok(&db, &["import", format, file.to_str().unwrap()]);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let reported: Vec<&str> = stderr.lines().filter(|l| l.contains("(5000000 characters)")).collect();
+        assert_eq!(reported.len(), lines, "{format}: {}", &stderr[..stderr.len().min(2000)]);
+        for line in reported {
+            assert!(line.len() < 300, "{format}: a line of {} bytes", line.len());
+            assert!(line.contains(&format!("'{}...'", &huge[..80])), "{line}");
+        }
+    }
+    // A root that does not parse, from the command line (an argument holds at most 128 KiB).
+    let long = "x".repeat(100_000);
+    for args in [["show", "--fen", long.as_str()], ["show", "--moves", long.as_str()]] {
+        let output = run(&db, &args, &[]);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success());
+        assert!(stderr.contains("(100000 characters)") && stderr.len() < 400, "{}", &stderr[..stderr.len().min(400)]);
+    }
+}
+
+/// A store whose start position has two searched moves (1. e4 at +0.30 and 1. g4 at -5.00) and, from a game, 1. d4
+/// d5 that nothing has valued.
+fn store_with_an_unvalued_line(dir: &Path) -> std::path::PathBuf {
+    let db = dir.join("db");
+    let pgn = dir.join("game.pgn");
+    std::fs::write(&pgn, "1. d4 d5 *\n").unwrap();
+    ok(&db, &["import", "pgn", pgn.to_str().unwrap()]);
+    let store = Store::open_existing(&db, &StoreOptions::default()).unwrap();
+    let start = Chess::default();
+    let mut node = Node::new(PackedPosition::of(&start));
+    let e4 = "e2e4".parse().unwrap();
+    node.eval = Some(Eval { score: Score::cp(30), bound: Bound::Exact, depth: 10, best: Some(e4), nodes: 1000 });
+    node.edges.push(Edge::new(e4, Score::cp(30), Bound::Exact, 10));
+    node.edges.push(Edge::new("g2g4".parse().unwrap(), Score::cp(-500), Bound::Exact, 10));
+    store.writer().submit(vec![Change::merge(&start, node).unwrap()]).wait().unwrap();
+    db
+}
+
+#[test]
+fn a_move_nothing_has_valued_shows_no_score_in_show_or_any_export() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = store_with_an_unvalued_line(dir.path());
+
+    let shown = json(&ok(&db, &["show", "--json", "--depth", "3"]));
+    let moves = shown["moves"].as_array().unwrap();
+    let ucis: Vec<&str> = moves.iter().map(|m| m["uci"].as_str().unwrap()).collect();
+    assert_eq!(ucis, ["e2e4", "g2g4", "d2d4"], "valued moves first, best first; the unvalued one last");
+    assert_eq!((&moves[0]["alpha"], &moves[0]["depth"]), (&serde_json::json!({"cp": 30}), &serde_json::json!(10)));
+    assert_eq!(moves[1]["engine"], serde_json::json!({"cp": -500}));
+    let d4 = &moves[2];
+    for field in ["idea", "alpha", "engine", "depth", "bound"] {
+        assert!(d4[field].is_null(), "{field} of 1. d4: {d4}");
+    }
+    assert_eq!(d4["imported"], true);
+    let d5 = &d4["child"]["moves"][0];
+    assert_eq!(d5["uci"], "d7d5");
+    assert!(d5["idea"].is_null() && d5["alpha"].is_null() && d5["engine"].is_null() && d5["depth"].is_null(), "{d5}");
+    let text = String::from_utf8_lossy(&ok(&db, &["show"]).stdout).into_owned();
+    let d4_line = text.lines().find(|l| l.contains("1. d4")).unwrap();
+    assert!(d4_line.contains("idea       ?  alpha       ?"), "{text}");
+
+    // PGN: the valued moves carry their comment, the unvalued ones none.
+    let file = dir.path().join("tree.pgn");
+    ok(&db, &["export", "pgn", file.to_str().unwrap(), "--depth", "3"]);
+    let read = python("pgn", &file, "");
+    assert_eq!(read["errors"], serde_json::json!([]));
+    let comments: Vec<(&str, &str)> = read["moves"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| (m["uci"].as_str().unwrap(), m["comment"].as_str().unwrap().trim()))
+        .collect();
+    assert_eq!(
+        comments,
+        [("e2e4", "idea +0.30 alpha +0.30 d10"), ("g2g4", "idea -5.00 alpha -5.00 d10"), ("d2d4", "")]
+    );
+    assert_eq!(read["moves"][2]["children"][0]["comment"], "", "1... d5 has no comment either");
+
+    // EPD: the start position from its valued best move; the position after 1. d4 (nothing valued) left out.
+    let file = dir.path().join("tree.epd");
+    ok(&db, &["export", "epd", file.to_str().unwrap()]);
+    let lines = python("epd", &file, "");
+    let lines = lines.as_array().unwrap();
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert_eq!(lines[0]["ops"]["ce"], 30);
+    assert_eq!(lines[0]["ops"]["bm"], serde_json::json!(["e2e4"]));
+
+    // Polyglot: 1. d4 weighs 0 (never chosen); the position after it has no entry.
+    let file = dir.path().join("book.bin");
+    ok(&db, &["export", "polyglot", file.to_str().unwrap()]);
+    let start = Chess::default();
+    let mut after_d4 = start.clone();
+    after_d4.play_unchecked("d2d4".parse::<shakmaty::uci::UciMove>().unwrap().to_move(&start).unwrap());
+    let fens: Vec<String> =
+        [&start, &after_d4].iter().map(|p| Fen::from_position(*p, EnPassantMode::Legal).to_string()).collect();
+    let read = python("book", &file, &serde_json::to_string(&fens).unwrap());
+    let positions = read["positions"].as_array().unwrap();
+    assert_eq!(positions[0]["best"], "e2e4");
+    let weights: Vec<(String, u64)> = positions[0]["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| (e[0].as_str().unwrap().to_owned(), e[1].as_u64().unwrap()))
+        .collect();
+    assert!(weights.contains(&("d2d4".to_owned(), 0)), "{weights:?}");
+    assert_eq!(positions[1]["entries"], serde_json::json!([]), "nothing valued after 1. d4");
+
+    // HTML: the unvalued moves show `?` for their scores and depth, and no bar.
+    let file = dir.path().join("tree.html");
+    ok(&db, &["export", "html", file.to_str().unwrap(), "--depth", "3"]);
+    let page = std::fs::read_to_string(&file).unwrap();
+    for (uci, san) in [("d2d4", "d4"), ("d7d5", "d5")] {
+        let expected = format!(
+            "\"uci\":\"{uci}\",\"san\":\"{san}\",\"idea\":\"?\",\"alpha\":\"?\",\"alpha_cp\":null,\"depth\":\"?\""
+        );
+        assert!(page.contains(&expected), "{uci} in the page data");
+    }
+    assert!(page.contains(
+        "\"uci\":\"e2e4\",\"san\":\"e4\",\"idea\":\"+0.30\",\"alpha\":\"+0.30\",\"alpha_cp\":30,\"depth\":\"10\""
+    ));
+    assert!(!page.contains("\"#0\"") && !page.contains("\"#-0\""), "never a mate score");
+}
