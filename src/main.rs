@@ -68,6 +68,9 @@ enum Command {
         /// End with one JSON object on stdout (settled rows go to stderr).
         #[arg(long)]
         json: bool,
+        /// Chess960: the FEN in Shredder-FEN or X-FEN, castling as king takes rook (a Chess960 FEN implies it).
+        #[arg(long)]
+        chess960: bool,
     },
     /// Print the tree from a root with both scores and the depth of every move.
     Show {
@@ -81,6 +84,9 @@ enum Command {
         /// Print one JSON object.
         #[arg(long)]
         json: bool,
+        /// Chess960 (a Chess960 FEN implies it).
+        #[arg(long)]
+        chess960: bool,
     },
     /// Import games (pgn: every move becomes an imported edge) or positions with evaluations (epd).
     Import(deeptree::interop::cli::ImportArgs),
@@ -216,8 +222,20 @@ fn run(cli: Cli, config: &Config) -> Result<(), Box<dyn std::error::Error>> {
         return Ok(());
     };
     match command {
-        Command::Analyze { fen, moves, engine_depth, move_distance, max_depth, time, workers, engine, trace, json } => {
-            let line = Line::parse(fen.as_deref(), &moves)?;
+        Command::Analyze {
+            fen,
+            moves,
+            engine_depth,
+            move_distance,
+            max_depth,
+            time,
+            workers,
+            engine,
+            trace,
+            json,
+            chess960,
+        } => {
+            let line = Line::parse_in(fen.as_deref(), &moves, chess960)?;
             // Refused before anything starts: a budget of zero (or one that is not a duration) would otherwise
             // mean no budget at all, and the analysis would run for ever.
             let time = match time {
@@ -293,8 +311,8 @@ fn run(cli: Cli, config: &Config) -> Result<(), Box<dyn std::error::Error>> {
                 );
             }
         }
-        Command::Show { fen, moves, depth, json } => {
-            let line = Line::parse(fen.as_deref(), &moves)?;
+        Command::Show { fen, moves, depth, json, chess960 } => {
+            let line = Line::parse_in(fen.as_deref(), &moves, chess960)?;
             let store = open_existing_store(cli.db.as_deref(), config)?;
             let view = store.read()?;
             let tree = show::tree(&view, line.root(), &line.history_keys(), depth)?;

@@ -36,6 +36,10 @@ pub struct ImportArgs {
     /// PGN: import only the first N plies of each game (variations included).
     #[arg(long, value_name = "N")]
     pub max_ply: Option<u32>,
+    /// Chess960: FENs in Shredder-FEN or X-FEN, castling as king takes rook (a PGN's `Variant "Chess960"` tag, or a
+    /// Chess960 FEN, implies it).
+    #[arg(long)]
+    pub chess960: bool,
     /// Print one JSON object.
     #[arg(long)]
     pub json: bool,
@@ -74,6 +78,9 @@ pub struct ExportArgs {
     /// Print the summary as one JSON object.
     #[arg(long)]
     pub json: bool,
+    /// Chess960 (a Chess960 FEN implies it).
+    #[arg(long)]
+    pub chess960: bool,
 }
 
 /// `deeptree merge DIR`
@@ -108,7 +115,7 @@ pub fn import(store: &Store, args: &ImportArgs) -> Result<(), InteropError> {
     let file = args.file.display();
     match args.format {
         ImportFormat::Pgn => {
-            let options = ImportOptions { max_ply: args.max_ply };
+            let options = ImportOptions { max_ply: args.max_ply, chess960: args.chess960 };
             let summary = pgn_import::import_pgn(store, input, &options, |skipped| eprintln!("{file}: {skipped}"))?;
             report(
                 args.json,
@@ -128,7 +135,7 @@ pub fn import(store: &Store, args: &ImportArgs) -> Result<(), InteropError> {
             if args.max_ply.is_some() {
                 return Err(InteropError::Invalid("--max-ply applies to PGN imports only".into()));
             }
-            let summary = epd::import_epd(store, input, |skipped| {
+            let summary = epd::import_epd(store, input, args.chess960, |skipped| {
                 eprintln!("{file}: line {} skipped: {}", skipped.line, skipped.reason)
             })?;
             report(
@@ -186,7 +193,7 @@ fn write_output<T>(
 
 /// Runs `deeptree export`.
 pub fn export(store: &Store, args: &ExportArgs) -> Result<(), InteropError> {
-    let line = Line::parse(args.fen.as_deref(), &args.moves)?;
+    let line = Line::parse_in(args.fen.as_deref(), &args.moves, args.chess960)?;
     let view = store.read()?;
     let rooted = args.fen.is_some() || !args.moves.trim().is_empty() || args.depth.is_some();
     let scope = if rooted { Scope::From { line: line.clone(), depth: args.depth } } else { Scope::All };

@@ -32,7 +32,7 @@
 use std::io::{BufRead, Write};
 
 use shakmaty::{
-    CastlingMode, Chess, EnPassantMode, Position,
+    Chess, EnPassantMode, Position,
     fen::Epd,
     san::{San, SanPlus},
     uci::UciMove,
@@ -70,6 +70,11 @@ const CE_MATE: i64 = 32_767;
 
 /// Parses one line; `Ok(None)` for a blank or comment (`#`) line.
 pub fn parse_line(line: &str) -> Result<Option<EpdRecord>, String> {
+    parse_line_in(line, false)
+}
+
+/// As [`parse_line`], the position set up for Chess960 with `chess960` (a Chess960 FEN implies it).
+pub fn parse_line_in(line: &str, chess960: bool) -> Result<Option<EpdRecord>, String> {
     let line = line.trim();
     if line.is_empty() || line.starts_with('#') {
         return Ok(None);
@@ -85,9 +90,8 @@ pub fn parse_line(line: &str) -> Result<Option<EpdRecord>, String> {
         rest = rest[end..].trim_start();
     }
     let fen = fen.join(" ");
-    let epd: Epd = fen.parse().map_err(|e| format!("bad position {}: {e}", quote(&fen)))?;
-    let position: Chess =
-        epd.into_position(CastlingMode::Standard).map_err(|e| format!("bad position {}: {e}", quote(&fen)))?;
+    let (position, _) =
+        crate::notation::parse_position(&fen, chess960).map_err(|e| format!("bad position {}: {e}", quote(&fen)))?;
     // Optional move counters, as in a FEN.
     for _ in 0..2 {
         let end = rest.find(char::is_whitespace).unwrap_or(rest.len());
@@ -190,7 +194,7 @@ fn sans(pos: &Chess, words: &[String], sequence: bool) -> Result<Vec<UciMove>, S
     for word in words {
         let san: SanPlus = word.parse().map_err(|_| format!("{} is not SAN", quote(word)))?;
         let m = san.san.to_move(&current).map_err(|_| format!("{} is illegal", quote(word)))?;
-        out.push(UciMove::from_standard(m));
+        out.push(crate::notation::canonical(m));
         if sequence {
             current.play_unchecked(m);
         }
@@ -225,6 +229,7 @@ pub struct EpdSummary {
 pub fn import_epd(
     store: &Store,
     input: impl BufRead,
+    chess960: bool,
     mut on_skipped: impl FnMut(&SkippedLine),
 ) -> Result<EpdSummary, InteropError> {
     let before = store.stats()?;
@@ -236,7 +241,7 @@ pub fn import_epd(
     for (index, line) in input.split(b'\n').enumerate() {
         let line = line.map_err(|e| InteropError::Invalid(format!("reading the EPD: {e}")))?;
         let text = String::from_utf8_lossy(&line);
-        let record = match parse_line(&text) {
+        let record = match parse_line_in(&text, chess960) {
             Ok(None) => continue,
             Ok(Some(record)) => record,
             Err(reason) => {

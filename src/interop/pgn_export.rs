@@ -84,6 +84,9 @@ pub fn game_text(root: &Chess, tree: &ShownNode) -> String {
     ] {
         out.push_str(&format!("[{name} \"{value}\"]\n"));
     }
+    if root.castles().mode() == shakmaty::CastlingMode::Chess960 {
+        out.push_str("[Variant \"Chess960\"]\n");
+    }
     if fen != Fen::from_position(&Chess::default(), EnPassantMode::Legal).to_string() {
         out.push_str("[SetUp \"1\"]\n");
         out.push_str(&format!("[FEN \"{fen}\"]\n"));

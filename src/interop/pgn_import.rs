@@ -6,7 +6,7 @@
 
 use std::{collections::HashSet, io::Read};
 
-use shakmaty::{CastlingMode, Chess, Position, fen::Fen, san::SanPlus, uci::UciMove};
+use shakmaty::{Chess, Position, fen::Fen, san::SanPlus, uci::UciMove};
 
 use crate::{
     search::analysis::quote,
@@ -28,6 +28,8 @@ use super::{
 pub struct ImportOptions {
     /// Import only moves up to this ply of each game (counted from the game's start, variations included).
     pub max_ply: Option<u32>,
+    /// Every game is Chess960 (a game's `Variant "Chess960"` tag, or a Chess960 FEN, says so on its own).
+    pub chess960: bool,
 }
 
 /// What an import did.
@@ -85,7 +87,7 @@ pub fn import_pgn(
     };
     while let Some(game) = reader.next_game().map_err(|e| InteropError::Invalid(format!("reading the PGN: {e}")))? {
         summary.games += 1;
-        match game_moves(&game, options.max_ply) {
+        match game_moves_in(&game, options.max_ply, options.chess960) {
             Err(reason) => {
                 summary.skipped += 1;
                 on_skipped(&Skipped { game: game.number, line: game.line, reason });
@@ -128,9 +130,17 @@ fn changes(batch: KeyMap<(Chess, Node)>) -> Result<Vec<Change>, InteropError> {
 
 /// The starting position of a game: its FEN tag, else the standard start.
 pub fn game_start(game: &RawGame) -> Result<Chess, String> {
+    game_start_in(game, false)
+}
+
+/// As [`game_start`], set up for Chess960 with `chess960`, a `Variant "Chess960"` tag or a Chess960 FEN.
+pub fn game_start_in(game: &RawGame, chess960: bool) -> Result<Chess, String> {
+    let mut chess960 = chess960;
     if let Some(variant) = game.tag("Variant") {
         let v = variant.trim().to_ascii_lowercase();
-        if !(v.is_empty() || v == "standard" || v == "chess" || v == "normal" || v == "from position") {
+        if matches!(v.as_str(), "chess960" | "chess 960" | "fischerandom" | "fischer random" | "960") {
+            chess960 = true;
+        } else if !(v.is_empty() || v == "standard" || v == "chess" || v == "normal" || v == "from position") {
             return Err(format!("variant {} is not supported", quote(variant)));
         }
     }
@@ -139,8 +149,13 @@ pub fn game_start(game: &RawGame) -> Result<Chess, String> {
             if game.tag("SetUp").is_some_and(|s| s.trim() == "0") {
                 log::debug!("game {}: SetUp \"0\" with a FEN tag; the FEN is used", game.number);
             }
-            let parsed: Fen = fen.trim().parse().map_err(|e| format!("bad FEN {}: {e}", quote(fen)))?;
-            parsed.into_position(CastlingMode::Standard).map_err(|e| format!("bad FEN {}: {e}", quote(fen)))
+            crate::notation::parse_position(fen, chess960)
+                .map(|(pos, _)| pos)
+                .map_err(|e| format!("bad FEN {}: {e}", quote(fen)))
+        }
+        None if chess960 => {
+            crate::notation::parse_position("rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq - 0 1", true)
+                .map(|(pos, _)| pos)
         }
         None if game.tag("SetUp").is_some_and(|s| s.trim() == "1") => Err("SetUp \"1\" without a FEN tag".into()),
         None => Ok(Chess::default()),
@@ -159,10 +174,19 @@ struct Frame {
 /// Every move of a game (main line and variations) as (position, move, key of the position after it), or why the
 /// game cannot be imported.
 pub fn game_moves(game: &RawGame, max_ply: Option<u32>) -> Result<Vec<(Chess, UciMove, PositionKey)>, String> {
+    game_moves_in(game, max_ply, false)
+}
+
+/// As [`game_moves`], with every game Chess960 when `chess960`.
+pub fn game_moves_in(
+    game: &RawGame,
+    max_ply: Option<u32>,
+    chess960: bool,
+) -> Result<Vec<(Chess, UciMove, PositionKey)>, String> {
     if let Some(error) = &game.error {
         return Err(error.clone());
     }
-    let start = game_start(game)?;
+    let start = game_start_in(game, chess960)?;
     let mut out = Vec::new();
     let mut stack: Vec<Frame> = Vec::new();
     let mut current = Frame { pos: start, before: None, ply: 0, dead: false };
@@ -186,7 +210,7 @@ pub fn game_moves(game: &RawGame, max_ply: Option<u32>) -> Result<Vec<(Chess, Uc
                         Fen::from_position(&current.pos, shakmaty::EnPassantMode::Legal)
                     )
                 })?;
-                let uci = UciMove::from_standard(m);
+                let uci = crate::notation::canonical(m);
                 let mut next = current.pos.clone();
                 next.play_unchecked(m);
                 if max_ply.is_none_or(|max| current.ply < max) {

@@ -15,6 +15,7 @@ import traceback
 
 import chess
 import chess.engine
+import chess.pgn
 
 BINARY = sys.argv[1]
 STOCKFISH = shutil.which("stockfish") or "/usr/games/stockfish"
@@ -209,6 +210,25 @@ def test_chess960_tree_and_game(db):
         assert result.move in board.legal_moves
     finally:
         engine.quit()
+    # The game with its castling, imported as a Chess960 PGN, is one line of the tree.
+    game = chess.pgn.Game.from_board(board)
+    pgn_in = os.path.join(db, "game960.pgn")
+    with open(pgn_in, "w") as handle:
+        print(game, file=handle)
+    deeptree_cli(db, "import", "pgn", pgn_in, "--json")
+    line = " ".join(m.uci() for m in board.move_stack)
+    shown = deeptree_cli(db, "show", "--json", "--fen", board.root().fen(), "--moves", line, "--chess960",
+                         "--depth", "1")
+    assert shown["fen"].split()[0] == board.fen().split()[0], (shown["fen"], board.fen())
+    # The export of a Chess960 root reads back as a Chess960 game whose moves are legal.
+    pgn_out = os.path.join(db, "tree960.pgn")
+    subprocess.run([BINARY, "--db", db, "export", "pgn", pgn_out, "--fen", CHESS960_FEN, "--depth", "2"], check=True,
+                   capture_output=True)
+    with open(pgn_out) as handle:
+        exported = chess.pgn.read_game(handle)
+    assert exported.headers.get("Variant") == "Chess960", exported.headers
+    assert exported.board().chess960 and not exported.errors, exported.errors
+    assert len(list(exported.mainline_moves())) >= 1
 
 
 def main():
