@@ -3,12 +3,15 @@
 //! cut short, and a move nothing has valued shows no score in `show --json` or any export. The inner engine here is
 //! the fake one, which logs every command it receives.
 
+mod common;
+
 use std::{
     path::Path,
     process::{Command, Output, Stdio},
     time::{Duration, Instant},
 };
 
+use common::interop_check;
 use deeptree::{
     score::{Bound, Score},
     store::{
@@ -41,24 +44,6 @@ fn ok(db: &Path, args: &[&str]) -> Output {
 fn json(output: &Output) -> Value {
     let stdout = String::from_utf8_lossy(&output.stdout);
     serde_json::from_str(stdout.lines().last().unwrap_or("null")).unwrap()
-}
-
-fn python(mode: &str, file: &Path, stdin: &str) -> Value {
-    use std::io::Write;
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/interop_check.py");
-    let mut child = Command::new("python3")
-        .arg(script)
-        .arg(mode)
-        .arg(file)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("python3 runs (scripts/install-deps installs python-chess)");
-    child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
-    let output = child.wait_with_output().unwrap();
-    assert!(output.status.success(), "interop_check.py {mode}: {}", String::from_utf8_lossy(&output.stderr));
-    serde_json::from_slice(&output.stdout).unwrap()
 }
 
 #[test]
@@ -279,7 +264,7 @@ fn a_move_nothing_has_valued_shows_no_score_in_show_or_any_export() {
     // PGN: the valued moves carry their comment, the unvalued ones none.
     let file = dir.path().join("tree.pgn");
     ok(&db, &["export", "pgn", file.to_str().unwrap(), "--depth", "3"]);
-    let read = python("pgn", &file, "");
+    let read = interop_check("pgn", &file, "");
     assert_eq!(read["errors"], serde_json::json!([]));
     let comments: Vec<(&str, &str)> = read["moves"]
         .as_array()
@@ -296,7 +281,7 @@ fn a_move_nothing_has_valued_shows_no_score_in_show_or_any_export() {
     // EPD: the start position from its valued best move; the position after 1. d4 (nothing valued) left out.
     let file = dir.path().join("tree.epd");
     ok(&db, &["export", "epd", file.to_str().unwrap()]);
-    let lines = python("epd", &file, "");
+    let lines = interop_check("epd", &file, "");
     let lines = lines.as_array().unwrap();
     assert_eq!(lines.len(), 1, "{lines:?}");
     assert_eq!(lines[0]["ops"]["ce"], 30);
@@ -310,7 +295,7 @@ fn a_move_nothing_has_valued_shows_no_score_in_show_or_any_export() {
     after_d4.play_unchecked("d2d4".parse::<shakmaty::uci::UciMove>().unwrap().to_move(&start).unwrap());
     let fens: Vec<String> =
         [&start, &after_d4].iter().map(|p| Fen::from_position(*p, EnPassantMode::Legal).to_string()).collect();
-    let read = python("book", &file, &serde_json::to_string(&fens).unwrap());
+    let read = interop_check("book", &file, &serde_json::to_string(&fens).unwrap());
     let positions = read["positions"].as_array().unwrap();
     assert_eq!(positions[0]["best"], "e2e4");
     let weights: Vec<(String, u64)> = positions[0]["entries"]

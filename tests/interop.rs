@@ -1,12 +1,15 @@
 //! Import, export and merge through the binary, read back with independent tools (python-chess), compared with
 //! `deeptree show --json`. Analyses use the scripted evaluator (fast and exact) except one with the real Stockfish.
 
+mod common;
+
 use std::{
     collections::{HashMap, HashSet},
-    io::Write,
     path::Path,
-    process::{Command, Output, Stdio},
+    process::{Command, Output},
 };
+
+use common::interop_check;
 
 use deeptree::{
     interop::{
@@ -83,23 +86,6 @@ fn deeptree_json(db: &Path, args: &[&str]) -> Value {
     let output = deeptree(db, args);
     let stdout = String::from_utf8(output.stdout).unwrap();
     serde_json::from_str(stdout.lines().last().unwrap_or("null")).unwrap()
-}
-
-fn python(mode: &str, file: &Path, stdin: Option<&str>) -> Value {
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/interop_check.py");
-    let mut child = Command::new("python3")
-        .arg(script)
-        .arg(mode)
-        .arg(file)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("python3 runs (scripts/install-deps installs python-chess)");
-    child.stdin.take().unwrap().write_all(stdin.unwrap_or("").as_bytes()).unwrap();
-    let output = child.wait_with_output().unwrap();
-    assert!(output.status.success(), "interop_check.py {mode}: {}", String::from_utf8_lossy(&output.stderr));
-    serde_json::from_slice(&output.stdout).unwrap()
 }
 
 fn position(fen: &str) -> Chess {
@@ -362,7 +348,7 @@ fn exported_pgn_reads_back_in_python_chess_as_the_tree() {
     let text = std::fs::read_to_string(&file).unwrap();
     assert!(text.lines().all(|l| l.len() <= 80), "export format keeps lines within 80 columns");
     assert!(text.contains("{idea "), "{text}");
-    let read = python("pgn", &file, None);
+    let read = interop_check("pgn", &file, "");
     assert_eq!(read["errors"], serde_json::json!([]), "python-chess reads it without errors");
     assert_eq!(read["more_games"], false, "one game");
     assert_eq!(read["headers"]["Result"], "*");
@@ -375,7 +361,7 @@ fn exported_pgn_reads_back_in_python_chess_as_the_tree() {
     // A root after moves from a FEN: SetUp and FEN tags name the root.
     let file = dir.path().join("castling.pgn");
     deeptree(&db, &["export", "pgn", file.to_str().unwrap(), "--fen", CASTLING_FEN, "--moves", "e1c1", "--depth", "3"]);
-    let read = python("pgn", &file, None);
+    let read = interop_check("pgn", &file, "");
     let root = Line::parse(Some(CASTLING_FEN), "e1c1").unwrap();
     assert_eq!(read["headers"]["SetUp"], "1");
     assert_eq!(read["headers"]["FEN"], fen_of(root.root()));
@@ -426,7 +412,7 @@ fn the_polyglot_book_puts_the_tree_best_move_heaviest_for_python_chess() {
 
     let mut fens: Vec<&str> = expected.iter().map(|(fen, _)| fen.as_str()).collect();
     fens.push(PINNED_EP_FEN);
-    let read = python("book", &file, Some(&serde_json::to_string(&fens).unwrap()));
+    let read = interop_check("book", &file, &serde_json::to_string(&fens).unwrap());
     assert_eq!(read["entries"].as_u64().unwrap(), entries.len() as u64);
     for ((fen, ranked), found) in expected.iter().zip(read["positions"].as_array().unwrap()) {
         assert_eq!(&found["fen"], fen);
@@ -474,7 +460,7 @@ fn epd_export_reads_back_and_imports_into_a_fresh_store() {
     let db = dir.path().join("db");
     let file = dir.path().join("tree.epd");
     let summary = deeptree_json(&db, &["export", "epd", file.to_str().unwrap(), "--json"]);
-    let read = python("epd", &file, None);
+    let read = interop_check("epd", &file, "");
     let lines = read.as_array().unwrap();
     assert_eq!(lines.len() as u64, summary["positions"].as_u64().unwrap());
     assert!(lines.len() > 40);
@@ -671,7 +657,7 @@ fn round_trip_with_stockfish_through_the_binary() {
 
     let file = dir.path().join("tree.pgn");
     deeptree(&db, &["export", "pgn", file.to_str().unwrap(), "--depth", "3"]);
-    let read = python("pgn", &file, None);
+    let read = interop_check("pgn", &file, "");
     assert_eq!(read["errors"], serde_json::json!([]));
     let shown = deeptree_json(&db, &["show", "--json", "--depth", "3"]);
     let mut checked = 0;
@@ -688,7 +674,7 @@ fn round_trip_with_stockfish_through_the_binary() {
             fens.push(child["fen"].as_str().unwrap().to_owned());
         }
     }
-    let read = python("book", &book, Some(&serde_json::to_string(&fens).unwrap()));
+    let read = interop_check("book", &book, &serde_json::to_string(&fens).unwrap());
     for found in read["positions"].as_array().unwrap() {
         let fen = found["fen"].as_str().unwrap();
         let shown = deeptree_json(&db, &["show", "--json", "--fen", fen, "--depth", "1"]);

@@ -5,16 +5,8 @@ mod common;
 
 use std::{path::Path, time::Duration};
 
-use common::{PATIENCE, Uci};
+use common::{PATIENCE, Uci, fake, fake_log, stockfish};
 use shakmaty::{CastlingMode, Chess, Move, Position, fen::Fen, uci::UciMove};
-
-fn stockfish() -> std::path::PathBuf {
-    deeptree::engine::resolve_program("stockfish")
-}
-
-fn fake() -> &'static str {
-    env!("CARGO_BIN_EXE_deeptree-fake-engine")
-}
 
 fn position_of(fen: Option<&str>, moves: &[String], chess960: bool) -> Chess {
     let mode = if chess960 { CastlingMode::Chess960 } else { CastlingMode::Standard };
@@ -167,14 +159,6 @@ fn fake_session(db: &Path, log: &Path) -> Uci {
     uci
 }
 
-fn logged(log: &Path) -> Vec<String> {
-    std::fs::read_to_string(log)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| l.split_once(' ').map(|(_, command)| command.to_owned()))
-        .collect()
-}
-
 #[test]
 fn castling_in_either_notation_reaches_the_engine_in_its_own() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -195,7 +179,7 @@ fn castling_in_either_notation_reaches_the_engine_in_its_own() {
             chess960,
         );
         replay(&root, &[&best], chess960).unwrap_or_else(|e| panic!("{gui}: {e}"));
-        let sent = logged(&log).into_iter().rfind(|c| c.starts_with("position")).unwrap_or_default();
+        let sent = fake_log(&log).into_iter().rfind(|c| c.starts_with("position")).unwrap_or_default();
         assert_eq!(sent, format!("position startpos moves {line} {engine}"), "{gui} with UCI_Chess960 {chess960}");
     }
     // One edge in the tree, whichever notation brought it.
@@ -272,7 +256,7 @@ fn bestmove_waits_for_stop_or_ponderhit_whatever_else_arrives() {
         replay(&position_of(None, &["e2e4".to_owned()], false), &[&best], false).expect("a reply to 1. e4");
     }
     // The `ucinewgame` sent during the search reached the engine once the search was over.
-    let commands = logged(&log);
+    let commands = fake_log(&log);
     let newgame = commands.iter().rposition(|c| c == "ucinewgame").expect("ucinewgame reached the engine");
     assert!(commands[..newgame].iter().any(|c| c == "stop" || c.starts_with("go depth")), "{commands:?}");
 }

@@ -1,9 +1,13 @@
 //! Random and mutated UCI command streams: deeptree answers every one and keeps going.
 
+mod common;
+
 use std::{
     io::Write,
     process::{Command, Stdio},
 };
+
+use common::Uci;
 
 const VOCABULARY: &[&str] = &[
     "uci",
@@ -132,78 +136,20 @@ fn quit_ends_every_inner_engine_and_closes_the_store() {
     assert!(store.stats().unwrap().edges >= 2);
 }
 
-/// A session on pipes, reading its output on a thread.
-struct Session {
-    child: std::process::Child,
-    stdin: std::process::ChildStdin,
-    lines: std::sync::mpsc::Receiver<String>,
-}
-
-impl Session {
-    fn start(db: &std::path::Path) -> Session {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_deeptree"))
-            .arg("--db")
-            .arg(db)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let stdin = child.stdin.take().unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (tx, lines) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in std::io::BufRead::lines(std::io::BufReader::new(stdout)).map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    return;
-                }
-            }
-        });
-        let mut session = Session { child, stdin, lines };
-        let fake = env!("CARGO_BIN_EXE_deeptree-fake-engine");
-        session.send(&format!("setoption name InnerEngine value {fake}"));
-        session.send("setoption name EngineDepth value 2");
-        session.send("setoption name BackgroundAnalysis value false");
-        session
-    }
-
-    fn send(&mut self, line: &str) {
-        writeln!(self.stdin, "{line}").unwrap();
-        self.stdin.flush().unwrap();
-    }
-
-    /// Lines until one starts with `prefix` (or the timeout), that line last.
-    fn until(&self, prefix: &str, timeout: std::time::Duration) -> Vec<String> {
-        let deadline = std::time::Instant::now() + timeout;
-        let mut seen = Vec::new();
-        while let Some(left) = deadline.checked_duration_since(std::time::Instant::now()) {
-            match self.lines.recv_timeout(left) {
-                Ok(line) => {
-                    let done = line.starts_with(prefix);
-                    seen.push(line);
-                    if done {
-                        break;
-                    }
-                }
-                Err(_) => break,
-            }
-        }
-        seen
-    }
-}
-
-impl Drop for Session {
-    fn drop(&mut self) {
-        let _ = writeln!(self.stdin, "quit");
-        let _ = self.child.wait();
-    }
+/// A deeptree session on pipes with the fake engine inside.
+fn session(db: &std::path::Path) -> Uci {
+    let mut session = Uci::deeptree(db);
+    session.send(&format!("setoption name InnerEngine value {}", common::fake()));
+    session.send("setoption name EngineDepth value 2");
+    session.send("setoption name BackgroundAnalysis value false");
+    session
 }
 
 #[test]
 fn no_bestmove_before_stop_in_infinite_mode_even_without_a_move() {
     use std::time::Duration;
     let dir = tempfile::tempdir().unwrap();
-    let mut session = Session::start(dir.path());
+    let mut session = session(dir.path());
     for setup in ["position fen 7k/6Q1/6K1/8/8/8/8/8 b - - 0 1", "position fen not a fen"] {
         session.send(setup);
         session.send("go infinite");
@@ -219,7 +165,7 @@ fn no_bestmove_before_stop_in_infinite_mode_even_without_a_move() {
 fn setoption_right_after_bestmove_is_accepted() {
     use std::time::Duration;
     let dir = tempfile::tempdir().unwrap();
-    let mut session = Session::start(dir.path());
+    let mut session = session(dir.path());
     session.send("position startpos moves e2e4");
     session.send("go depth 2");
     assert!(session.until("bestmove", Duration::from_secs(10)).last().is_some_and(|l| l.starts_with("bestmove")));

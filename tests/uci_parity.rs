@@ -5,11 +5,7 @@ mod common;
 
 use std::{path::Path, process::Command};
 
-use common::{PATIENCE, Uci};
-
-fn stockfish() -> std::path::PathBuf {
-    deeptree::engine::resolve_program("stockfish")
-}
+use common::{PATIENCE, Uci, fake, fake_log, stockfish};
 
 /// Two games of 44 plies, a `ucinewgame` before each, every move at 20,000 nodes: deeptree with an empty tree
 /// plays the bare engine's move in every position. The second game also checks that `ucinewgame` reaches the inner
@@ -63,19 +59,6 @@ fn an_empty_tree_plays_the_bare_engines_moves_at_fixed_nodes() {
         }
     }
     assert!(compared >= 80, "only {compared} positions compared");
-}
-
-fn fake() -> &'static str {
-    env!("CARGO_BIN_EXE_deeptree-fake-engine")
-}
-
-/// The fake engine's log: every command it received, one per line, after its process id.
-fn fake_log(path: &Path) -> Vec<String> {
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .map(|l| l.split_once(' ').map_or(String::new(), |(_, command)| command.to_owned()))
-        .collect()
 }
 
 /// Grows a tree from the start position with the fake engine: software depth `depth` settled at engine depth

@@ -94,3 +94,40 @@ impl Drop for Uci {
         let _ = self.child.wait();
     }
 }
+
+/// The real Stockfish, found as deeptree finds it.
+pub fn stockfish() -> std::path::PathBuf {
+    deeptree::engine::resolve_program("stockfish")
+}
+
+/// The scripted fake engine built with the tests.
+pub fn fake() -> &'static str {
+    env!("CARGO_BIN_EXE_deeptree-fake-engine")
+}
+
+/// The fake engine's `--log`: every command it received, one per line, after its process id.
+pub fn fake_log(path: &Path) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| l.split_once(' ').map_or(String::new(), |(_, command)| command.to_owned()))
+        .collect()
+}
+
+/// Reads an exported file back through python-chess (tests/interop_check.py `mode` FILE, `stdin` on its input).
+pub fn interop_check(mode: &str, file: &Path, stdin: &str) -> serde_json::Value {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/interop_check.py");
+    let mut child = Command::new("python3")
+        .arg(script)
+        .arg(mode)
+        .arg(file)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("python3 runs (scripts/install-deps installs python-chess)");
+    child.stdin.take().expect("stdin").write_all(stdin.as_bytes()).expect("write");
+    let output = child.wait_with_output().expect("python3 ends");
+    assert!(output.status.success(), "interop_check.py {mode}: {}", String::from_utf8_lossy(&output.stderr));
+    serde_json::from_slice(&output.stdout).expect("interop_check.py prints JSON")
+}
