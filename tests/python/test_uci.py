@@ -126,6 +126,10 @@ def test_pondering(db):
 
 
 def test_bad_input_is_answered_and_changes_nothing(db):
+    # An empty import creates the store (stats only reads, and refuses a path with no store).
+    empty = os.path.join(db, "empty.epd")
+    open(empty, "w").close()
+    deeptree_cli(db, "import", "epd", empty, "--json")
     before = deeptree_cli(db, "stats", "--json")
     lines = [
         "hello there", "position fen not-a-fen", "position startpos moves e2e5", "go depth x",
