@@ -11,6 +11,7 @@
 
 pub mod bench;
 mod command;
+mod jobs;
 mod pool;
 mod process;
 pub mod protocol;

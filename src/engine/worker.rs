@@ -8,7 +8,7 @@ use log::{debug, info, warn};
 
 use super::{
     EngineError,
-    pool::{JobId, JobOutcome, Queued, Shared},
+    jobs::{JobId, JobOutcome, Queued, Ran, Shared},
     process::{Engine, EngineConfig, RestartPolicy},
     request::EvalRequest,
 };
@@ -39,12 +39,6 @@ impl Backoff {
     pub(crate) fn reset(&mut self) {
         self.nominal = Duration::ZERO;
     }
-}
-
-/// What a job came to, and how many engine runs (processes started or used) it took.
-pub(crate) struct Ran {
-    pub(crate) outcome: JobOutcome,
-    pub(crate) attempts: u32,
 }
 
 /// One worker: its own engine process, run on its own thread.
