@@ -4,6 +4,7 @@
 //! ([`store`]), answers from it, hands leaf evaluation to a pool of inner UCI engines and keeps growing the tree.
 
 pub mod bench;
+pub mod commands;
 pub mod config;
 pub mod engine;
 pub mod interop;

@@ -1,0 +1,254 @@
+//! `deeptree bench`: measurements of deeptree's parts, each against a baseline in the same run.
+
+use std::{io::Write, path::Path};
+
+use crate::{
+    bench,
+    config::Config,
+    engine::{EngineConfig, EnginePool},
+    search::{
+        analysis::{Analysis, Line, Params},
+        evaluator::PoolEvaluator,
+    },
+    store::Store,
+};
+
+use super::{CommandResult, open_store};
+
+#[derive(Debug, clap::Subcommand)]
+pub enum BenchCommand {
+    /// The inner-engine pool against a bare loop over pipes (depth 1), and two workers against one (depth 10).
+    Engine {
+        /// Engine command line (default: the settings' engine).
+        #[arg(long)]
+        engine: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// The UCI relay: latency of `go` and `bestmove` through deeptree against a bare pipe, with the fake engine.
+    Relay {
+        #[arg(long, default_value_t = 1000)]
+        searches: usize,
+        #[arg(long, default_value_t = 7)]
+        seed: u64,
+        /// The fake engine (default: deeptree-fake-engine beside this executable).
+        #[arg(long)]
+        fake_engine: Option<std::path::PathBuf>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// On a generated store: time the alpha scores of a root and the idea update after one new evaluation.
+    Search {
+        #[arg(long, default_value_t = 1_000_000)]
+        positions: usize,
+        #[arg(long, default_value_t = 101)]
+        samples: usize,
+        #[arg(long, default_value_t = 7)]
+        seed: u64,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Settle a software depth from the start position with one worker, then two: the speed-up.
+    Settle {
+        #[arg(long, default_value_t = 10)]
+        engine_depth: u8,
+        #[arg(long, default_value_t = 20)]
+        move_distance: u32,
+        #[arg(long, default_value_t = 3)]
+        depth: u8,
+        #[arg(long)]
+        engine: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Build a generated store (three edges a position) and measure inserts, point reads and size on disk.
+    Store {
+        #[arg(long, default_value_t = 1_000_000)]
+        positions: usize,
+        #[arg(long, default_value_t = 1_000_000)]
+        reads: usize,
+        #[arg(long, default_value_t = 7)]
+        seed: u64,
+        /// Print one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// Runs one bench; `db` names the store the store bench builds (a temporary one when absent).
+pub fn run(db: Option<&Path>, config: &Config, what: BenchCommand) -> CommandResult {
+    match what {
+        BenchCommand::Store { positions, reads, seed, json } => {
+            let scratch;
+            let dir = match db {
+                Some(dir) => dir.to_path_buf(),
+                None => {
+                    scratch = std::env::temp_dir().join(format!("deeptree-bench-{}", std::process::id()));
+                    scratch.clone()
+                }
+            };
+            let store = Store::open(&dir, &config.store_options())?;
+            eprintln!("building a store of {positions} positions in {} ...", dir.display());
+            let result = bench::store_bench(&store, positions, reads, seed)?;
+            drop(store);
+            if db.is_none() {
+                let _ = std::fs::remove_dir_all(&dir);
+            }
+            if json {
+                println!("{}", serde_json::to_string(&result)?);
+            } else {
+                println!("positions             {}", result.positions);
+                println!("edges (parent links)  {}", result.edges);
+                println!("generation            {:.1} s (not timed below)", result.generate_seconds);
+                println!("batched inserts       {:.0} positions/s", result.inserts_per_second);
+                println!("point reads, decoded  {:.0} /s (one thread, warm)", result.reads_per_second);
+                println!(
+                    "point reads, raw      {:.0} /s (baseline; decoding costs x{:.2})",
+                    result.raw_reads_per_second, result.decode_cost_ratio
+                );
+                println!("parent lookups        {:.0} /s", result.parent_lookups_per_second);
+                println!("bytes on disk         {} ({:.1} per position)", result.bytes, result.bytes_per_position);
+                println!("bytes in tree pages   {:.1} per position", result.tree_bytes_per_position);
+            }
+        }
+        BenchCommand::Engine { engine, json } => {
+            let command = engine.unwrap_or_else(|| config.engine.clone());
+            let result = crate::engine::bench::engine_bench(&command, &Default::default())?;
+            if json {
+                println!("{}", serde_json::to_string(&result)?);
+            } else {
+                println!("engine                {} ({} cores)", result.engine, result.cores);
+                println!(
+                    "depth 1, pool vs bare  {:.0} vs {:.0} evaluations/s, ratio {:.2}",
+                    result.pool_evals_per_sec, result.bare_evals_per_sec, result.pool_to_bare_ratio
+                );
+                println!(
+                    "depth {}, {} searches  one worker {:.3} s, two workers {:.3} s, speed-up {:.2}",
+                    result.deep_depth,
+                    result.deep_evaluations,
+                    result.one_worker_secs,
+                    result.two_workers_secs,
+                    result.two_worker_speedup
+                );
+            }
+        }
+        BenchCommand::Relay { searches, seed, fake_engine, json } => {
+            let deeptree = std::env::current_exe()?;
+            let fake = fake_engine.unwrap_or_else(|| deeptree.with_file_name("deeptree-fake-engine"));
+            if !fake.is_file() {
+                return Err(format!(
+                    "bench relay needs the fake engine at {} (cargo build --release builds it), or --fake-engine PATH",
+                    fake.display()
+                )
+                .into());
+            }
+            let result = crate::uci::bench::relay_bench(&deeptree, &fake, searches.max(1), seed)?;
+            if json {
+                println!("{}", serde_json::to_string(&result)?);
+            } else {
+                println!("searches                {}", result.searches);
+                println!("hop                     median      p99   (ms)");
+                for (name, hop) in [
+                    ("go, through deeptree", result.relay_go),
+                    ("go, bare pipe", result.bare_go),
+                    ("go, added by deeptree", result.added_go),
+                    ("bestmove, through deeptree", result.relay_bestmove),
+                    ("bestmove, bare pipe", result.bare_bestmove),
+                    ("bestmove, added by deeptree", result.added_bestmove),
+                ] {
+                    println!("{name:<28} {:>7.3} {:>8.3}", hop.median_ms, hop.p99_ms);
+                }
+            }
+        }
+        BenchCommand::Search { positions, samples, seed, json } => {
+            let dir = std::env::temp_dir().join(format!("deeptree-bench-search-{}", std::process::id()));
+            let store = Store::open(&dir, &config.store_options())?;
+            eprintln!("building a store of {positions} positions in {} ...", dir.display());
+            let result = bench::search_bench(&store, positions, samples.max(1), seed);
+            drop(store);
+            let _ = std::fs::remove_dir_all(&dir);
+            let result = result?;
+            if json {
+                println!("{}", serde_json::to_string(&result)?);
+            } else {
+                println!("positions                     {}", result.positions);
+                println!(
+                    "alpha scores of a root        median {:.3} ms, max {:.3} ms",
+                    result.alpha_median_ms, result.alpha_max_ms
+                );
+                println!("idea update, one evaluation   median {:.3} ms (in the writer)", result.idea_update_median_ms);
+                println!(
+                    "submit to commit              median {:.3} ms (includes the sync to disk)",
+                    result.commit_median_ms
+                );
+            }
+        }
+        BenchCommand::Settle { engine_depth, move_distance, depth, engine, json } => {
+            let mut engine_config = EngineConfig::from_config(config);
+            if let Some(engine) = engine {
+                engine_config.command = engine;
+            }
+            let mut seconds = Vec::new();
+            let mut evaluations = Vec::new();
+            for workers in [1usize, 2] {
+                let dir = std::env::temp_dir().join(format!("deeptree-bench-settle-{}-{workers}", std::process::id()));
+                let _ = std::fs::remove_dir_all(&dir);
+                let store = Store::open(&dir, &config.store_options())?;
+                let pool = EnginePool::uniform(&engine_config, workers)?;
+                let params = Params { engine_depth, move_distance: move_distance as i32, max_depth: depth, time: None };
+                let mut analysis = Analysis::new(&store, PoolEvaluator::new(pool), params);
+                let started = std::time::Instant::now();
+                let report = analysis.run(&Line::parse(None, "")?, |_| {})?;
+                seconds.push(started.elapsed().as_secs_f64());
+                evaluations.push(report.evaluations);
+                drop(analysis);
+                drop(store);
+                let _ = std::fs::remove_dir_all(&dir);
+                eprintln!(
+                    "{workers} worker(s): {:.2} s, {} evaluations",
+                    seconds[seconds.len() - 1],
+                    report.evaluations
+                );
+            }
+            let ratio = seconds[1] / seconds[0].max(1e-9);
+            let result = serde_json::json!({
+                "engine_depth": engine_depth, "move_distance": move_distance, "software_depth": depth,
+                "seconds_one_worker": seconds[0], "seconds_two_workers": seconds[1],
+                "evaluations": evaluations, "time_ratio_two_over_one": ratio,
+            });
+            if json {
+                println!("{result}");
+            } else {
+                println!(
+                    "settling depth {depth} (D {engine_depth}, distance {move_distance}): one worker {:.2} s, two workers {:.2} s, ratio {ratio:.2}",
+                    seconds[0], seconds[1]
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `deeptree fill`: generated positions, for the crash tests.
+#[derive(Debug, clap::Args)]
+pub struct FillArgs {
+    #[arg(long, default_value_t = 10_000)]
+    pub positions: usize,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    #[arg(long, default_value_t = 500)]
+    pub batch: usize,
+}
+
+/// Writes generated positions into the store in `db`, printing `committed N` after each commit.
+pub fn fill(db: Option<&Path>, config: &Config, args: FillArgs) -> CommandResult {
+    let FillArgs { positions, seed, batch } = args;
+    let store = open_store(db, config)?;
+    let changes = bench::random_positions(seed, positions);
+    let mut out = std::io::stdout().lock();
+    bench::write_all(&store, changes, batch.max(1), |n| {
+        let _ = writeln!(out, "committed {n}");
+        let _ = out.flush();
+    })?;
+    Ok(())
+}

@@ -1,0 +1,35 @@
+//! The commands of the `deeptree` binary, one module each: their arguments and their bodies. `main.rs` parses the
+//! command line and dispatches here; `import`, `export` and `merge` live in [`crate::interop::cli`].
+//!
+//! Commands that write open the store, creating it when absent ([`open_store`]); commands that only read open an
+//! existing one ([`open_existing_store`]) and never create one.
+
+pub mod analyze;
+pub mod bench;
+pub mod show;
+pub mod stats;
+
+use std::path::Path;
+
+use crate::{
+    config::Config,
+    store::{Store, StoreError},
+};
+
+/// What a command comes to: nothing, or an error for the user.
+pub type CommandResult = Result<(), Box<dyn std::error::Error>>;
+
+/// Opens the tree store, creating it when absent: for the commands that write.
+pub fn open_store(db: Option<&Path>, config: &Config) -> Result<Store, StoreError> {
+    let dir = config.tree_dir(db);
+    log::info!("tree store in {}", dir.display());
+    Store::open(&dir, &config.store_options())
+}
+
+/// Opens an existing tree store: for the commands that only read, which must never create one (a mistyped path
+/// fails with `no deeptree store at PATH` and leaves nothing behind).
+pub fn open_existing_store(db: Option<&Path>, config: &Config) -> Result<Store, StoreError> {
+    let dir = config.tree_dir(db);
+    log::info!("tree store in {}", dir.display());
+    Store::open_existing(&dir, &config.store_options())
+}
