@@ -1,7 +1,7 @@
 //! A scripted UCI engine for deeptree's tests: legal moves and made-up scores, plus scripted faults.
 //!
 //! ```text
-//! deeptree-fake-engine [--mode MODE] [--state FILE] [--pid-file FILE] [--log FILE] [--stamp FILE]
+//! deeptree-fake-engine [--mode MODE] [--latency-ms L] [--state FILE] [--pid-file FILE] [--log FILE] [--stamp FILE]
 //! ```
 //!
 //! `--mode` (or `DEEPTREE_FAKE_MODE`) is one of:
@@ -15,8 +15,16 @@
 //! - `garbage`: normal, with garbage lines (noise, bad numbers, invalid UTF-8, a 100 KB line) between the real ones.
 //! - `illegal`: normal, but the best move is illegal.
 //! - `bound-only`: every score carries `lowerbound` or `upperbound` (the last ones `lowerbound`).
+//! - `keyed`: like an engine whose scores depend only on the position: every candidate move (legal moves, or
+//!   `searchmoves`) scores what deeptree's scripted evaluator gives it (a hash of the position it leads to, -60 to
+//!   +60 cp), and the best is answered, so that the move distance window closes after a few alternatives. Unlike a
+//!   real engine's, a position's own evaluation is not the negation of the move that leads to it (each is its own
+//!   hash), so deeper plies move the values more than a real engine's would.
 //! - `instant`: answers every `go` at once with one `info` line (depth 1) and `bestmove`, whatever its limits: a
 //!   relay's latency is all that remains to measure.
+//!
+//! `--latency-ms L` (or `DEEPTREE_FAKE_LATENCY_MS`) makes every search with a limit take L milliseconds before it
+//! answers, as an engine at a fixed depth would: the host's benchmark (`deeptree bench host`) uses it.
 //!
 //! `--stamp FILE` (or `DEEPTREE_FAKE_STAMP`) appends, for every `go`, a line `GO_READ BESTMOVE_WRITTEN`: when the
 //! `go` line was read and just before its `bestmove` was written, in nanoseconds of the system clock (comparable
@@ -32,6 +40,7 @@ use std::{
     time::{Duration, SystemTime, UNIX_EPOCH},
 };
 
+use deeptree::search::evaluator::ScriptedEvaluator;
 use shakmaty::{CastlingMode, Chess, Position, fen::Fen, uci::UciMove};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,6 +53,7 @@ enum Mode {
     Illegal,
     BoundOnly,
     Instant,
+    Keyed,
 }
 
 struct Fake {
@@ -56,6 +66,8 @@ struct Fake {
     stamp: Option<std::fs::File>,
     /// When the `go` being answered was read.
     go_read: u128,
+    /// How long every search with a limit takes.
+    latency: Duration,
 }
 
 /// Nanoseconds of the system clock.
@@ -70,6 +82,7 @@ fn main() -> ExitCode {
     let mut pid_file = std::env::var("DEEPTREE_FAKE_PID_FILE").ok();
     let mut log_file = std::env::var("DEEPTREE_FAKE_LOG").ok();
     let mut stamp_file = std::env::var("DEEPTREE_FAKE_STAMP").ok();
+    let mut latency_ms: u64 = std::env::var("DEEPTREE_FAKE_LATENCY_MS").ok().and_then(|v| v.parse().ok()).unwrap_or(0);
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--mode" => mode = args.next().unwrap_or_default(),
@@ -77,6 +90,13 @@ fn main() -> ExitCode {
             "--pid-file" => pid_file = args.next(),
             "--log" => log_file = args.next(),
             "--stamp" => stamp_file = args.next(),
+            "--latency-ms" => match args.next().and_then(|v| v.parse().ok()) {
+                Some(ms) => latency_ms = ms,
+                None => {
+                    eprintln!("deeptree-fake-engine: --latency-ms takes a number of milliseconds");
+                    return ExitCode::from(2);
+                }
+            },
             other => {
                 eprintln!("deeptree-fake-engine: unknown argument {other:?}");
                 return ExitCode::from(2);
@@ -102,13 +122,22 @@ fn main() -> ExitCode {
         "illegal" => Mode::Illegal,
         "bound-only" => Mode::BoundOnly,
         "instant" => Mode::Instant,
+        "keyed" => Mode::Keyed,
         other => {
             eprintln!("deeptree-fake-engine: unknown mode {other:?}");
             return ExitCode::from(2);
         }
     };
     let stamp = stamp_file.and_then(|path| OpenOptions::new().create(true).append(true).open(path).ok());
-    let mut fake = Fake { mode, position: Chess::default(), multipv: 1, pending: None, stamp, go_read: 0 };
+    let mut fake = Fake {
+        mode,
+        position: Chess::default(),
+        multipv: 1,
+        pending: None,
+        stamp,
+        go_read: 0,
+        latency: Duration::from_millis(latency_ms),
+    };
     let mut log = log_file.and_then(|path| OpenOptions::new().create(true).append(true).open(path).ok());
     let stdin = std::io::stdin();
     for line in stdin.lock().lines() {
@@ -261,9 +290,32 @@ impl Fake {
                 self.pending = Some(candidates);
                 None
             }
+            Mode::Keyed => {
+                std::thread::sleep(self.latency);
+                self.keyed_answer(&candidates, depth);
+                None
+            }
             _ => {
                 self.answer(&candidates, depth);
                 None
+            }
+        }
+    }
+
+    /// The best candidate by the scripted evaluator's score of the position it leads to.
+    fn keyed_answer(&self, candidates: &[UciMove], depth: u32) {
+        let best = candidates
+            .iter()
+            .filter_map(|m| Some((ScriptedEvaluator::move_score(&self.position, m)?, *m)))
+            .max_by(|a, b| a.0.cmp(&b.0).then_with(|| b.1.to_string().cmp(&a.1.to_string())));
+        match best {
+            Some((score, best)) => {
+                say(&format!("info depth {depth} seldepth {depth} multipv 1 score {score} nodes 1000 pv {best}"));
+                self.bestmove(&best.to_string());
+            }
+            None => {
+                say("info depth 0 score mate 0");
+                self.bestmove("(none)");
             }
         }
     }

@@ -25,6 +25,22 @@ pub enum BenchCommand {
         #[arg(long)]
         json: bool,
     },
+    /// The host: settle the start position to a software depth with 1 worker, then N fake engines of a fixed
+    /// latency; speed-up, utilization and the host's own time per search.
+    Host {
+        #[arg(long, default_value_t = 32)]
+        workers: usize,
+        #[arg(long, default_value_t = 20)]
+        latency_ms: u64,
+        /// Software depth (default: the smallest whose 1-worker run asks 5,000 searches or more).
+        #[arg(long)]
+        depth: Option<u8>,
+        /// The fake engine (default: deeptree-fake-engine beside this executable).
+        #[arg(long)]
+        fake_engine: Option<std::path::PathBuf>,
+        #[arg(long)]
+        json: bool,
+    },
     /// The UCI relay: latency of `go` and `bestmove` through deeptree against a bare pipe, with the fake engine.
     Relay {
         #[arg(long, default_value_t = 1000)]
@@ -78,6 +94,34 @@ pub enum BenchCommand {
 /// Runs one bench; `db` names the store the store bench builds (a temporary one when absent).
 pub fn run(db: Option<&Path>, config: &Config, what: BenchCommand) -> CommandResult {
     match what {
+        BenchCommand::Host { workers, latency_ms, depth, fake_engine, json } => {
+            let fake = fake_engine_path(fake_engine)?;
+            let result = crate::search::host_bench::host_bench(&fake, workers, latency_ms, depth)?;
+            if json {
+                let value = serde_json::json!({
+                    "workers": result.workers, "latency_ms": result.latency_ms, "depth": result.depth,
+                    "speedup": result.speedup, "utilization": result.utilization,
+                    "host_us_per_search": result.host_us_per_search,
+                });
+                println!("{value}");
+            } else {
+                println!(
+                    "settling depth {} with searches of {} ms: {} searches, 1 worker {:.2} s, {} workers {:.2} s",
+                    result.depth,
+                    result.latency_ms,
+                    result.one.searches,
+                    result.one.seconds,
+                    result.workers,
+                    result.many.seconds
+                );
+                println!("speed-up             {:.2}", result.speedup);
+                println!(
+                    "utilization          {:.2} ({} searches with {} workers)",
+                    result.utilization, result.many.searches, result.workers
+                );
+                println!("host time a search   {:.0} us", result.host_us_per_search);
+            }
+        }
         BenchCommand::Store { positions, reads, seed, json } => {
             let scratch;
             let dir = match db {
@@ -134,14 +178,7 @@ pub fn run(db: Option<&Path>, config: &Config, what: BenchCommand) -> CommandRes
         }
         BenchCommand::Relay { searches, seed, fake_engine, json } => {
             let deeptree = std::env::current_exe()?;
-            let fake = fake_engine.unwrap_or_else(|| deeptree.with_file_name("deeptree-fake-engine"));
-            if !fake.is_file() {
-                return Err(format!(
-                    "bench relay needs the fake engine at {} (cargo build --release builds it), or --fake-engine PATH",
-                    fake.display()
-                )
-                .into());
-            }
+            let fake = fake_engine_path(fake_engine)?;
             let result = crate::uci::bench::relay_bench(&deeptree, &fake, searches.max(1), seed)?;
             if json {
                 println!("{}", serde_json::to_string(&result)?);
@@ -227,6 +264,23 @@ pub fn run(db: Option<&Path>, config: &Config, what: BenchCommand) -> CommandRes
         }
     }
     Ok(())
+}
+
+/// The fake engine the relay and host benches drive: the one given, else `deeptree-fake-engine` beside this
+/// executable (cargo builds both).
+fn fake_engine_path(given: Option<std::path::PathBuf>) -> Result<std::path::PathBuf, String> {
+    let fake = match given {
+        Some(path) => path,
+        None => std::env::current_exe().map_err(|e| e.to_string())?.with_file_name("deeptree-fake-engine"),
+    };
+    if fake.is_file() {
+        Ok(fake)
+    } else {
+        Err(format!(
+            "this bench needs the fake engine at {} (cargo build --release builds it), or --fake-engine PATH",
+            fake.display()
+        ))
+    }
 }
 
 /// `deeptree fill`: generated positions, for the crash tests.

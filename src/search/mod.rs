@@ -3,5 +3,6 @@
 pub mod analysis;
 pub mod evaluator;
 pub mod graph;
+pub mod host_bench;
 pub mod minimax;
 pub mod show;

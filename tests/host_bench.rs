@@ -1,0 +1,78 @@
+//! The host's benchmark: the fake engine's `keyed` mode closes the move distance window as a real engine does, and
+//! `deeptree bench host` settles the same depth with 1 and N workers and reports its figures.
+
+mod common;
+
+use std::process::Command;
+
+use serde_json::Value;
+
+fn deeptree(args: &[&str]) -> Value {
+    let output = Command::new(env!("CARGO_BIN_EXE_deeptree")).args(args).output().expect("deeptree runs");
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    serde_json::from_str(stdout.lines().last().unwrap_or("null")).expect("one JSON object")
+}
+
+/// The keyed fake answers as the scripted evaluator of the exact tests does: the best of its candidate moves by the
+/// score of the position each leads to, whatever the depth, so that a run is the same whatever its timing.
+#[test]
+fn the_keyed_fake_scores_moves_by_the_position_they_lead_to() {
+    use deeptree::{
+        engine::{Engine, EngineConfig, EnginePosition, EvalRequest, Limit},
+        search::evaluator::ScriptedEvaluator,
+    };
+    use shakmaty::{Chess, Position, uci::UciMove};
+
+    let mut engine =
+        Engine::spawn(&EngineConfig::new(format!("{} --mode keyed --latency-ms 2", common::fake()))).expect("fake");
+    let start = Chess::default();
+    let moves: Vec<UciMove> = start.legal_moves().iter().map(|m| UciMove::from_standard(*m)).collect();
+    let best_of = |candidates: &[UciMove]| {
+        candidates
+            .iter()
+            .map(|m| (ScriptedEvaluator::move_score(&start, m).expect("legal"), *m))
+            .max_by(|a, b| a.0.cmp(&b.0).then_with(|| b.1.to_string().cmp(&a.1.to_string())))
+            .expect("a move")
+    };
+    // All moves, then the rest after each best: the scores fall, so a move distance window closes.
+    let mut rest = moves.clone();
+    let mut scores = Vec::new();
+    for _ in 0..4 {
+        let request = EvalRequest::new(EnginePosition::of(&start), Limit::Depth(12))
+            .with_searchmoves(if rest.len() == moves.len() { Vec::new() } else { rest.clone() })
+            .expect("request");
+        let eval = engine.evaluate(&request).expect("answer");
+        let (score, best) = best_of(&rest);
+        assert_eq!((eval.score(), eval.best_move), (score, best));
+        scores.push(score);
+        rest.retain(|m| *m != best);
+    }
+    assert!(scores.windows(2).all(|w| w[0] >= w[1]), "{scores:?}");
+    assert!(scores.first() > scores.last(), "the scores spread: {scores:?}");
+}
+
+#[test]
+fn bench_host_settles_the_same_depth_with_one_and_many_workers() {
+    let fake = common::fake();
+    let result = deeptree(&[
+        "bench",
+        "host",
+        "--workers",
+        "3",
+        "--latency-ms",
+        "1",
+        "--depth",
+        "2",
+        "--fake-engine",
+        fake,
+        "--json",
+    ]);
+    assert_eq!(result["workers"], 3, "{result}");
+    assert_eq!(result["latency_ms"], 1, "{result}");
+    assert_eq!(result["depth"], 2, "{result}");
+    for key in ["speedup", "utilization", "host_us_per_search"] {
+        assert!(result[key].as_f64().is_some_and(|v| v > 0.0), "{key}: {result}");
+    }
+    assert!(result["utilization"].as_f64().is_some_and(|u| u <= 1.0), "{result}");
+}
