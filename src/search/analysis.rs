@@ -329,29 +329,7 @@ impl Walk<'_, '_, '_> {
         let node = self.view.node(key)?;
         let needs_eval = node.as_ref().and_then(|n| n.eval.as_ref()).is_none_or(|e| e.depth < self.params.engine_depth);
         if needs_eval {
-            self.leaf(ply);
-            if pos.legal_moves().is_empty() {
-                // Checkmate or stalemate: no engine needed.
-                let score = if pos.is_check() { Score::MATED_NOW } else { Score::DRAW };
-                let mut terminal = Node::new(PackedPosition::of(pos));
-                terminal.eval =
-                    Some(Eval { score, bound: Bound::Exact, depth: self.params.engine_depth, best: None, nodes: 0 });
-                trace!(self.trace, "terminal ply={ply} {key} {}: {score}", fen(pos));
-                self.terminal.push(Change::Merge { key, node: terminal, children: Vec::new() });
-                return Ok(Some(score));
-            }
-            trace!(
-                self.trace,
-                "evaluate ply={ply} {key} {}: no evaluation at depth {}",
-                fen(pos),
-                self.params.engine_depth
-            );
-            self.plan(
-                key,
-                Purpose::Evaluate,
-                Job { position: pos.clone(), searchmoves: Vec::new(), depth: self.params.engine_depth },
-            );
-            return Ok(None);
+            return Ok(self.evaluate(pos, key, ply));
         }
         let Some(node) = node else { return Ok(None) };
         let Some(gnode) = self.graph.node(key) else { return Ok(None) };
@@ -360,12 +338,7 @@ impl Walk<'_, '_, '_> {
             self.leaf(ply);
             return Ok(Some(alpha_of_node(&self.graph, &gnode, path, &mut budget)));
         }
-        if let Some(&(earlier, cut_at)) = self.walked.get(&key)
-            && earlier <= ply
-            && cut_at.is_none_or(|cut_beta| beta <= cut_beta)
-        {
-            // A transposition already walked in this pass at this ply or a shallower one, and not cut short of
-            // what this window needs.
+        if self.walked_enough(key, ply, beta) {
             return Ok(Some(alpha_of_node(&self.graph, &gnode, path, &mut budget)));
         }
 
@@ -380,34 +353,7 @@ impl Walk<'_, '_, '_> {
         let best_estimate = moves.first().map_or(MINUS_INFINITY, |m| m.1);
         let distance = move_distance_at(self.params.move_distance, ply);
         let threshold = best_estimate.minus_cp(distance);
-
-        // The search for alternatives goes on while the unsearched moves could be within the window.
-        let legal = pos.legal_moves();
-        let unsearched: Vec<UciMove> =
-            legal.iter().map(|m| crate::notation::canonical(*m)).filter(|u| node.edge(u).is_none()).collect();
-        if !unsearched.is_empty() {
-            let rest = node.rest.map_or(best_estimate, |r: RestBound| r.score);
-            if rest >= threshold {
-                trace!(
-                    self.trace,
-                    "alternatives ply={ply} {key} {}: unsearched moves bounded by {rest} >= best {best_estimate} - {distance} = {threshold}; searching {} moves",
-                    fen(pos),
-                    unsearched.len()
-                );
-                let count = unsearched.len();
-                self.plan(
-                    key,
-                    Purpose::Alternatives { unsearched: count },
-                    Job { position: pos.clone(), searchmoves: unsearched, depth: self.params.engine_depth },
-                );
-            } else {
-                trace!(
-                    self.trace,
-                    "closed ply={ply} {key}: {} unsearched moves bounded by {rest} < best {best_estimate} - {distance} = {threshold}",
-                    unsearched.len()
-                );
-            }
-        }
+        self.search_alternatives(pos, key, ply, &node, Window { best_estimate, distance, threshold });
 
         let mut best: Option<Score> = None;
         let mut alpha = alpha;
@@ -454,15 +400,100 @@ impl Walk<'_, '_, '_> {
                 cut = true;
             }
         }
-        // Remember the walk (and the window it was cut at) so a transposition can reuse it.
+        self.remember_walk(key, ply, cut.then_some(beta));
+        Ok(best)
+    }
+
+    /// A position with no evaluation at the engine depth: a checkmate or stalemate is valued at once (no engine
+    /// needed); any other is planned for an evaluation and has no value in this pass.
+    fn evaluate(&mut self, pos: &Chess, key: PositionKey, ply: u8) -> Option<Score> {
+        self.leaf(ply);
+        if pos.legal_moves().is_empty() {
+            let score = if pos.is_check() { Score::MATED_NOW } else { Score::DRAW };
+            let mut terminal = Node::new(PackedPosition::of(pos));
+            terminal.eval =
+                Some(Eval { score, bound: Bound::Exact, depth: self.params.engine_depth, best: None, nodes: 0 });
+            trace!(self.trace, "terminal ply={ply} {key} {}: {score}", fen(pos));
+            self.terminal.push(Change::Merge { key, node: terminal, children: Vec::new() });
+            return Some(score);
+        }
+        trace!(
+            self.trace,
+            "evaluate ply={ply} {key} {}: no evaluation at depth {}",
+            fen(pos),
+            self.params.engine_depth
+        );
+        self.plan(
+            key,
+            Purpose::Evaluate,
+            Job { position: pos.clone(), searchmoves: Vec::new(), depth: self.params.engine_depth },
+        );
+        None
+    }
+
+    /// A transposition already walked in this pass at this ply or a shallower one, and not cut short of what the
+    /// window `beta` needs: its value can be taken as it stands.
+    fn walked_enough(&self, key: PositionKey, ply: u8, beta: Score) -> bool {
+        self.walked
+            .get(&key)
+            .is_some_and(|&(earlier, cut_at)| earlier <= ply && cut_at.is_none_or(|cut_beta| beta <= cut_beta))
+    }
+
+    /// The search for alternatives goes on while the unsearched moves could be within the window: their bound (the
+    /// node's rest bound, or the best estimate when it has none) at least the threshold.
+    fn search_alternatives(&mut self, pos: &Chess, key: PositionKey, ply: u8, node: &Node, window: Window) {
+        let Window { best_estimate, distance, threshold } = window;
+        let unsearched: Vec<UciMove> = pos
+            .legal_moves()
+            .iter()
+            .map(|m| crate::notation::canonical(*m))
+            .filter(|u| node.edge(u).is_none())
+            .collect();
+        if unsearched.is_empty() {
+            return;
+        }
+        let rest = node.rest.map_or(best_estimate, |r: RestBound| r.score);
+        if rest >= threshold {
+            trace!(
+                self.trace,
+                "alternatives ply={ply} {key} {}: unsearched moves bounded by {rest} >= best {best_estimate} - {distance} = {threshold}; searching {} moves",
+                fen(pos),
+                unsearched.len()
+            );
+            let count = unsearched.len();
+            self.plan(
+                key,
+                Purpose::Alternatives { unsearched: count },
+                Job { position: pos.clone(), searchmoves: unsearched, depth: self.params.engine_depth },
+            );
+        } else {
+            trace!(
+                self.trace,
+                "closed ply={ply} {key}: {} unsearched moves bounded by {rest} < best {best_estimate} - {distance} = {threshold}",
+                unsearched.len()
+            );
+        }
+    }
+
+    /// Remembers the walk of `key` (and the beta it was cut at) so that a transposition can reuse it; a walk at a
+    /// shallower ply is kept.
+    fn remember_walk(&mut self, key: PositionKey, ply: u8, cut_at: Option<Score>) {
         let earlier = self.walked.get(&key).copied();
         let entry = match earlier {
             Some((earlier_ply, _)) if earlier_ply < ply => (earlier_ply, earlier.and_then(|e| e.1)),
-            _ => (ply, cut.then_some(beta)),
+            _ => (ply, cut_at),
         };
         self.walked.insert(key, entry);
-        Ok(best)
     }
+}
+
+/// The move distance window at a node: its best estimate, the distance at its ply and the threshold below which a
+/// move is refused.
+#[derive(Clone, Copy)]
+struct Window {
+    best_estimate: Score,
+    distance: i32,
+    threshold: Score,
 }
 
 /// What one pass found to do.
