@@ -2,6 +2,25 @@
 //!
 //! A chess GUI loads deeptree like any UCI engine. Behind that face it keeps a tree of positions in LMDB
 //! ([`store`]), answers from it, hands leaf evaluation to a pool of inner UCI engines and keeps growing the tree.
+//!
+//! # Layers
+//!
+//! From the bottom up; each module uses only those above it in this list, except where noted.
+//!
+//! - [`score`], [`notation`], [`config`], [`logger`]: scores and bounds, the stored and written forms of moves
+//!   (castling, Chess960), settings, logging. No chess engine, no store.
+//! - [`engine`]: inner-engine processes. `process` owns one engine (the handle and its watchdog), `jobs` is the job
+//!   board, `worker` runs one engine's loop, `pool` hands jobs to workers. Uses the layers above only.
+//! - [`store`]: keys, the node codec, the LMDB environment and the one writer. Exception, to be moved into a layer
+//!   of its own: the writer carries idea values upward after each merge with `search::graph` and
+//!   `search::minimax::propagate`.
+//! - [`search`]: the deep-analysis search over the store and an evaluator (the engine pool, or a scripted one):
+//!   the graph view, idea and alpha minimax, passes, settling, `show`, and the host's benchmark.
+//! - [`interop`]: PGN, EPD, Polyglot and HTML in and out, and `merge`. Uses the store and the search.
+//! - [`uci`]: the GUI's face: the protocol loop, the `go` policy (tree against search), the direct engine's
+//!   relay, tree growth. Uses everything below.
+//! - [`commands`] and [`bench`](mod@bench): the bodies of the `deeptree` commands and the measurements; `main.rs` parses the
+//!   command line and dispatches to them.
 
 pub mod bench;
 pub mod commands;
