@@ -4,7 +4,7 @@
 //! - [`EnginePool`] runs N workers, each owning its own process on its own thread, and restarts an engine that
 //!   fails (with a growing, jittered back-off), retrying its job on fresh processes.
 //! - [`protocol`] parses engine output; [`EvalRequest`]/[`Evaluation`] are what is asked and answered.
-//! - [`bench`] measures the pool against a bare loop over pipes.
+//! - [`bench`](mod@bench) measures the pool against a bare loop over pipes.
 //!
 //! Scores are from the point of view of the side to move in the searched position. Every move an engine sends is
 //! checked legal before it is used, and nothing an engine sends can make deeptree panic.
