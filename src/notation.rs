@@ -67,9 +67,10 @@ fn names_rook_files(fen: &str) -> bool {
     fen.split_whitespace().nth(2).is_some_and(|castling| castling.chars().any(|c| !"KQkq-".contains(c)))
 }
 
-/// Parses a FEN (standard, X-FEN or Shredder-FEN). With `chess960`, or when the FEN itself is Chess960 (rook files
-/// in its castling field, or castling rights that standard chess cannot have), the position is set up for Chess960;
-/// the second value says which.
+/// Parses a FEN (standard, X-FEN or Shredder-FEN). With `chess960`, or when the FEN names rook files in its castling
+/// field (Shredder-FEN, or X-FEN for an inner rook), the position is set up for Chess960; the second value says
+/// which. Otherwise it is standard chess: `KQkq` rights that only Chess960 could have are an error that says so,
+/// never a silent switch to Chess960 (they are more often stale rights of a standard game).
 pub fn parse_position(fen: &str, chess960: bool) -> Result<(Chess, bool), String> {
     let parsed: Fen = fen.trim().parse().map_err(|e| format!("{e}"))?;
     if chess960 || names_rook_files(fen) {
@@ -77,9 +78,10 @@ pub fn parse_position(fen: &str, chess960: bool) -> Result<(Chess, bool), String
     }
     match parsed.clone().into_position(CastlingMode::Standard) {
         Ok(pos) => Ok((pos, false)),
-        Err(standard) => {
-            parsed.into_position(CastlingMode::Chess960).map(|p| (p, true)).map_err(|_| standard.to_string())
-        }
+        Err(standard) if parsed.into_position::<Chess>(CastlingMode::Chess960).is_ok() => Err(format!(
+            "{standard} (a Chess960 position: set UCI_Chess960, give --chess960, or write its rights in Shredder-FEN)"
+        )),
+        Err(standard) => Err(standard.to_string()),
     }
 }
 
@@ -129,10 +131,14 @@ mod tests {
     }
 
     #[test]
-    fn x_fen_with_chess960_rights_implies_chess960_and_bad_fens_are_errors() {
-        let (_, chess960) =
-            parse_position("nrbqkbrn/pppppppp/8/8/8/8/PPPPPPPP/NRBQKBRN w KQkq - 0 1", false).expect("fen");
-        assert!(chess960, "KQkq with rooks on b and g: only Chess960 has those rights");
+    fn kqkq_rights_only_chess960_can_have_need_chess960_and_bad_fens_are_errors() {
+        let x_fen = "nrbqkbrn/pppppppp/8/8/8/8/PPPPPPPP/NRBQKBRN w KQkq - 0 1";
+        let refused = parse_position(x_fen, false).expect_err("standard chess has no such rights");
+        assert!(refused.contains("UCI_Chess960"), "{refused}");
+        let (_, chess960) = parse_position(x_fen, true).expect("an X-FEN of Chess960");
+        assert!(chess960);
+        // Stale rights in a standard game (the rook left a1) are refused, not taken for Chess960.
+        assert!(parse_position("4k3/8/8/8/8/8/8/1R2K2R w KQ - 0 1", false).is_err());
         assert!(parse_position("not a fen", false).is_err());
         assert!(parse_position("8/8/8/8/8/8/8/8 w - - 0 1", false).is_err());
     }

@@ -202,12 +202,43 @@ fn no_score_is_shown_where_nothing_was_searched() {
     assert_eq!(best, "0000");
     assert!(lines.iter().any(|l| l.starts_with("info string error:")), "{lines:?}");
     assert!(!lines.iter().any(|l| l.contains(" score ")), "{lines:?}");
+    // Castling rights standard chess cannot have (the rook left a1) are refused, not taken for Chess960.
+    uci.send("position fen 4k3/8/8/8/8/8/8/1R2K2R w KQ - 0 1");
+    let (best, lines) = uci.best("go depth 3");
+    assert_eq!(best, "0000", "{lines:?}");
+    assert!(lines.iter().any(|l| l.starts_with("info string error:") && l.contains("UCI_Chess960")), "{lines:?}");
     // No inner engine: the game goes on with a legal move, and no score.
     uci.send("setoption name InnerEngine value /nonexistent/engine");
     uci.send("position startpos moves e2e4");
     let (best, lines) = uci.best("go depth 3");
     replay(&position_of(None, &["e2e4".to_owned()], false), &[&best], false).expect("a legal move");
     assert!(!lines.iter().any(|l| l.contains(" score ")), "{lines:?}");
+    // ... and among the moves the GUI allowed.
+    let (best, _) = uci.best("go depth 3 searchmoves h7h6 a7a5");
+    assert!(best == "h7h6" || best == "a7a5", "{best}");
+}
+
+/// A `stop` right behind `go` (here while the engine still takes a `ucinewgame`) gets a searched move, not the
+/// first legal one.
+#[test]
+fn a_stop_right_behind_go_still_gets_a_searched_move() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut uci = Uci::deeptree(dir.path());
+    uci.send("uci");
+    uci.until("uciok", PATIENCE);
+    uci.send(&format!("setoption name InnerEngine value {}", stockfish().display()));
+    uci.send("setoption name BackgroundAnalysis value false");
+    uci.ready();
+    for moves in ["", " moves e2e4", " moves d2d4 d7d5"] {
+        for command in ["ucinewgame", &format!("position startpos{moves}"), "go movetime 5000", "stop"] {
+            uci.send(command);
+        }
+        let lines = uci.until("bestmove", PATIENCE);
+        assert!(!lines.iter().any(|l| l.contains("nothing could be searched")), "{lines:?}");
+        assert!(lines.iter().any(|l| l.starts_with("info depth") && l.contains(" score ")), "{lines:?}");
+        let root = position_of(None, &moves.split_whitespace().skip(1).map(str::to_owned).collect::<Vec<_>>(), false);
+        check_output(&lines, &root, false, moves);
+    }
 }
 
 /// GUIs (ChessX among them) send `stop` and the next commands back to back, without waiting for `bestmove`.

@@ -240,7 +240,7 @@ pub fn direct(shared: &Shared, line: &Line, go: &Go, searchmoves: &[UciMove], co
         Ok(request) => request,
         Err(e) => {
             shared.out.error(&format!("cannot search: {e}"));
-            fallback_move(shared, line);
+            fallback_move(shared, line, searchmoves);
             return;
         }
     };
@@ -252,7 +252,7 @@ pub fn direct(shared: &Shared, line: &Line, go: &Go, searchmoves: &[UciMove], co
         Err(e) => {
             drop(slot);
             shared.out.error(&format!("inner engine '{}' unavailable: {e}", shared.config_direct.command));
-            fallback_move(shared, line);
+            fallback_move(shared, line, searchmoves);
             return;
         }
     };
@@ -273,7 +273,14 @@ pub fn direct(shared: &Shared, line: &Line, go: &Go, searchmoves: &[UciMove], co
             out.send(&text);
         }
     };
-    let result = engine.search(&request, &mut relay);
+    let mut result = engine.search(&request, &mut relay);
+    if matches!(result, Err(EngineError::Stopped)) {
+        // Stopped before it began (a `stop` right behind the `go`): the quickest real search still answers with a
+        // searched move, as the bare engine would, rather than an unsearched one.
+        if let Ok(quick) = engine_request(line, Limit::Depth(1), searchmoves, shared.options.multipv) {
+            result = engine.search(&quick, &mut relay);
+        }
+    }
     *control.direct_stop.lock() = None;
     match result {
         Ok(evaluation) => {
@@ -314,7 +321,7 @@ pub fn direct(shared: &Shared, line: &Line, go: &Go, searchmoves: &[UciMove], co
             if !matches!(e, EngineError::Stopped) {
                 shared.out.error(&format!("inner engine search failed: {e}"));
             }
-            fallback_move(shared, line);
+            fallback_move(shared, line, searchmoves);
         }
     }
 }
@@ -346,15 +353,18 @@ pub fn engine_request(
     EvalRequest::new(position, limit).with_searchmoves(searchmoves.to_vec()).map(|r| r.with_multipv(multipv))
 }
 
-/// When nothing can be searched: the tree's best move, else the first legal move, so the game goes on.
-pub fn fallback_move(shared: &Shared, line: &Line) {
-    if let Some(answer) = tree_answer(shared, line, &[]) {
+/// When nothing can be searched: the tree's best move, else the first legal move (among `searchmoves` when given),
+/// so the game goes on.
+pub fn fallback_move(shared: &Shared, line: &Line, searchmoves: &[UciMove]) {
+    if let Some(answer) = tree_answer(shared, line, searchmoves) {
         answer.send(shared, line, Instant::now());
         return;
     }
     let root = line.root();
+    let allowed =
+        |m: &&shakmaty::Move| searchmoves.is_empty() || searchmoves.contains(&crate::notation::canonical(**m));
     // Nothing was searched: an `info string` says so, with no score.
-    match root.legal_moves().first() {
+    match root.legal_moves().iter().find(allowed) {
         Some(m) => {
             shared.out.send("info string nothing could be searched: playing the first legal move");
             shared.bestmove(&format!("bestmove {}", in_notation(*m, shared.chess960)));
