@@ -46,7 +46,7 @@ pub struct AnalyzeArgs {
     /// End with one JSON object on stdout (settled rows go to stderr).
     #[arg(long)]
     pub json: bool,
-    /// Chess960: the FEN in Shredder-FEN or X-FEN, castling as king takes rook (a Chess960 FEN implies it).
+    /// Chess960: the FEN in Shredder-FEN or X-FEN, castling as king takes rook (a Shredder-FEN implies it).
     #[arg(long)]
     pub chess960: bool,
 }

@@ -24,7 +24,7 @@ pub struct ShowArgs {
     /// Print one JSON object.
     #[arg(long)]
     pub json: bool,
-    /// Chess960 (a Chess960 FEN implies it).
+    /// Chess960 (a Shredder-FEN implies it).
     #[arg(long)]
     pub chess960: bool,
 }

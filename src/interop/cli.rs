@@ -37,7 +37,7 @@ pub struct ImportArgs {
     #[arg(long, value_name = "N")]
     pub max_ply: Option<u32>,
     /// Chess960: FENs in Shredder-FEN or X-FEN, castling as king takes rook (a PGN's `Variant "Chess960"` tag, or a
-    /// Chess960 FEN, implies it).
+    /// Shredder-FEN, implies it).
     #[arg(long)]
     pub chess960: bool,
     /// Print one JSON object.
@@ -78,7 +78,7 @@ pub struct ExportArgs {
     /// Print the summary as one JSON object.
     #[arg(long)]
     pub json: bool,
-    /// Chess960 (a Chess960 FEN implies it).
+    /// Chess960 (a Shredder-FEN implies it).
     #[arg(long)]
     pub chess960: bool,
 }

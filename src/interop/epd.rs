@@ -73,7 +73,7 @@ pub fn parse_line(line: &str) -> Result<Option<EpdRecord>, String> {
     parse_line_in(line, false)
 }
 
-/// As [`parse_line`], the position set up for Chess960 with `chess960` (a Chess960 FEN implies it).
+/// As [`parse_line`], the position set up for Chess960 with `chess960` (a Shredder-FEN implies it).
 pub fn parse_line_in(line: &str, chess960: bool) -> Result<Option<EpdRecord>, String> {
     let line = line.trim();
     if line.is_empty() || line.starts_with('#') {

@@ -28,7 +28,7 @@ use super::{
 pub struct ImportOptions {
     /// Import only moves up to this ply of each game (counted from the game's start, variations included).
     pub max_ply: Option<u32>,
-    /// Every game is Chess960 (a game's `Variant "Chess960"` tag, or a Chess960 FEN, says so on its own).
+    /// Every game is Chess960 (a game's `Variant "Chess960"` tag, or a Shredder-FEN, says so on its own).
     pub chess960: bool,
 }
 
@@ -133,7 +133,7 @@ pub fn game_start(game: &RawGame) -> Result<Chess, String> {
     game_start_in(game, false)
 }
 
-/// As [`game_start`], set up for Chess960 with `chess960`, a `Variant "Chess960"` tag or a Chess960 FEN.
+/// As [`game_start`], set up for Chess960 with `chess960`, a `Variant "Chess960"` tag or a Shredder-FEN.
 pub fn game_start_in(game: &RawGame, chess960: bool) -> Result<Chess, String> {
     let mut chess960 = chess960;
     if let Some(variant) = game.tag("Variant") {
