@@ -3,9 +3,9 @@
 
 mod common;
 
-use std::{path::Path, time::Duration};
+use std::time::Duration;
 
-use common::{PATIENCE, Uci, fake, fake_log, stockfish};
+use common::{PATIENCE, Uci, fake_log, fake_session, stockfish};
 use shakmaty::{CastlingMode, Chess, Move, Position, fen::Fen, uci::UciMove};
 
 fn position_of(fen: Option<&str>, moves: &[String], chess960: bool) -> Chess {
@@ -147,23 +147,11 @@ fn every_pv_is_legal_from_the_root_in_the_guis_notation() {
     }
 }
 
-/// A session with the fake engine as the inner engine, logging what it receives.
-fn fake_session(db: &Path, log: &Path) -> Uci {
-    let mut uci = Uci::deeptree(db);
-    uci.send("uci");
-    uci.until("uciok", PATIENCE);
-    uci.send(&format!("setoption name InnerEngine value {} --log {}", fake(), log.display()));
-    uci.send("setoption name BackgroundAnalysis value false");
-    uci.send("setoption name EngineDepth value 2");
-    uci.ready();
-    uci
-}
-
 #[test]
 fn castling_in_either_notation_reaches_the_engine_in_its_own() {
     let dir = tempfile::tempdir().expect("tempdir");
     let log = dir.path().join("fake.log");
-    let mut uci = fake_session(dir.path(), &log);
+    let mut uci = fake_session(dir.path(), &log, &["EngineDepth value 2"]);
     let line = "e2e4 e7e5 g1f3 b8c6 f1c4 f8c5";
     for (depth, (gui, chess960, engine)) in
         [("e1h1", false, "e1g1"), ("e1g1", false, "e1g1"), ("e1g1", true, "e1h1")].into_iter().enumerate()
@@ -196,7 +184,7 @@ fn castling_in_either_notation_reaches_the_engine_in_its_own() {
 fn no_score_is_shown_where_nothing_was_searched() {
     let dir = tempfile::tempdir().expect("tempdir");
     let log = dir.path().join("fake.log");
-    let mut uci = fake_session(dir.path(), &log);
+    let mut uci = fake_session(dir.path(), &log, &["EngineDepth value 2"]);
     uci.send("position fen not-a-fen");
     let (best, lines) = uci.best("go depth 3");
     assert_eq!(best, "0000");
@@ -246,7 +234,7 @@ fn a_stop_right_behind_go_still_gets_a_searched_move() {
 fn commands_right_after_stop_wait_for_the_stopped_search() {
     let dir = tempfile::tempdir().expect("tempdir");
     let log = dir.path().join("fake.log");
-    let mut uci = fake_session(dir.path(), &log);
+    let mut uci = fake_session(dir.path(), &log, &["EngineDepth value 2"]);
     uci.send("position startpos");
     uci.send("go infinite");
     uci.until("info depth", Duration::from_secs(5));
@@ -265,7 +253,7 @@ fn commands_right_after_stop_wait_for_the_stopped_search() {
 fn bestmove_waits_for_stop_or_ponderhit_whatever_else_arrives() {
     let dir = tempfile::tempdir().expect("tempdir");
     let log = dir.path().join("fake.log");
-    let mut uci = fake_session(dir.path(), &log);
+    let mut uci = fake_session(dir.path(), &log, &["EngineDepth value 2"]);
     for (go, release) in [("go infinite", "stop"), ("go ponder", "ponderhit"), ("go ponder", "stop")] {
         uci.send("position startpos moves d2d4");
         uci.send(go);

@@ -5,7 +5,7 @@ mod common;
 
 use std::{path::Path, process::Command};
 
-use common::{PATIENCE, Uci, fake, fake_log, stockfish};
+use common::{PATIENCE, Uci, fake, fake_log, fake_session, stockfish};
 
 /// Two games of 44 plies, a `ucinewgame` before each, every move at 20,000 nodes: deeptree with an empty tree
 /// plays the bare engine's move in every position. The second game also checks that `ucinewgame` reaches the inner
@@ -75,17 +75,6 @@ fn grow(db: &Path, engine_depth: u32, depth: u32) {
     assert!(report.contains(&format!("\"settled_depth\":{depth}")), "{report}");
 }
 
-/// A session whose inner engine is the fake one, logging what it receives.
-fn session(db: &Path, log: &Path) -> Uci {
-    let mut uci = Uci::deeptree(db);
-    uci.send("uci");
-    uci.until("uciok", PATIENCE);
-    uci.send(&format!("setoption name InnerEngine value {} --log {}", fake(), log.display()));
-    uci.send("setoption name BackgroundAnalysis value false");
-    uci.ready();
-    uci
-}
-
 /// Searches that reached the engine.
 fn gos(log: &Path) -> Vec<String> {
     fake_log(log).into_iter().filter(|c| c.starts_with("go")).collect()
@@ -99,7 +88,7 @@ fn a_shallow_tree_defers_to_the_search_and_a_deep_one_answers() {
     let shallow = tempfile::tempdir().expect("tempdir");
     grow(shallow.path(), 3, 2);
     let log = shallow.path().join("fake.log");
-    let mut uci = session(shallow.path(), &log);
+    let mut uci = fake_session(shallow.path(), &log, &[]);
     uci.send("position startpos");
     // Asked for depth 5: the tree knows as much, and answers at once.
     let (_, lines) = uci.best("go depth 5");
@@ -119,7 +108,7 @@ fn a_shallow_tree_defers_to_the_search_and_a_deep_one_answers() {
     let deep = tempfile::tempdir().expect("tempdir");
     grow(deep.path(), 30, 1);
     let log = deep.path().join("fake.log");
-    let mut uci = session(deep.path(), &log);
+    let mut uci = fake_session(deep.path(), &log, &[]);
     uci.send("position startpos");
     let (_, lines) = uci.best(clock);
     assert!(gos(&log).is_empty(), "the tree answered without a search: {:?}", gos(&log));
@@ -134,7 +123,7 @@ fn a_shallow_tree_defers_to_the_search_and_a_deep_one_answers() {
 fn the_direct_engine_is_ready_before_go_and_hears_the_guis_game_and_clocks() {
     let dir = tempfile::tempdir().expect("tempdir");
     let log = dir.path().join("fake.log");
-    let mut uci = session(dir.path(), &log);
+    let mut uci = fake_session(dir.path(), &log, &[]);
     // Started and configured before the first `go`: the overhead is the engine's default plus the relay's.
     let before_go = fake_log(&log);
     assert!(before_go.first().is_some_and(|c| c == "uci"), "{before_go:?}");

@@ -131,3 +131,18 @@ pub fn interop_check(mode: &str, file: &Path, stdin: &str) -> serde_json::Value 
     assert!(output.status.success(), "interop_check.py {mode}: {}", String::from_utf8_lossy(&output.stderr));
     serde_json::from_slice(&output.stdout).expect("interop_check.py prints JSON")
 }
+
+/// A deeptree session whose inner engine is the fake one, logging what it receives to `log`; `settings` are further
+/// `setoption` lines (`Name value V`) sent before the session is made ready.
+pub fn fake_session(db: &Path, log: &Path, settings: &[&str]) -> Uci {
+    let mut uci = Uci::deeptree(db);
+    uci.send("uci");
+    uci.until("uciok", PATIENCE);
+    uci.send(&format!("setoption name InnerEngine value {} --log {}", fake(), log.display()));
+    uci.send("setoption name BackgroundAnalysis value false");
+    for setting in settings {
+        uci.send(&format!("setoption name {setting}"));
+    }
+    uci.ready();
+    uci
+}
