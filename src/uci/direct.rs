@@ -74,20 +74,18 @@ pub struct DirectSlot {
     applied: Vec<(String, String)>,
     /// A `ucinewgame` from the GUI that the engine has not been sent yet.
     new_game: bool,
-    /// The last [`DirectSlot::prepare`] sent nothing and started nothing.
-    quiet: bool,
 }
 
 impl DirectSlot {
     /// The engine, started if needed, with `config`'s options and the overhead applied (only what changed is sent)
-    /// and a pending `ucinewgame` sent. It does not wait for the engine: [`Engine::sync`] does, and every search
-    /// does before its `go`.
-    pub fn prepare(&mut self, config: &EngineConfig, overhead: Overhead) -> Result<&mut Engine, EngineError> {
+    /// and a pending `ucinewgame` sent; with whether it was quiet (nothing started, nothing sent). It does not wait
+    /// for the engine: [`Engine::sync`] does, and every search does before its `go`.
+    pub fn prepare(&mut self, config: &EngineConfig, overhead: Overhead) -> Result<(&mut Engine, bool), EngineError> {
         if self.engine.is_some() && self.command != config.command {
             self.engine = None;
         }
-        let before = (self.applied.clone(), self.new_game, self.engine.is_some());
-        if self.engine.is_none() {
+        let started = self.engine.is_none();
+        if started {
             let engine = Engine::spawn(config)?;
             self.command = config.command.clone();
             self.applied = config.options.clone();
@@ -96,35 +94,31 @@ impl DirectSlot {
         let engine = self.engine.as_mut().ok_or(EngineError::Eof)?;
         let mut wanted = config.options.clone();
         wanted.extend(overhead.option(engine.identity()));
-        let configured = configure(engine, &mut self.applied, &wanted).and_then(|()| {
-            if self.new_game {
+        let new_game = self.new_game;
+        let configured = configure(engine, &mut self.applied, &wanted).and_then(|sent| {
+            if new_game {
                 engine.begin_new_game()?;
             }
-            Ok(())
+            Ok(sent)
         });
         match configured {
-            Ok(()) => {
-                self.quiet = before == (self.applied.clone(), self.new_game, true);
+            Ok(sent) => {
                 self.new_game = false;
+                let quiet = !started && !sent && !new_game;
+                self.engine.as_mut().map(|engine| (engine, quiet)).ok_or(EngineError::Eof)
             }
             Err(e) => {
                 if e.is_engine_fault() {
                     self.engine = None;
                 }
-                return Err(e);
+                Err(e)
             }
         }
-        self.engine.as_mut().ok_or(EngineError::Eof)
     }
 
     /// The GUI's `ucinewgame`: sent with the next [`DirectSlot::prepare`] (a fresh process gets it too).
     pub fn new_game(&mut self) {
         self.new_game = true;
-    }
-
-    /// The last [`DirectSlot::prepare`] sent nothing to the engine and started none.
-    pub fn was_quiet(&self) -> bool {
-        self.quiet
     }
 
     /// Ends the engine (a new command line, a fault, or the end of the session).
@@ -134,12 +128,13 @@ impl DirectSlot {
     }
 }
 
-/// Sends the options of `wanted` whose values differ from what the engine was told.
+/// Sends the options of `wanted` whose values differ from what the engine was told; true when it sent any.
 fn configure(
     engine: &mut Engine,
     applied: &mut Vec<(String, String)>,
     wanted: &[(String, String)],
-) -> Result<(), EngineError> {
+) -> Result<bool, EngineError> {
+    let mut sent = false;
     for (name, value) in wanted {
         if applied.iter().any(|(n, v)| n.eq_ignore_ascii_case(name) && v == value) {
             continue;
@@ -151,8 +146,9 @@ fn configure(
         }
         applied.retain(|(n, _)| !n.eq_ignore_ascii_case(name));
         applied.push((name.clone(), value.clone()));
+        sent = true;
     }
-    Ok(())
+    Ok(sent)
 }
 
 /// The relay's own latency, hop by hop, over the last searches.
@@ -245,10 +241,8 @@ pub fn direct(shared: &Shared, line: &Line, go: &Go, searchmoves: &[UciMove], co
         }
     };
     let mut slot = shared.direct.lock();
-    let prepared = slot.prepare(&shared.config_direct, shared.overhead).map(|_| ());
-    let quiet = slot.was_quiet();
-    let engine = match prepared.and_then(|()| slot.engine.as_mut().ok_or(EngineError::Eof)) {
-        Ok(engine) => engine,
+    let (engine, quiet) = match slot.prepare(&shared.config_direct, shared.overhead) {
+        Ok(prepared) => prepared,
         Err(e) => {
             drop(slot);
             shared.out.error(&format!("inner engine '{}' unavailable: {e}", shared.config_direct.command));

@@ -294,7 +294,7 @@ impl Session {
             // The direct engine is started now, and kept: it tells its options, and it is ready for the game.
             let (config, overhead) = (self.direct_config(), self.overhead());
             match self.direct.lock().prepare(&config, overhead) {
-                Ok(engine) => self.inner_declared = offered(engine.identity()),
+                Ok((engine, _)) => self.inner_declared = offered(engine.identity()),
                 Err(e) => problem = Some(format!("inner engine '{}' unavailable: {e}", self.options.inner_engine)),
             }
         }
@@ -325,7 +325,7 @@ impl Session {
     fn prepare_direct(&mut self, sync: bool) {
         let (config, overhead) = (self.direct_config(), self.overhead());
         let mut slot = self.direct.lock();
-        let prepared = slot.prepare(&config, overhead).and_then(|engine| {
+        let prepared = slot.prepare(&config, overhead).and_then(|(engine, _)| {
             if sync {
                 engine.sync()?;
             }
