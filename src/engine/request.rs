@@ -2,7 +2,7 @@
 
 use std::{sync::Arc, time::Duration};
 
-use shakmaty::{Chess, EnPassantMode, Position, fen::Fen, uci::UciMove};
+use shakmaty::{Chess, EnPassantMode, Move, Position, fen::Fen, uci::UciMove};
 
 use super::EngineError;
 use crate::{
@@ -27,8 +27,9 @@ use crate::{
 #[derive(Debug, Clone)]
 pub struct EnginePosition {
     start_fen: String,
-    start: Chess,
     moves: Vec<UciMove>,
+    /// The same moves as played, checked legal once: written in each engine's castling notation from these.
+    played: Vec<Move>,
     position: Chess,
 }
 
@@ -36,15 +37,16 @@ impl EnginePosition {
     /// `start` followed by `moves`; every move must be legal where it is played.
     pub fn new(start: Chess, moves: Vec<UciMove>) -> Result<EnginePosition, EngineError> {
         let start_fen = Fen::from_position(&start, EnPassantMode::Legal).to_string();
-        let start_position = start.clone();
         let mut position = start;
+        let mut played = Vec::with_capacity(moves.len());
         for (i, uci) in moves.iter().enumerate() {
             let m = uci.to_move(&position).map_err(|_| {
                 EngineError::InvalidRequest(format!("move {} ({uci}) is illegal after {start_fen}", i + 1))
             })?;
             position.play_unchecked(m);
+            played.push(m);
         }
-        Ok(EnginePosition { start_fen, start: start_position, moves, position })
+        Ok(EnginePosition { start_fen, moves, played, position })
     }
 
     /// A FEN (standard, X-FEN or Shredder-FEN) followed by `moves`.
@@ -59,8 +61,8 @@ impl EnginePosition {
     pub fn of(position: &Chess) -> EnginePosition {
         EnginePosition {
             start_fen: Fen::from_position(position, EnPassantMode::Legal).to_string(),
-            start: position.clone(),
             moves: Vec::new(),
+            played: Vec::new(),
             position: position.clone(),
         }
     }
@@ -93,19 +95,11 @@ impl EnginePosition {
         } else {
             format!("position fen {}", self.start_fen)
         };
-        if !self.moves.is_empty() {
+        if !self.played.is_empty() {
             command.push_str(" moves");
-            let mut pos = self.start.clone();
-            for uci in &self.moves {
+            for m in &self.played {
                 command.push(' ');
-                // Every move was checked legal when the position was made.
-                match uci.to_move(&pos) {
-                    Ok(m) => {
-                        in_notation(m, chess960).append_to_string(&mut command);
-                        pos.play_unchecked(m);
-                    }
-                    Err(_) => uci.append_to_string(&mut command),
-                }
+                in_notation(*m, chess960).append_to_string(&mut command);
             }
         }
         command
