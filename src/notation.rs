@@ -52,11 +52,20 @@ pub fn canonical_uci(pos: &Chess, uci: &UciMove) -> Option<UciMove> {
 
 /// Moves from `pos`, in the reader's notation, up to the first that is illegal where it is played.
 pub fn legal_line(pos: &Chess, moves: &[UciMove], chess960: bool) -> Vec<UciMove> {
+    played(pos, moves).into_iter().map(|m| in_notation(m, chess960)).collect()
+}
+
+/// The moves of `moves` as played from `pos`, in whichever notation they came, up to the first that is illegal
+/// where it is played.
+pub fn played(pos: &Chess, moves: &[UciMove]) -> Vec<Move> {
     let mut pos = pos.clone();
     let mut line = Vec::with_capacity(moves.len());
     for uci in moves {
-        let Ok(m) = uci.to_move(&pos) else { break };
-        line.push(in_notation(m, chess960));
+        let Ok(m) = uci.to_move(&pos) else {
+            log::debug!("line cut at the illegal move {uci}");
+            break;
+        };
+        line.push(m);
         pos.play_unchecked(m);
     }
     line

@@ -19,7 +19,7 @@ use std::{
 
 use log::{debug, trace, warn};
 use parking_lot::{Condvar, Mutex};
-use shakmaty::{Chess, Position, uci::UciMove};
+use shakmaty::{Position, uci::UciMove};
 
 use super::{
     EngineError,
@@ -28,7 +28,7 @@ use super::{
     request::{EvalRequest, Evaluation, PvLine, SearchTiming},
 };
 use crate::{
-    notation::canonical,
+    notation::{canonical, played},
     score::{Bound, Score},
 };
 
@@ -819,7 +819,7 @@ impl Collector {
                 bound: raw.bound,
                 depth: raw.depth,
                 seldepth: raw.seldepth,
-                pv: legal_prefix(pos, &raw.pv),
+                pv: played(pos, &raw.pv).into_iter().map(canonical).collect(),
             })
         });
         let line = match lines.next().filter(|l| l.multipv == 1) {
@@ -839,19 +839,4 @@ impl Collector {
             timing,
         })
     }
-}
-
-/// The moves of `pv` up to the first that is not legal where it is played.
-fn legal_prefix(pos: &Chess, pv: &[UciMove]) -> Vec<UciMove> {
-    let mut pos = pos.clone();
-    let mut legal = Vec::with_capacity(pv.len());
-    for uci in pv {
-        let Ok(m) = uci.to_move(&pos) else {
-            debug!("pv cut at illegal move {uci}");
-            break;
-        };
-        legal.push(canonical(m));
-        pos.play_unchecked(m);
-    }
-    legal
 }
