@@ -26,7 +26,20 @@
 //! rook in the corner) is stored as the king's move (`e1g1`, `e8c8`, as stores have always held it); any other
 //! castling as the king taking the rook.
 
-use shakmaty::{CastlingMode, Chess, File, Move, Position, fen::Fen, uci::UciMove};
+use shakmaty::{CastlingMode, Chess, File, FromSetup, Move, Position, fen::Fen, uci::UciMove};
+
+/// The standard start position, as a FEN (which is how GUIs write `startpos`).
+pub const START_FEN: &str = "rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq - 0 1";
+
+/// The standard start position, set up for Chess960 (it is Chess960's position 518) when `chess960`.
+pub fn start_position(chess960: bool) -> Chess {
+    if chess960 {
+        // The standard start is a legal Chess960 position: this cannot fail.
+        Chess::from_setup(shakmaty::Setup::default(), CastlingMode::Chess960).unwrap_or_default()
+    } else {
+        Chess::default()
+    }
+}
 
 /// The stored form of a move: castling as in standard chess (king on the e-file, rook in the corner) as the king's
 /// move, any other castling as the king taking its rook (the only unambiguous form there); every other move as UCI

@@ -6,7 +6,7 @@ use shakmaty::{Chess, EnPassantMode, Move, Position, fen::Fen, uci::UciMove};
 
 use super::EngineError;
 use crate::{
-    notation::{in_notation, parse_position},
+    notation::{START_FEN, in_notation, parse_position},
     score::{Bound, Score},
 };
 
@@ -105,8 +105,6 @@ impl EnginePosition {
         command
     }
 }
-
-const START_FEN: &str = "rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq - 0 1";
 
 /// How long the engine searches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

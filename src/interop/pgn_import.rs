@@ -153,10 +153,7 @@ pub fn game_start_in(game: &RawGame, chess960: bool) -> Result<Chess, String> {
                 .map(|(pos, _)| pos)
                 .map_err(|e| format!("bad FEN {}: {e}", quote(fen)))
         }
-        None if chess960 => {
-            crate::notation::parse_position("rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq - 0 1", true)
-                .map(|(pos, _)| pos)
-        }
+        None if chess960 => Ok(crate::notation::start_position(true)),
         None if game.tag("SetUp").is_some_and(|s| s.trim() == "1") => Err("SetUp \"1\" without a FEN tag".into()),
         None => Ok(Chess::default()),
     }

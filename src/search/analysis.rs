@@ -91,8 +91,6 @@ impl fmt::Display for LineError {
 
 impl std::error::Error for LineError {}
 
-const START_FEN: &str = "rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq - 0 1";
-
 /// User input quoted in an error message: `'text'`, or for a longer text its first 80 characters and its length
 /// (`'e2e4e2e4...' (5000000 characters)`), so that a message stays readable whatever was sent.
 pub fn quote(text: &str) -> String {
@@ -113,11 +111,7 @@ impl Line {
     /// is accepted as the king's move and as the king taking its rook, and kept in the stored form.
     pub fn parse_in(fen: Option<&str>, moves: &str, chess960: bool) -> Result<Line, LineError> {
         let (start, chess960) = match fen.map(str::trim).filter(|f| !f.is_empty() && *f != "startpos") {
-            None if chess960 => match crate::notation::parse_position(START_FEN, true) {
-                Ok(parsed) => parsed,
-                Err(reason) => return Err(LineError::BadFen { fen: START_FEN.to_owned(), reason }),
-            },
-            None => (Chess::default(), false),
+            None => (crate::notation::start_position(chess960), chess960),
             Some(fen) => crate::notation::parse_position(fen, chess960)
                 .map_err(|reason| LineError::BadFen { fen: fen.to_owned(), reason })?,
         };
