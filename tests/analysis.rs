@@ -4,7 +4,7 @@ use std::{collections::HashSet, process::Command, time::Duration};
 
 use deeptree::{
     search::{
-        analysis::{Analysis, Line, Params, Trace, move_distance_at},
+        analysis::{Analysis, Line, Params, Report, Trace, move_distance_at},
         evaluator::{Answer, Evaluator, Job, ScriptedEvaluator},
         show,
     },
@@ -42,11 +42,17 @@ fn params(max_depth: u8) -> Params {
 }
 
 fn run_scripted(store: &Store, workers: usize, seed: u64, max_depth: u8, moves: &str) -> (u64, Vec<Job>) {
+    let (report, jobs) = run_scripted_report(store, workers, seed, max_depth, moves);
+    (report.evaluations, jobs)
+}
+
+fn run_scripted_report(store: &Store, workers: usize, seed: u64, max_depth: u8, moves: &str) -> (Report, Vec<Job>) {
     let evaluator = Recording { inner: ScriptedEvaluator::new(workers, seed), jobs: Vec::new() };
     let mut analysis = Analysis::new(store, evaluator, params(max_depth));
     let report = analysis.run(&Line::parse(None, moves).unwrap(), |_| {}).unwrap();
     assert_eq!(report.settled_depth, Some(max_depth));
-    (report.evaluations, analysis.evaluator.jobs)
+    assert_eq!(report.evaluations, analysis.evaluator.jobs.len() as u64, "the report counts every search");
+    (report, analysis.evaluator.jobs)
 }
 
 fn tree_json(store: &Store, depth: u8) -> String {
@@ -63,14 +69,25 @@ fn move_distance_halves_after_ply_one() {
 #[test]
 fn the_settled_tree_does_not_depend_on_workers_or_answer_order() {
     let one = tempfile::tempdir().unwrap();
-    let four = tempfile::tempdir().unwrap();
     let store_one = Store::open(one.path(), &StoreOptions::default()).unwrap();
-    let store_four = Store::open(four.path(), &StoreOptions::default()).unwrap();
-    let (evals_one, _) = run_scripted(&store_one, 1, 1, 3, "");
-    let (evals_four, _) = run_scripted(&store_four, 4, 99, 3, "");
-    assert!(evals_one > 20, "a depth-3 tree takes many searches ({evals_one})");
-    assert_eq!(evals_one, evals_four);
-    assert_eq!(tree_json(&store_one, 6), tree_json(&store_four, 6));
+    let (serial, _) = run_scripted_report(&store_one, 1, 1, 3, "");
+    assert!(serial.stored > 20, "a depth-3 tree takes many searches ({})", serial.stored);
+    assert_eq!(serial.ahead, 0, "one engine runs nothing ahead of its turn");
+    assert_eq!(serial.evaluations, serial.stored);
+    let expected = tree_json(&store_one, 6);
+    for (workers, seed) in [(4, 99), (32, 7)] {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), &StoreOptions::default()).unwrap();
+        let (report, _) = run_scripted_report(&store, workers, seed, 3, "");
+        // The engines left free by a pass ran searches ahead of their turn, and passes took some of them.
+        assert!(report.ahead > 0 && report.ahead_used > 0, "{workers} workers: {report:?}");
+        assert_eq!(report.evaluations, report.stored + report.ahead - report.ahead_used, "{workers} workers");
+        // What is stored, and so every settled best move and value, is the one-engine run's.
+        assert_eq!(report.stored, serial.stored, "{workers} workers");
+        assert_eq!(tree_json(&store, 6), expected, "{workers} workers");
+        let per_depth = |r: &Report| r.iterations.iter().map(|i| (i.software_depth, i.evaluations)).collect::<Vec<_>>();
+        assert_eq!(per_depth(&report), per_depth(&serial), "{workers} workers");
+    }
 }
 
 #[test]

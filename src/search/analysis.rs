@@ -12,6 +12,7 @@
 //! their answers arrive.
 
 use std::{
+    collections::{HashMap, HashSet, VecDeque},
     fmt,
     fs::File,
     io::{BufWriter, IsTerminal, Write},
@@ -28,7 +29,7 @@ use shakmaty::{Chess, Position, fen::Fen, uci::UciMove};
 use crate::{
     score::{Bound, Score},
     store::{
-        Change, ReadView, Store, StoreError,
+        Change, Store, StoreError,
         key::{KeyMap, KeySet, PositionKey},
         node::{Edge, Eval, Node, PackedPosition, RestBound},
         play_uci,
@@ -37,8 +38,10 @@ use crate::{
 
 use super::{
     evaluator::{Answer, Evaluator, Job},
-    graph::{Graph, StoreGraph},
+    graph::{Records, StoreGraph},
+    host::{Flights, JobKey, Planned, Purpose},
     minimax::{UNROLL_BUDGET, alpha_of_edge, alpha_of_node},
+    overlay::Overlay,
     show::san_of as san,
 };
 
@@ -170,8 +173,14 @@ pub struct Iteration {
 /// What an analysis did.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Report {
-    /// Inner-engine searches this run.
+    /// Inner-engine searches answered this run, ahead of their turn or not.
     pub evaluations: u64,
+    /// Answers stored: the searches a run with one engine asks.
+    pub stored: u64,
+    /// Searches started ahead of their turn, to keep engines busy.
+    pub ahead: u64,
+    /// Of those, the searches a pass asked for (the rest were not needed, or not yet when the run ended).
+    pub ahead_used: u64,
     /// Positions in the store.
     pub positions: u64,
     pub settled_depth: Option<u8>,
@@ -248,32 +257,13 @@ macro_rules! trace {
     };
 }
 
-/// What a planned search is for.
-#[derive(Debug, Clone)]
-enum Purpose {
-    /// The position's first evaluation (its best move).
-    Evaluate,
-    /// The best of the moves not searched yet.
-    Alternatives { unsearched: usize },
-    /// A move of the root's line (stored as an edge so the tree from the start leads to the root).
-    LineMove,
-}
-
-#[derive(Debug, Clone)]
-struct Planned {
-    key: PositionKey,
-    purpose: Purpose,
-    job: Job,
-}
-
 fn fen(pos: &Chess) -> String {
     Fen::from_position(pos, shakmaty::EnPassantMode::Legal).to_string()
 }
 
 /// One pass: the alpha-beta walk that plans searches.
-struct Walk<'v, 's, 't> {
-    view: &'v ReadView<'s>,
-    graph: StoreGraph<'v, 's>,
+struct Walk<'t, G: Records> {
+    tree: &'t G,
     params: &'t Params,
     depth: u8,
     trace: &'t mut Trace,
@@ -292,7 +282,7 @@ struct Walk<'v, 's, 't> {
 const MINUS_INFINITY: Score = Score::MATED_NOW;
 const PLUS_INFINITY: Score = Score::MATE_NOW;
 
-impl Walk<'_, '_, '_> {
+impl<G: Records> Walk<'_, G> {
     fn plan(&mut self, key: PositionKey, purpose: Purpose, job: Job) {
         if self.failed.contains(&key) {
             trace!(self.trace, "skip {key}: its engine search failed earlier in this run");
@@ -320,20 +310,20 @@ impl Walk<'_, '_, '_> {
         path: &mut Vec<PositionKey>,
     ) -> Result<Option<Score>, StoreError> {
         self.max_ply = self.max_ply.max(ply);
-        let node = self.view.node(key)?;
+        let node = self.tree.record(key)?;
         let needs_eval = node.as_ref().and_then(|n| n.eval.as_ref()).is_none_or(|e| e.depth < self.params.engine_depth);
         if needs_eval {
             return Ok(self.evaluate(pos, key, ply));
         }
         let Some(node) = node else { return Ok(None) };
-        let Some(gnode) = self.graph.node(key) else { return Ok(None) };
+        let Some(gnode) = self.tree.node(key) else { return Ok(None) };
         let mut budget = UNROLL_BUDGET;
         if ply >= self.depth || gnode.edges.is_empty() {
             self.leaf(ply);
-            return Ok(Some(alpha_of_node(&self.graph, &gnode, path, &mut budget)));
+            return Ok(Some(alpha_of_node(self.tree, &gnode, path, &mut budget)));
         }
         if self.walked_enough(key, ply, beta) {
-            return Ok(Some(alpha_of_node(&self.graph, &gnode, path, &mut budget)));
+            return Ok(Some(alpha_of_node(self.tree, &gnode, path, &mut budget)));
         }
 
         // Estimates of every move from the minimaxed graph (alpha: repetitions of the path are draws).
@@ -341,7 +331,7 @@ impl Walk<'_, '_, '_> {
             .edges
             .iter()
             .enumerate()
-            .map(|(i, e)| (i, alpha_of_edge(&self.graph, e.child, e.score, path, &mut budget)))
+            .map(|(i, e)| (i, alpha_of_edge(self.tree, e.child, e.score, path, &mut budget)))
             .collect();
         moves.sort_by_key(|m| std::cmp::Reverse(m.1));
         let best_estimate = moves.first().map_or(MINUS_INFINITY, |m| m.1);
@@ -491,12 +481,43 @@ struct Window {
 }
 
 /// What one pass found to do.
+#[derive(Default)]
 struct WalkResult {
     planned: Vec<Planned>,
     terminal: Vec<Change>,
     min_leaf: u8,
     max_ply: u8,
     skipped: usize,
+}
+
+/// The root of a run: its position, its key and the positions of the game before it.
+struct Root {
+    position: Chess,
+    key: PositionKey,
+    history: Vec<PositionKey>,
+}
+
+/// Searches run ahead of their turn, so that no engine waits while a pass waits for its slowest search (DESIGN.md
+/// section 2.5).
+///
+/// When an engine is free and the pass has nothing more to start, the host walks the tree as it will be once every
+/// answer received so far is stored (the [`Overlay`]), at the depth being settled and then deeper, and starts the
+/// first search that walk plans: the next alternative of a node, the child of a move just found, the next depth's
+/// leaves. Its answer waits in [`Flights`] until a pass asks for that very search, and only then is it stored. So the
+/// store, and every decision the search settles, are those of a run with one engine; a search no pass asks for is
+/// dropped at the end of the run, and counted.
+#[derive(Default)]
+struct Speculation {
+    /// The tree with every answer of this run in it; `None` when nothing is run ahead.
+    overlay: Option<Overlay>,
+    /// Searches the last look ahead found, most useful first.
+    queue: VecDeque<Planned>,
+    /// The overlay generation the queue was planned from.
+    planned_at: Option<u64>,
+    /// Searches started ahead of their turn.
+    started: u64,
+    /// Of those, searches a pass took.
+    used: u64,
 }
 
 /// The deep-analysis search of one root.
@@ -511,9 +532,17 @@ pub struct Analysis<'a, E: Evaluator> {
     pub progress: bool,
     /// Store the root's line as engine-scored edges first (off when the caller has stored the line itself).
     pub line_edges: bool,
-    next_id: u64,
+    /// How many software depths past the one being settled the host may look for searches to run ahead of their
+    /// turn when an engine is free. `None` runs nothing ahead: every pass waits for its slowest search.
+    pub look_ahead: Option<u8>,
+    flights: Flights,
+    speculation: Speculation,
+    root: Option<Root>,
     failed: KeySet,
+    /// Engine searches answered this run, ahead of their turn or not.
     evaluations: u64,
+    /// Answers the passes stored: what a run with one engine asks.
+    stored_answers: u64,
     failures: u64,
     started: Instant,
 }
@@ -528,9 +557,13 @@ impl<'a, E: Evaluator> Analysis<'a, E> {
             stop: Arc::new(AtomicBool::new(false)),
             progress: false,
             line_edges: true,
-            next_id: 0,
+            look_ahead: Some(DEFAULT_LOOK_AHEAD),
+            flights: Flights::default(),
+            speculation: Speculation::default(),
+            root: None,
             failed: KeySet::default(),
             evaluations: 0,
+            stored_answers: 0,
             failures: 0,
             started: Instant::now(),
         }
@@ -546,12 +579,16 @@ impl<'a, E: Evaluator> Analysis<'a, E> {
         self.store.writer().submit(vec![Change::SetEngine(self.evaluator.identity())]).wait()?;
         let root = line.root().clone();
         let root_key = PositionKey::of(&root);
-        let history = line.history_keys();
+        self.root = Some(Root { position: root.clone(), key: root_key, history: line.history_keys() });
+        self.speculation = Speculation::default();
+        if self.look_ahead.is_some() && self.evaluator.workers() > 1 {
+            self.speculation.overlay = Some(Overlay::default());
+        }
         trace!(
             self.trace,
             "analysis of {} (key {root_key}) with {} history positions: engine depth {}, move distance {}, max depth {}",
             fen(&root),
-            history.len(),
+            line.history_keys().len(),
             self.params.engine_depth,
             self.params.move_distance,
             self.params.max_depth
@@ -561,20 +598,20 @@ impl<'a, E: Evaluator> Analysis<'a, E> {
         let mut settled = None;
         let mut depth = 0u8;
         while !stopped && depth <= self.params.max_depth {
-            let evaluations_before = self.evaluations;
+            let stored_before = self.stored_answers;
             let depth_started = Instant::now();
             let mut passes = 0u32;
             loop {
                 passes += 1;
                 let walk_started = Instant::now();
-                let WalkResult { planned, terminal, min_leaf, max_ply, skipped } =
-                    self.walk(&root, root_key, &history, depth, passes)?;
+                let WalkResult { planned, terminal, min_leaf, max_ply, skipped } = self.walk(depth, passes)?;
                 log::debug!(
                     "depth {depth} pass {passes}: walk {:.1} ms, {} searches planned",
                     walk_started.elapsed().as_secs_f64() * 1e3,
                     planned.len()
                 );
                 if !terminal.is_empty() {
+                    self.lay_over(&terminal)?;
                     self.store.writer().submit(terminal).wait()?;
                 }
                 if planned.is_empty() && skipped > 0 {
@@ -599,7 +636,7 @@ impl<'a, E: Evaluator> Analysis<'a, E> {
                         max_depth: max_ply,
                         combined_min: u16::from(min_leaf.min(max_ply)) + u16::from(self.params.engine_depth),
                         combined_max: u16::from(max_ply) + u16::from(self.params.engine_depth),
-                        evaluations: self.evaluations - evaluations_before,
+                        evaluations: self.stored_answers - stored_before,
                         passes,
                         positions: self.store.stats()?.positions,
                         elapsed_seconds: depth_started.elapsed().as_secs_f64(),
@@ -613,7 +650,7 @@ impl<'a, E: Evaluator> Analysis<'a, E> {
                     break;
                 }
                 trace!(self.trace, "pass {passes} at depth {depth} planned {} searches", planned.len());
-                if self.run_batch(planned, depth, passes)? {
+                if self.run_pass(planned, depth, passes)? {
                     stopped = true;
                     break;
                 }
@@ -623,12 +660,26 @@ impl<'a, E: Evaluator> Analysis<'a, E> {
                 break;
             }
         }
+        // Searches still running were started ahead of their turn and no pass will ask for them now.
+        self.abandon();
+        let unused = self.speculation.started - self.speculation.used;
+        if self.speculation.started > 0 {
+            trace!(
+                self.trace,
+                "searches run ahead of their turn: {} started, {} taken by a pass, {unused} not needed",
+                self.speculation.started,
+                self.speculation.used
+            );
+        }
         self.trace.flush();
         if self.progress && std::io::stderr().is_terminal() {
             eprint!("\r\x1b[2K");
         }
         Ok(Report {
             evaluations: self.evaluations,
+            stored: self.stored_answers,
+            ahead: self.speculation.started,
+            ahead_used: self.speculation.used,
             positions: self.store.stats()?.positions,
             settled_depth: settled,
             iterations,
@@ -673,87 +724,116 @@ impl<'a, E: Evaluator> Analysis<'a, E> {
             }
         }
         if !marks.is_empty() {
+            self.lay_over(&marks)?;
             self.store.writer().submit(marks).wait()?;
         }
         if planned.is_empty() {
             return Ok(false);
         }
-        self.run_batch(planned, 0, 0)
+        self.run_pass(planned, 0, 0)
     }
 
-    fn walk(
-        &mut self,
-        root: &Chess,
-        root_key: PositionKey,
-        history: &[PositionKey],
-        depth: u8,
-        pass: u32,
-    ) -> Result<WalkResult, AnalysisError> {
+    /// One pass's walk of the store at software depth `depth`.
+    fn walk(&mut self, depth: u8, pass: u32) -> Result<WalkResult, AnalysisError> {
+        let Some(root) = &self.root else { return Ok(WalkResult::default()) };
         let view = self.store.read()?;
+        let graph = StoreGraph::new(&view);
         trace!(self.trace, "pass {pass} at software depth {depth}");
-        let mut walk = Walk {
-            view: &view,
-            graph: StoreGraph::new(&view),
-            params: &self.params,
-            depth,
-            trace: &mut self.trace,
-            planned: Vec::new(),
-            planned_keys: KeySet::default(),
-            failed: &self.failed,
-            walked: KeyMap::default(),
-            terminal: Vec::new(),
-            min_leaf: u8::MAX,
-            max_ply: 0,
-            skipped: 0,
-        };
-        let mut path: Vec<PositionKey> = history.to_vec();
-        path.push(root_key);
-        walk.visit(root, root_key, 0, MINUS_INFINITY, PLUS_INFINITY, &mut path)?;
-        if let Some(e) = walk.graph.take_error() {
-            return Err(e.into());
+        let result = walk_tree(&graph, &self.params, &mut self.trace, &self.failed, root, depth)?;
+        match graph.take_error() {
+            Some(e) => Err(e.into()),
+            None => Ok(result),
         }
-        Ok(WalkResult {
-            planned: walk.planned,
-            terminal: walk.terminal,
-            min_leaf: walk.min_leaf,
-            max_ply: walk.max_ply,
-            skipped: walk.skipped,
-        })
     }
 
-    /// Runs planned searches on all workers and stores every answer. Returns true when stopped.
-    fn run_batch(&mut self, planned: Vec<Planned>, depth: u8, pass: u32) -> Result<bool, AnalysisError> {
-        let batch_started = Instant::now();
+    /// Runs a pass's planned searches and stores every answer, together; engines the pass leaves free run searches
+    /// ahead of their turn. Returns true when stopped.
+    ///
+    /// A planned search that already ran ahead is not asked again: its answer is taken, or awaited while it runs. A
+    /// search for alternatives whose every move was searched alone ahead of its turn is answered by the best of them.
+    fn run_pass(&mut self, planned: Vec<Planned>, depth: u8, pass_number: u32) -> Result<bool, AnalysisError> {
+        let pass_started = Instant::now();
         let total = planned.len();
-        let mut jobs: Vec<(u64, Planned)> = Vec::with_capacity(total);
-        for plan in planned {
-            self.next_id += 1;
-            let id = self.next_id;
-            match self.evaluator.submit(id, plan.job.clone()) {
-                Ok(()) => jobs.push((id, plan)),
-                Err(e) => {
-                    log::warn!("search of {} not started: {e}", plan.key);
-                    self.failed.insert(plan.key);
-                    self.failures += 1;
-                }
+        let mut pass = Pass {
+            answers: vec![None; total],
+            waiting: HashMap::with_capacity(total),
+            composites: Vec::new(),
+            outstanding: 0,
+        };
+        let mut to_start: VecDeque<usize> = VecDeque::new();
+        for (i, plan) in planned.iter().enumerate() {
+            let job = JobKey::of(plan);
+            if let Some(answer) = self.flights.take(&job) {
+                trace!(self.trace, "adopt {} {:?}: answered ahead of its turn", plan.key, plan.purpose);
+                self.speculation.used += 1;
+                pass.answers[i] = Some(Ok(answer));
+                continue;
             }
+            if let Some(parts) = self.composable(plan) {
+                trace!(
+                    self.trace,
+                    "compose {} {:?}: every move searched alone ahead of its turn", plan.key, plan.purpose
+                );
+                let composite = pass.composites.len();
+                let mut missing = 0;
+                for part in &parts {
+                    if !self.flights.has_answer(part) {
+                        missing += 1;
+                        pass.waiting.entry(part.clone()).or_default().push(Waiter::Part(composite));
+                    }
+                }
+                pass.composites.push(Composite { index: i, parts, missing, failure: None });
+                pass.outstanding += usize::from(missing > 0);
+                continue;
+            }
+            match self.flights.claim(&job) {
+                Some(true) => {
+                    trace!(self.trace, "adopt {} {:?}: running ahead of its turn", plan.key, plan.purpose);
+                    self.speculation.used += 1;
+                }
+                Some(false) => {}
+                None => to_start.push_back(i),
+            }
+            pass.waiting.entry(job).or_default().push(Waiter::Plan(i));
+            pass.outstanding += 1;
         }
-        let mut receipts = Vec::with_capacity(jobs.len());
-        let mut done = 0usize;
+        // Engines this pass leaves free look ahead, even when it has everything it needs.
+        self.start_searches(&planned, &mut to_start, &mut pass, depth)?;
         let mut stopped = false;
-        while done < jobs.len() {
+        while pass.outstanding > 0 {
             if self.out_of_time() {
-                self.evaluator.cancel_all();
+                self.abandon();
                 stopped = true;
                 break;
             }
-            self.show_progress(depth, pass, done, total);
-            let Some((id, answer)) = self.evaluator.next(Duration::from_millis(100)) else { continue };
-            let Some((_, plan)) = jobs.iter().find(|(job_id, _)| *job_id == id) else { continue };
-            done += 1;
+            self.start_searches(&planned, &mut to_start, &mut pass, depth)?;
+            self.show_progress(depth, pass_number, total - pass.outstanding, total);
+            let Some(first) = self.evaluator.next(Duration::from_millis(100)) else { continue };
+            // Every answer that is in now, before the next look ahead.
+            let mut overlay_changes = Vec::new();
+            let mut next = Some(first);
+            while let Some((id, result)) = next.take() {
+                overlay_changes.extend(self.land(id, result, &mut pass));
+                next = self.evaluator.next(Duration::ZERO);
+            }
+            self.lay_over(&overlay_changes)?;
+        }
+        for composite in std::mem::take(&mut pass.composites) {
+            if composite.missing > 0 {
+                continue; // stopped first
+            }
+            pass.answers[composite.index] = Some(match composite.failure {
+                Some(e) => Err(e),
+                None => self.compose(&composite.parts),
+            });
+        }
+        let answers_done = Instant::now();
+        let mut receipts = Vec::with_capacity(total);
+        for (plan, answer) in planned.iter().zip(pass.answers) {
             match answer {
-                Ok(answer) => {
-                    self.evaluations += 1;
+                None => {} // stopped before it was answered
+                Some(Ok(answer)) => {
+                    self.stored_answers += 1;
                     trace!(
                         self.trace,
                         "answer {} {:?}: {} {} depth {}",
@@ -772,11 +852,11 @@ impl<'a, E: Evaluator> Analysis<'a, E> {
                         }
                     }
                 }
-                Err(e) if self.out_of_time() => {
+                Some(Err(e)) if stopped => {
                     log::debug!("engine search of {} ended with the analysis: {e}", plan.key);
                     self.failed.insert(plan.key);
                 }
-                Err(e) => {
+                Some(Err(e)) => {
                     log::warn!("engine search of {} failed: {e}", plan.key);
                     trace!(self.trace, "failed {} {:?}: {e}", plan.key, plan.purpose);
                     self.failed.insert(plan.key);
@@ -784,17 +864,215 @@ impl<'a, E: Evaluator> Analysis<'a, E> {
                 }
             }
         }
-        let answers_done = Instant::now();
         for receipt in receipts {
             receipt.wait()?;
         }
         log::debug!(
-            "batch of {total}: answers after {:.1} ms, stored {:.1} ms later",
-            (answers_done - batch_started).as_secs_f64() * 1e3,
+            "depth {depth} pass {pass_number}: {total} searches answered after {:.1} ms, stored {:.1} ms later",
+            (answers_done - pass_started).as_secs_f64() * 1e3,
             answers_done.elapsed().as_secs_f64() * 1e3
         );
         self.trace.flush();
         Ok(stopped)
+    }
+
+    /// The searches of each move alone that answer `plan`, a search for the best of several alternatives, when every
+    /// one of them ran (or runs) ahead of its turn.
+    fn composable(&self, plan: &Planned) -> Option<Vec<JobKey>> {
+        if !matches!(plan.purpose, Purpose::Alternatives { .. }) || plan.job.searchmoves.len() < 2 {
+            return None;
+        }
+        let parts: Vec<JobKey> =
+            plan.job.searchmoves.iter().map(|m| JobKey::single(plan.key, m, plan.job.depth)).collect();
+        parts.iter().all(|p| self.flights.has_answer(p) || self.flights.is_running(p)).then_some(parts)
+    }
+
+    /// The best of the answers of moves searched alone: the answer a search of all of them would give. Ties go to
+    /// the move that comes first in UCI notation, so the answer does not depend on the order they came in. The best
+    /// move's answer is taken; the others stay for the next search of the node's alternatives.
+    fn compose(&mut self, parts: &[JobKey]) -> Result<Answer, String> {
+        let best = parts
+            .iter()
+            .filter_map(|part| Some((part, self.flights.peek(part)?)))
+            .max_by(|a, b| a.1.score.cmp(&b.1.score).then_with(|| b.1.best.to_string().cmp(&a.1.best.to_string())))
+            .map(|(part, _)| part.clone())
+            .ok_or_else(|| "no move was answered".to_owned())?;
+        let nodes = parts.iter().filter_map(|part| self.flights.peek(part)).map(|a| a.nodes).sum();
+        self.speculation.used += 1;
+        let mut answer = self.flights.take(&best).ok_or_else(|| "the best move's answer is gone".to_owned())?;
+        answer.nodes = nodes;
+        Ok(answer)
+    }
+
+    /// Fills free engines: first with the pass's own searches, then with searches ahead of their turn.
+    fn start_searches(
+        &mut self,
+        planned: &[Planned],
+        to_start: &mut VecDeque<usize>,
+        pass: &mut Pass,
+        depth: u8,
+    ) -> Result<(), AnalysisError> {
+        let workers = self.evaluator.workers();
+        while self.flights.running() < workers {
+            if let Some(i) = to_start.pop_front() {
+                let plan = planned[i].clone();
+                let id = self.flights.book(plan.clone(), false);
+                if let Err(e) = self.evaluator.submit(id, plan.job) {
+                    log::warn!("search of {} not started: {e}", plan.key);
+                    if let Some(flight) = self.flights.land(id) {
+                        pass.waiting.remove(&flight.job);
+                    }
+                    pass.answers[i] = Some(Err(e));
+                    pass.outstanding -= 1;
+                }
+                continue;
+            }
+            let Some(plan) = self.next_ahead(depth)? else { break };
+            trace!(self.trace, "ahead {} {:?}: started ahead of its turn", plan.key, plan.purpose);
+            let id = self.flights.book(plan.clone(), true);
+            self.speculation.started += 1;
+            if let Err(e) = self.evaluator.submit(id, plan.job) {
+                log::debug!("search ahead of {} not started: {e}", plan.key);
+                self.flights.land(id);
+                self.speculation.started -= 1;
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// The most useful search to run ahead of its turn, if any: the first the look-ahead walk planned that is
+    /// neither running nor answered. The walk is made again whenever answers came in since the last one.
+    fn next_ahead(&mut self, depth: u8) -> Result<Option<Planned>, AnalysisError> {
+        let Some(generation) = self.speculation.overlay.as_ref().map(Overlay::generation) else { return Ok(None) };
+        if self.speculation.planned_at != Some(generation) {
+            self.look_ahead_walk(depth)?;
+        }
+        while let Some(plan) = self.speculation.queue.pop_front() {
+            let job = JobKey::of(&plan);
+            if !self.flights.is_running(&job) && !self.flights.has_answer(&job) {
+                return Ok(Some(plan));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Walks the overlaid tree at `depth`, then deeper while it finds fewer new searches than there are free
+    /// engines, and queues what it plans, shallowest depth first. Where engines would still be left free, the
+    /// searches for alternatives it planned are split into searches of each move alone, queued last.
+    fn look_ahead_walk(&mut self, depth: u8) -> Result<(), AnalysisError> {
+        let (Some(root), Some(overlay)) = (&self.root, &self.speculation.overlay) else { return Ok(()) };
+        let free = self.evaluator.workers().saturating_sub(self.flights.running());
+        let last = depth.saturating_add(self.look_ahead.unwrap_or(0)).min(self.params.max_depth);
+        let view = self.store.read()?;
+        let graph = StoreGraph::new(&view);
+        let tree = overlay.over(&graph);
+        let mut queue = VecDeque::new();
+        let mut queued: HashSet<JobKey> = HashSet::new();
+        let mut terminal = Vec::new();
+        let mut quiet = Trace::off();
+        let flights = &self.flights;
+        let mut enqueue = |plan: Planned, queue: &mut VecDeque<Planned>| {
+            let job = JobKey::of(&plan);
+            if !flights.is_running(&job) && !flights.has_answer(&job) && queued.insert(job) {
+                queue.push_back(plan);
+            }
+        };
+        let mut alternatives = Vec::new();
+        for ahead in depth..=last {
+            let result = walk_tree(&tree, &self.params, &mut quiet, &self.failed, root, ahead)?;
+            terminal.extend(result.terminal);
+            for plan in result.planned {
+                if matches!(plan.purpose, Purpose::Alternatives { .. }) && plan.job.searchmoves.len() > 1 {
+                    alternatives.push(plan.clone());
+                }
+                enqueue(plan, &mut queue);
+            }
+            if queue.len() >= free {
+                break;
+            }
+        }
+        for plan in alternatives.into_iter().flat_map(singles) {
+            if queue.len() >= free {
+                break;
+            }
+            enqueue(plan, &mut queue);
+        }
+        if let Some(e) = graph.take_error() {
+            return Err(e.into());
+        }
+        self.speculation.queue = queue;
+        if let Some(overlay) = &mut self.speculation.overlay {
+            overlay.apply(&view, &terminal)?;
+            self.speculation.planned_at = Some(overlay.generation());
+        }
+        Ok(())
+    }
+
+    /// Takes in the answer of search `id`: a pass's answer goes to the pass, one that ran ahead waits for its turn.
+    /// Returns the change that lays the answer over the tree for the next look ahead.
+    fn land(&mut self, id: u64, result: Result<Answer, String>, pass: &mut Pass) -> Option<Change> {
+        let flight = self.flights.land(id)?;
+        let waiters = pass.waiting.remove(&flight.job).unwrap_or_default();
+        let mut taken = false;
+        for waiter in &waiters {
+            match waiter {
+                Waiter::Plan(i) => {
+                    pass.answers[*i] = Some(result.clone());
+                    pass.outstanding -= 1;
+                    taken = true;
+                }
+                Waiter::Part(c) => {
+                    let composite = &mut pass.composites[*c];
+                    if let Err(e) = &result {
+                        composite.failure.get_or_insert_with(|| e.clone());
+                    }
+                    composite.missing -= 1;
+                    if composite.missing == 0 {
+                        pass.outstanding -= 1;
+                    }
+                }
+            }
+        }
+        match result {
+            Ok(answer) => {
+                self.evaluations += 1;
+                let change = change_for(&flight.plan, &answer);
+                if !taken {
+                    match change {
+                        Some(_) => self.flights.keep(flight.job, answer),
+                        None => log::debug!("answer for {} does not fit its position; dropped", flight.plan.key),
+                    }
+                }
+                change.filter(|_| self.speculation.overlay.is_some())
+            }
+            Err(e) => {
+                if waiters.is_empty() {
+                    // A pass that needs it will ask again.
+                    log::debug!("search ahead of {} failed: {e}", flight.plan.key);
+                }
+                None
+            }
+        }
+    }
+
+    /// Lays changes over the tree that the look ahead walks (nothing when nothing runs ahead).
+    fn lay_over(&mut self, changes: &[Change]) -> Result<(), AnalysisError> {
+        if let Some(overlay) = &mut self.speculation.overlay
+            && !changes.is_empty()
+        {
+            let view = self.store.read()?;
+            overlay.apply(&view, changes)?;
+        }
+        Ok(())
+    }
+
+    /// Stops every running search; their answers, if they still come, are ignored.
+    fn abandon(&mut self) {
+        if self.flights.running() > 0 {
+            self.evaluator.cancel_all();
+            self.flights.abandon_all();
+        }
     }
 
     fn show_progress(&self, depth: u8, pass: u32, done: usize, total: usize) {
@@ -809,6 +1087,91 @@ impl<'a, E: Evaluator> Analysis<'a, E> {
             );
         }
     }
+}
+
+/// What a pass waits for.
+struct Pass {
+    answers: Vec<Option<Result<Answer, String>>>,
+    /// Who waits for each running search.
+    waiting: HashMap<JobKey, Vec<Waiter>>,
+    composites: Vec<Composite>,
+    /// Planned searches still without an answer.
+    outstanding: usize,
+}
+
+/// Who waits for a running search.
+#[derive(Debug, Clone, Copy)]
+enum Waiter {
+    /// The pass's planned search `i`.
+    Plan(usize),
+    /// A move of composite `c`.
+    Part(usize),
+}
+
+/// A planned search for alternatives answered by searches of each move alone.
+struct Composite {
+    /// Its place in the pass.
+    index: usize,
+    parts: Vec<JobKey>,
+    /// Parts still running.
+    missing: usize,
+    failure: Option<String>,
+}
+
+/// The searches a look ahead runs for a planned one: a search for the best of several alternatives becomes one
+/// search of each move alone, so that they run at once.
+fn singles(plan: Planned) -> Vec<Planned> {
+    if !matches!(plan.purpose, Purpose::Alternatives { .. }) || plan.job.searchmoves.len() < 2 {
+        return vec![plan];
+    }
+    plan.job
+        .searchmoves
+        .iter()
+        .map(|m| Planned {
+            key: plan.key,
+            purpose: Purpose::Single,
+            job: Job { position: plan.job.position.clone(), searchmoves: vec![*m], depth: plan.job.depth },
+        })
+        .collect()
+}
+
+/// Software depths past the one being settled that the host looks ahead by default.
+pub const DEFAULT_LOOK_AHEAD: u8 = 2;
+
+/// Walks `tree` from the root at software depth `depth`: what it plans, the terminal positions it met, the plies it
+/// reached.
+fn walk_tree<G: Records>(
+    tree: &G,
+    params: &Params,
+    trace: &mut Trace,
+    failed: &KeySet,
+    root: &Root,
+    depth: u8,
+) -> Result<WalkResult, StoreError> {
+    let mut walk = Walk {
+        tree,
+        params,
+        depth,
+        trace,
+        planned: Vec::new(),
+        planned_keys: KeySet::default(),
+        failed,
+        walked: KeyMap::default(),
+        terminal: Vec::new(),
+        min_leaf: u8::MAX,
+        max_ply: 0,
+        skipped: 0,
+    };
+    let mut path: Vec<PositionKey> = root.history.clone();
+    path.push(root.key);
+    walk.visit(&root.position, root.key, 0, MINUS_INFINITY, PLUS_INFINITY, &mut path)?;
+    Ok(WalkResult {
+        planned: walk.planned,
+        terminal: walk.terminal,
+        min_leaf: walk.min_leaf,
+        max_ply: walk.max_ply,
+        skipped: walk.skipped,
+    })
 }
 
 /// The change that stores an answer.
@@ -840,6 +1203,7 @@ fn change_for(plan: &Planned, answer: &Answer) -> Option<Change> {
             }
         }
         Purpose::LineMove => edge.imported = true,
+        Purpose::Single => {}
     }
     node.edges.push(edge);
     Change::merge(pos, node).ok()

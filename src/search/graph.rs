@@ -112,6 +112,13 @@ pub trait Graph {
     fn parents(&self, key: PositionKey) -> Vec<PositionKey>;
 }
 
+/// The graph together with the stored records behind it: the walk needs a node's evaluation, rest bound and edge
+/// marks, which the graph view leaves out.
+pub trait Records: Graph {
+    /// The record of `key`, if stored.
+    fn record(&self, key: PositionKey) -> Result<Option<Node>, StoreError>;
+}
+
 /// Write access for the cached values.
 pub trait GraphMut: Graph {
     fn set_cached(&mut self, key: PositionKey, idea: Option<Score>, cyclic: bool);
@@ -173,6 +180,11 @@ impl<'v, 's> StoreGraph<'v, 's> {
         StoreGraph { view, cache: Default::default(), error: Default::default() }
     }
 
+    /// The read view behind this graph.
+    pub fn view(&self) -> &'v ReadView<'s> {
+        self.view
+    }
+
     /// The first store error met while reading (records that do not decode are treated as absent meanwhile).
     pub fn take_error(&self) -> Option<StoreError> {
         self.error.lock().take()
@@ -200,5 +212,11 @@ impl Graph for StoreGraph<'_, '_> {
             self.error.lock().get_or_insert(e);
             Vec::new()
         })
+    }
+}
+
+impl Records for StoreGraph<'_, '_> {
+    fn record(&self, key: PositionKey) -> Result<Option<Node>, StoreError> {
+        self.view.node(key)
     }
 }

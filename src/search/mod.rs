@@ -3,6 +3,8 @@
 pub mod analysis;
 pub mod evaluator;
 pub mod graph;
+pub mod host;
 pub mod host_bench;
 pub mod minimax;
+pub mod overlay;
 pub mod show;
