@@ -140,6 +140,13 @@ pub fn run(db: Option<&Path>, config: &Config, args: AnalyzeArgs) -> CommandResu
             report.settled_depth.map_or("none".to_owned(), |d| d.to_string()),
             if report.stopped { " (stopped before the last depth settled)" } else { "" }
         );
+        if report.ahead > 0 {
+            println!(
+                "{} searches ran ahead of their turn on engines a pass left free: {} of them were asked for, {} were \
+                 stopped when the run ended",
+                report.ahead, report.ahead_used, report.abandoned
+            );
+        }
     }
     Ok(())
 }

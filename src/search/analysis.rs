@@ -181,6 +181,8 @@ pub struct Report {
     pub ahead: u64,
     /// Of those, the searches a pass asked for (the rest were not needed, or not yet when the run ended).
     pub ahead_used: u64,
+    /// Searches stopped before their answer: when the run ended, those still running.
+    pub abandoned: u64,
     /// Positions in the store.
     pub positions: u64,
     pub settled_depth: Option<u8>,
@@ -543,6 +545,8 @@ pub struct Analysis<'a, E: Evaluator> {
     evaluations: u64,
     /// Answers the passes stored: what a run with one engine asks.
     stored_answers: u64,
+    /// Searches stopped before their answer.
+    abandoned: u64,
     failures: u64,
     started: Instant,
 }
@@ -564,6 +568,7 @@ impl<'a, E: Evaluator> Analysis<'a, E> {
             failed: KeySet::default(),
             evaluations: 0,
             stored_answers: 0,
+            abandoned: 0,
             failures: 0,
             started: Instant::now(),
         }
@@ -680,6 +685,7 @@ impl<'a, E: Evaluator> Analysis<'a, E> {
             stored: self.stored_answers,
             ahead: self.speculation.started,
             ahead_used: self.speculation.used,
+            abandoned: self.abandoned,
             positions: self.store.stats()?.positions,
             settled_depth: settled,
             iterations,
@@ -759,6 +765,9 @@ impl<'a, E: Evaluator> Analysis<'a, E> {
             waiting: HashMap::with_capacity(total),
             composites: Vec::new(),
             outstanding: 0,
+            known: 0,
+            predicted_at: None,
+            next: VecDeque::new(),
         };
         let mut to_start: VecDeque<usize> = VecDeque::new();
         for (i, plan) in planned.iter().enumerate() {
@@ -767,6 +776,7 @@ impl<'a, E: Evaluator> Analysis<'a, E> {
                 trace!(self.trace, "adopt {} {:?}: answered ahead of its turn", plan.key, plan.purpose);
                 self.speculation.used += 1;
                 pass.answers[i] = Some(Ok(answer));
+                pass.known += 1;
                 continue;
             }
             if let Some(parts) = self.composable(plan) {
@@ -782,8 +792,13 @@ impl<'a, E: Evaluator> Analysis<'a, E> {
                         pass.waiting.entry(part.clone()).or_default().push(Waiter::Part(composite));
                     }
                 }
+                if missing == 0 {
+                    pass.answers[i] = Some(self.compose(&parts));
+                    pass.known += 1;
+                } else {
+                    pass.outstanding += 1;
+                }
                 pass.composites.push(Composite { index: i, parts, missing, failure: None });
-                pass.outstanding += usize::from(missing > 0);
                 continue;
             }
             match self.flights.claim(&job) {
@@ -817,15 +832,6 @@ impl<'a, E: Evaluator> Analysis<'a, E> {
                 next = self.evaluator.next(Duration::ZERO);
             }
             self.lay_over(&overlay_changes)?;
-        }
-        for composite in std::mem::take(&mut pass.composites) {
-            if composite.missing > 0 {
-                continue; // stopped first
-            }
-            pass.answers[composite.index] = Some(match composite.failure {
-                Some(e) => Err(e),
-                None => self.compose(&composite.parts),
-            });
         }
         let answers_done = Instant::now();
         let mut receipts = Vec::with_capacity(total);
@@ -927,7 +933,7 @@ impl<'a, E: Evaluator> Analysis<'a, E> {
                 }
                 continue;
             }
-            let Some(plan) = self.next_ahead(depth)? else { break };
+            let Some(plan) = self.next_ahead(depth, planned, pass)? else { break };
             trace!(self.trace, "ahead {} {:?}: started ahead of its turn", plan.key, plan.purpose);
             let id = self.flights.book(plan.clone(), true);
             self.speculation.started += 1;
@@ -941,10 +947,26 @@ impl<'a, E: Evaluator> Analysis<'a, E> {
         Ok(())
     }
 
-    /// The most useful search to run ahead of its turn, if any: the first the look-ahead walk planned that is
-    /// neither running nor answered. The walk is made again whenever answers came in since the last one.
-    fn next_ahead(&mut self, depth: u8) -> Result<Option<Planned>, AnalysisError> {
+    /// The most useful search to run ahead of its turn, if any. First what the next pass will likely ask for, as far
+    /// as this pass's answers tell; then the first search the look-ahead walk planned that is neither running nor
+    /// answered. Each walk is made again whenever answers came in since the last one.
+    fn next_ahead(
+        &mut self,
+        depth: u8,
+        planned: &[Planned],
+        pass: &mut Pass,
+    ) -> Result<Option<Planned>, AnalysisError> {
         let Some(generation) = self.speculation.overlay.as_ref().map(Overlay::generation) else { return Ok(None) };
+        if pass.predicted_at != Some(pass.known) {
+            pass.next = self.predict_next_pass(depth, planned, pass)?;
+            pass.predicted_at = Some(pass.known);
+        }
+        while let Some(plan) = pass.next.pop_front() {
+            let job = JobKey::of(&plan);
+            if !self.flights.is_running(&job) && !self.flights.has_answer(&job) {
+                return Ok(Some(plan));
+            }
+        }
         if self.speculation.planned_at != Some(generation) {
             self.look_ahead_walk(depth)?;
         }
@@ -955,6 +977,42 @@ impl<'a, E: Evaluator> Analysis<'a, E> {
             }
         }
         Ok(None)
+    }
+
+    /// What the next pass will ask for where it depends only on this pass's answers in so far: the walk of the store
+    /// with them laid over it.
+    fn predict_next_pass(
+        &self,
+        depth: u8,
+        planned: &[Planned],
+        pass: &Pass,
+    ) -> Result<VecDeque<Planned>, AnalysisError> {
+        let Some(root) = &self.root else { return Ok(VecDeque::new()) };
+        let changes: Vec<Change> = planned
+            .iter()
+            .zip(&pass.answers)
+            .filter_map(|(plan, answer)| change_for(plan, answer.as_ref()?.as_ref().ok()?))
+            .collect();
+        if changes.is_empty() {
+            return Ok(VecDeque::new());
+        }
+        let view = self.store.read()?;
+        let mut next = Overlay::default();
+        next.apply(&view, &changes)?;
+        let graph = StoreGraph::new(&view);
+        let mut quiet = Trace::off();
+        let result = walk_tree(&next.over(&graph), &self.params, &mut quiet, &self.failed, root, depth)?;
+        if let Some(e) = graph.take_error() {
+            return Err(e.into());
+        }
+        Ok(result
+            .planned
+            .into_iter()
+            .filter(|plan| {
+                let job = JobKey::of(plan);
+                !self.flights.is_running(&job) && !self.flights.has_answer(&job)
+            })
+            .collect())
     }
 
     /// Walks the overlaid tree at `depth`, then deeper while it finds fewer new searches than there are free
@@ -1015,11 +1073,13 @@ impl<'a, E: Evaluator> Analysis<'a, E> {
         let flight = self.flights.land(id)?;
         let waiters = pass.waiting.remove(&flight.job).unwrap_or_default();
         let mut taken = false;
+        let mut complete = Vec::new();
         for waiter in &waiters {
             match waiter {
                 Waiter::Plan(i) => {
                     pass.answers[*i] = Some(result.clone());
                     pass.outstanding -= 1;
+                    pass.known += 1;
                     taken = true;
                 }
                 Waiter::Part(c) => {
@@ -1030,6 +1090,7 @@ impl<'a, E: Evaluator> Analysis<'a, E> {
                     composite.missing -= 1;
                     if composite.missing == 0 {
                         pass.outstanding -= 1;
+                        complete.push(*c);
                     }
                 }
             }
@@ -1044,12 +1105,25 @@ impl<'a, E: Evaluator> Analysis<'a, E> {
                         None => log::debug!("answer for {} does not fit its position; dropped", flight.plan.key),
                     }
                 }
+                for c in complete {
+                    let composite = &pass.composites[c];
+                    let (index, failure, parts) = (composite.index, composite.failure.clone(), composite.parts.clone());
+                    pass.answers[index] = Some(match failure {
+                        Some(e) => Err(e),
+                        None => self.compose(&parts),
+                    });
+                    pass.known += 1;
+                }
                 change.filter(|_| self.speculation.overlay.is_some())
             }
             Err(e) => {
                 if waiters.is_empty() {
                     // A pass that needs it will ask again.
                     log::debug!("search ahead of {} failed: {e}", flight.plan.key);
+                }
+                for c in complete {
+                    let composite = &pass.composites[c];
+                    pass.answers[composite.index] = Some(Err(composite.failure.clone().unwrap_or(e.clone())));
                 }
                 None
             }
@@ -1070,6 +1144,7 @@ impl<'a, E: Evaluator> Analysis<'a, E> {
     /// Stops every running search; their answers, if they still come, are ignored.
     fn abandon(&mut self) {
         if self.flights.running() > 0 {
+            self.abandoned += self.flights.running() as u64;
             self.evaluator.cancel_all();
             self.flights.abandon_all();
         }
@@ -1097,6 +1172,11 @@ struct Pass {
     composites: Vec<Composite>,
     /// Planned searches still without an answer.
     outstanding: usize,
+    /// Answers in so far, and how many there were when the next pass was last predicted from them.
+    known: usize,
+    predicted_at: Option<usize>,
+    /// Searches the next pass will likely ask for, as far as this pass's answers tell.
+    next: VecDeque<Planned>,
 }
 
 /// Who waits for a running search.
