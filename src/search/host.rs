@@ -4,7 +4,10 @@
 //! A search is known by what it asks ([`JobKey`]: position, the moves it may choose from, engine depth), not by who
 //! planned it, so that a pass asking for a search that already ran ahead takes its answer instead of asking again.
 
-use std::collections::HashMap;
+use std::{
+    collections::HashMap,
+    sync::atomic::{AtomicU64, Ordering},
+};
 
 use shakmaty::{packed::PackedUciMove, uci::UciMove};
 
@@ -77,14 +80,17 @@ pub(super) struct Flights {
     by_id: HashMap<u64, Flight>,
     by_job: HashMap<JobKey, u64>,
     waiting: HashMap<JobKey, Answer>,
-    next_id: u64,
 }
+
+/// Search ids are unique in the process, not only in one analysis: an evaluator outlives an analysis (the UCI face
+/// grows its tree with one analysis after another), and the answer of a search stopped at the end of one must not
+/// be taken for a search of the next.
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
 impl Flights {
     /// Books a search about to be started; returns its id.
     pub fn book(&mut self, plan: Planned, speculative: bool) -> u64 {
-        self.next_id += 1;
-        let id = self.next_id;
+        let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
         let job = JobKey::of(&plan);
         self.by_job.insert(job.clone(), id);
         self.by_id.insert(id, Flight { job, plan, speculative });
