@@ -370,3 +370,65 @@ fn failed_searches_never_pass_for_a_settled_depth() {
     let root = view.node(PositionKey::of(&shakmaty::Chess::default())).unwrap();
     assert!(root.is_none_or(|n| n.settled_depth.is_none()), "no settled mark is stored");
 }
+
+/// A scripted evaluator that can deliver an old answer again, under its old id, before anything else: the answer of
+/// a search stopped at the end of one analysis, arriving during the next (the UCI face runs one after another on the
+/// same engines).
+struct LateAnswers {
+    inner: ScriptedEvaluator,
+    last: Option<(u64, Result<Answer, String>)>,
+    replay: Vec<(u64, Result<Answer, String>)>,
+    /// The highest id submitted: the old answer comes once a search of the same id or a later one is running, so
+    /// that it lands on a live search if ids repeat.
+    highest: u64,
+}
+
+impl Evaluator for LateAnswers {
+    fn workers(&self) -> usize {
+        self.inner.workers()
+    }
+    fn submit(&mut self, id: u64, job: Job) -> Result<(), String> {
+        self.highest = self.highest.max(id);
+        self.inner.submit(id, job)
+    }
+    fn next(&mut self, timeout: Duration) -> Option<(u64, Result<Answer, String>)> {
+        if self.replay.last().is_some_and(|late| late.0 <= self.highest) {
+            return self.replay.pop();
+        }
+        let answer = self.inner.next(timeout)?;
+        self.last = Some(answer.clone());
+        Some(answer)
+    }
+    fn cancel_all(&mut self) {
+        self.inner.cancel_all()
+    }
+    fn identity(&self) -> String {
+        self.inner.identity()
+    }
+}
+
+#[test]
+fn an_answer_arriving_after_its_analysis_ended_is_not_taken_by_the_next() {
+    let mut evaluator = LateAnswers { inner: ScriptedEvaluator::new(1, 3), last: None, replay: Vec::new(), highest: 0 };
+    let first = tempfile::tempdir().unwrap();
+    let store = Store::open(first.path(), &StoreOptions::default()).unwrap();
+    Analysis::new(&store, &mut evaluator, params(1)).run(&Line::start_position(), |_| {}).unwrap();
+    // The last answer of the first analysis (of another position) comes again, first thing in the second.
+    let late = evaluator.last.clone().expect("the first analysis asked for searches");
+    evaluator.replay = vec![late];
+    evaluator.highest = 0;
+
+    let second = tempfile::tempdir().unwrap();
+    let store = Store::open(second.path(), &StoreOptions::default()).unwrap();
+    let moves = "e2e4 e7e5";
+    let report =
+        Analysis::new(&store, &mut evaluator, params(2)).run(&Line::parse(None, moves).unwrap(), |_| {}).unwrap();
+    assert!(evaluator.replay.is_empty(), "the late answer was delivered");
+    assert_eq!(report.settled_depth, Some(2));
+    assert_eq!(report.failed, 0, "no search of the second analysis failed");
+
+    let clean = tempfile::tempdir().unwrap();
+    let clean_store = Store::open(clean.path(), &StoreOptions::default()).unwrap();
+    run_scripted(&clean_store, 1, 3, 2, moves);
+    assert_eq!(tree_json(&store, 6), tree_json(&clean_store, 6), "the late answer was ignored");
+}
