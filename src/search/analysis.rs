@@ -963,7 +963,7 @@ impl<'a, E: Evaluator> Analysis<'a, E> {
         }
         while let Some(plan) = pass.next.pop_front() {
             let job = JobKey::of(&plan);
-            if !self.flights.is_running(&job) && !self.flights.has_answer(&job) {
+            if self.flights.is_new(&job) {
                 return Ok(Some(plan));
             }
         }
@@ -972,7 +972,7 @@ impl<'a, E: Evaluator> Analysis<'a, E> {
         }
         while let Some(plan) = self.speculation.queue.pop_front() {
             let job = JobKey::of(&plan);
-            if !self.flights.is_running(&job) && !self.flights.has_answer(&job) {
+            if self.flights.is_new(&job) {
                 return Ok(Some(plan));
             }
         }
@@ -1010,7 +1010,7 @@ impl<'a, E: Evaluator> Analysis<'a, E> {
             .into_iter()
             .filter(|plan| {
                 let job = JobKey::of(plan);
-                !self.flights.is_running(&job) && !self.flights.has_answer(&job)
+                self.flights.is_new(&job)
             })
             .collect())
     }
@@ -1032,7 +1032,7 @@ impl<'a, E: Evaluator> Analysis<'a, E> {
         let flights = &self.flights;
         let mut enqueue = |plan: Planned, queue: &mut VecDeque<Planned>| {
             let job = JobKey::of(&plan);
-            if !flights.is_running(&job) && !flights.has_answer(&job) && queued.insert(job) {
+            if flights.is_new(&job) && queued.insert(job) {
                 queue.push_back(plan);
             }
         };

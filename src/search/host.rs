@@ -138,6 +138,11 @@ impl Flights {
         self.waiting.contains_key(job)
     }
 
+    /// Neither running nor answered: a search worth starting.
+    pub fn is_new(&self, job: &JobKey) -> bool {
+        !self.is_running(job) && !self.has_answer(job)
+    }
+
     /// Searches running.
     pub fn running(&self) -> usize {
         self.by_id.len()
