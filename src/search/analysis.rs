@@ -775,8 +775,7 @@ impl<'a, E: Evaluator> Analysis<'a, E> {
             if let Some(answer) = self.flights.take(&job) {
                 trace!(self.trace, "adopt {} {:?}: answered ahead of its turn", plan.key, plan.purpose);
                 self.speculation.used += 1;
-                pass.answers[i] = Some(Ok(answer));
-                pass.known += 1;
+                pass.answer(i, Ok(answer));
                 continue;
             }
             if let Some(parts) = self.composable(plan) {
@@ -793,8 +792,7 @@ impl<'a, E: Evaluator> Analysis<'a, E> {
                     }
                 }
                 if missing == 0 {
-                    pass.answers[i] = Some(self.compose(&parts));
-                    pass.known += 1;
+                    pass.answer(i, self.compose(&parts));
                 } else {
                     pass.outstanding += 1;
                 }
@@ -885,7 +883,7 @@ impl<'a, E: Evaluator> Analysis<'a, E> {
     /// The searches of each move alone that answer `plan`, a search for the best of several alternatives, when every
     /// one of them ran (or runs) ahead of its turn.
     fn composable(&self, plan: &Planned) -> Option<Vec<JobKey>> {
-        if !matches!(plan.purpose, Purpose::Alternatives { .. }) || plan.job.searchmoves.len() < 2 {
+        if !plan.splits() {
             return None;
         }
         let parts: Vec<JobKey> =
@@ -928,7 +926,7 @@ impl<'a, E: Evaluator> Analysis<'a, E> {
                     if let Some(flight) = self.flights.land(id) {
                         pass.waiting.remove(&flight.job);
                     }
-                    pass.answers[i] = Some(Err(e));
+                    pass.answer(i, Err(e));
                     pass.outstanding -= 1;
                 }
                 continue;
@@ -1041,7 +1039,7 @@ impl<'a, E: Evaluator> Analysis<'a, E> {
             let result = walk_tree(&tree, &self.params, &mut quiet, &self.failed, root, ahead)?;
             terminal.extend(result.terminal);
             for plan in result.planned {
-                if matches!(plan.purpose, Purpose::Alternatives { .. }) && plan.job.searchmoves.len() > 1 {
+                if plan.splits() {
                     alternatives.push(plan.clone());
                 }
                 enqueue(plan, &mut queue);
@@ -1077,9 +1075,8 @@ impl<'a, E: Evaluator> Analysis<'a, E> {
         for waiter in &waiters {
             match waiter {
                 Waiter::Plan(i) => {
-                    pass.answers[*i] = Some(result.clone());
+                    pass.answer(*i, result.clone());
                     pass.outstanding -= 1;
-                    pass.known += 1;
                     taken = true;
                 }
                 Waiter::Part(c) => {
@@ -1095,39 +1092,38 @@ impl<'a, E: Evaluator> Analysis<'a, E> {
                 }
             }
         }
-        match result {
+        let laid_over = self.speculation.overlay.is_some();
+        let change = match result {
             Ok(answer) => {
                 self.evaluations += 1;
-                let change = change_for(&flight.plan, &answer);
+                // The change is needed to keep the answer (it must fit its position) or to lay it over the tree.
+                let change = (laid_over || !taken).then(|| change_for(&flight.plan, &answer)).flatten();
                 if !taken {
                     match change {
                         Some(_) => self.flights.keep(flight.job, answer),
                         None => log::debug!("answer for {} does not fit its position; dropped", flight.plan.key),
                     }
                 }
-                for c in complete {
-                    let composite = &pass.composites[c];
-                    let (index, failure, parts) = (composite.index, composite.failure.clone(), composite.parts.clone());
-                    pass.answers[index] = Some(match failure {
-                        Some(e) => Err(e),
-                        None => self.compose(&parts),
-                    });
-                    pass.known += 1;
-                }
-                change.filter(|_| self.speculation.overlay.is_some())
+                change.filter(|_| laid_over)
             }
             Err(e) => {
                 if waiters.is_empty() {
                     // A pass that needs it will ask again.
                     log::debug!("search ahead of {} failed: {e}", flight.plan.key);
                 }
-                for c in complete {
-                    let composite = &pass.composites[c];
-                    pass.answers[composite.index] = Some(Err(composite.failure.clone().unwrap_or(e.clone())));
-                }
                 None
             }
+        };
+        for c in complete {
+            let composite = &pass.composites[c];
+            let (index, failure, parts) = (composite.index, composite.failure.clone(), composite.parts.clone());
+            let answer = match failure {
+                Some(e) => Err(e),
+                None => self.compose(&parts),
+            };
+            pass.answer(index, answer);
         }
+        change
     }
 
     /// Lays changes over the tree that the look ahead walks (nothing when nothing runs ahead).
@@ -1179,6 +1175,14 @@ struct Pass {
     next: VecDeque<Planned>,
 }
 
+impl Pass {
+    /// The answer of planned search `i`.
+    fn answer(&mut self, i: usize, answer: Result<Answer, String>) {
+        self.answers[i] = Some(answer);
+        self.known += 1;
+    }
+}
+
 /// Who waits for a running search.
 #[derive(Debug, Clone, Copy)]
 enum Waiter {
@@ -1201,7 +1205,7 @@ struct Composite {
 /// The searches a look ahead runs for a planned one: a search for the best of several alternatives becomes one
 /// search of each move alone, so that they run at once.
 fn singles(plan: Planned) -> Vec<Planned> {
-    if !matches!(plan.purpose, Purpose::Alternatives { .. }) || plan.job.searchmoves.len() < 2 {
+    if !plan.splits() {
         return vec![plan];
     }
     plan.job

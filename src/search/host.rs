@@ -37,6 +37,13 @@ pub(super) struct Planned {
     pub job: Job,
 }
 
+impl Planned {
+    /// A search for the best of several alternatives: one that searches of each move alone can answer.
+    pub fn splits(&self) -> bool {
+        matches!(self.purpose, Purpose::Alternatives { .. }) && self.job.searchmoves.len() > 1
+    }
+}
+
 /// What a search asks: two searches with equal keys get the same answer from a deterministic engine.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(super) struct JobKey {
