@@ -1,5 +1,5 @@
-//! The host's benchmark: the fake engine's `keyed` mode closes the move distance window as a real engine does, and
-//! `deeptree bench host` settles the same depth with 1 and N workers and reports its figures.
+//! The host's benchmark: the fake engine's `keyed` and `smooth` modes close the move distance window as a real engine
+//! does, and `deeptree bench host` settles the same depth with 1 and N workers and reports its figures.
 
 mod common;
 
@@ -14,42 +14,79 @@ fn deeptree(args: &[&str]) -> Value {
     serde_json::from_str(stdout.lines().last().unwrap_or("null")).expect("one JSON object")
 }
 
-/// The keyed fake answers as the scripted evaluator of the exact tests does: the best of its candidate moves by the
-/// score of the position each leads to, whatever the depth, so that a run is the same whatever its timing.
+/// The keyed and smooth fakes answer as the scripted evaluator does: the best of their candidate moves by the score
+/// of the position each leads to, whatever the depth, so that a run is the same whatever its timing.
 #[test]
-fn the_keyed_fake_scores_moves_by_the_position_they_lead_to() {
+fn the_keyed_and_smooth_fakes_score_moves_by_the_position_they_lead_to() {
     use deeptree::{
         engine::{Engine, EngineConfig, EnginePosition, EvalRequest, Limit},
+        score::Score,
         search::evaluator::ScriptedEvaluator,
     };
     use shakmaty::{Chess, Position, uci::UciMove};
 
-    let mut engine =
-        Engine::spawn(&EngineConfig::new(format!("{} --mode keyed --latency-ms 2", common::fake()))).expect("fake");
-    let start = Chess::default();
-    let moves: Vec<UciMove> = start.legal_moves().iter().map(|m| UciMove::from_standard(*m)).collect();
-    let best_of = |candidates: &[UciMove]| {
-        candidates
-            .iter()
-            .map(|m| (ScriptedEvaluator::move_score(&start, m).expect("legal"), *m))
-            .max_by(|a, b| a.0.cmp(&b.0).then_with(|| b.1.to_string().cmp(&a.1.to_string())))
-            .expect("a move")
-    };
-    // All moves, then the rest after each best: the scores fall, so a move distance window closes.
-    let mut rest = moves.clone();
-    let mut scores = Vec::new();
-    for _ in 0..4 {
-        let request = EvalRequest::new(EnginePosition::of(&start), Limit::Depth(12))
-            .with_searchmoves(if rest.len() == moves.len() { Vec::new() } else { rest.clone() })
-            .expect("request");
-        let eval = engine.evaluate(&request).expect("answer");
-        let (score, best) = best_of(&rest);
-        assert_eq!((eval.score(), eval.best_move), (score, best));
-        scores.push(score);
-        rest.retain(|m| *m != best);
+    type MoveScore = fn(&Chess, &UciMove) -> Option<Score>;
+    let modes: [(&str, MoveScore); 2] =
+        [("keyed", ScriptedEvaluator::move_score), ("smooth", ScriptedEvaluator::smooth_move_score)];
+    for (mode, move_score) in modes {
+        let config = EngineConfig::new(format!("{} --mode {mode} --latency-ms 2", common::fake()));
+        let mut engine = Engine::spawn(&config).expect("fake");
+        let start = Chess::default();
+        let moves: Vec<UciMove> = start.legal_moves().iter().map(|m| UciMove::from_standard(*m)).collect();
+        let best_of = |candidates: &[UciMove]| {
+            candidates
+                .iter()
+                .map(|m| (move_score(&start, m).expect("legal"), *m))
+                .max_by(|a, b| a.0.cmp(&b.0).then_with(|| b.1.to_string().cmp(&a.1.to_string())))
+                .expect("a move")
+        };
+        // All moves, then the rest after each best: the scores fall, so a move distance window closes.
+        let mut rest = moves.clone();
+        let mut scores = Vec::new();
+        for _ in 0..4 {
+            let request = EvalRequest::new(EnginePosition::of(&start), Limit::Depth(12))
+                .with_searchmoves(if rest.len() == moves.len() { Vec::new() } else { rest.clone() })
+                .expect("request");
+            let eval = engine.evaluate(&request).expect("answer");
+            let (score, best) = best_of(&rest);
+            assert_eq!((eval.score(), eval.best_move), (score, best), "{mode}");
+            scores.push(score);
+            rest.retain(|m| *m != best);
+        }
+        assert!(scores.windows(2).all(|w| w[0] >= w[1]), "{mode}: {scores:?}");
+        assert!(scores.first() > scores.last(), "{mode}: the scores spread: {scores:?}");
     }
-    assert!(scores.windows(2).all(|w| w[0] >= w[1]), "{scores:?}");
-    assert!(scores.first() > scores.last(), "the scores spread: {scores:?}");
+}
+
+/// Smooth scores behave like a real engine's from one ply to the next: the value a position gets when it is searched
+/// (its best reply) stays within 40 cp of the negated score of the move that led to it. Keyed scores do not.
+#[test]
+fn smooth_scores_change_little_from_one_ply_to_the_next() {
+    use deeptree::{score::Score, search::evaluator::ScriptedEvaluator, store::play_uci};
+    use shakmaty::{Chess, Position, uci::UciMove};
+
+    let start = Chess::default();
+    let largest_change = |move_score: fn(&Chess, &UciMove) -> Option<Score>| {
+        let mut largest = 0;
+        for m in start.legal_moves() {
+            let uci = UciMove::from_standard(m);
+            let child = play_uci(&start, &uci).expect("legal");
+            let best_reply = child
+                .legal_moves()
+                .iter()
+                .filter_map(|r| move_score(&child, &UciMove::from_standard(*r)))
+                .max()
+                .expect("a reply");
+            // Sign flip: the reply's score is the child's side to move's; the move's score is the mover's.
+            let searched = -best_reply.as_cp().expect("no mate");
+            largest = largest.max((searched - move_score(&start, &uci).expect("legal").as_cp().expect("cp")).abs());
+        }
+        largest
+    };
+    let smooth = largest_change(ScriptedEvaluator::smooth_move_score);
+    let keyed = largest_change(ScriptedEvaluator::move_score);
+    assert!(smooth <= 40, "smooth: a searched value moved by {smooth} cp");
+    assert!(keyed > 40, "keyed: a searched value moved by at most {keyed} cp");
 }
 
 #[test]

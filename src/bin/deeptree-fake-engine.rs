@@ -20,6 +20,9 @@
 //!   +60 cp), and the best is answered, so that the move distance window closes after a few alternatives. Unlike a
 //!   real engine's, a position's own evaluation is not the negation of the move that leads to it (each is its own
 //!   hash), so deeper plies move the values more than a real engine's would.
+//! - `smooth`: like `keyed`, with the scripted evaluator's smoother scores: a move scores the negated static value
+//!   (material, piece placement, a little noise from the key) of the position it leads to, so a position's own
+//!   evaluation stays close to the negated score of the move that led to it, as a real engine's does.
 //! - `instant`: answers every `go` at once with one `info` line (depth 1) and `bestmove`, whatever its limits: a
 //!   relay's latency is all that remains to measure.
 //!
@@ -54,6 +57,7 @@ enum Mode {
     BoundOnly,
     Instant,
     Keyed,
+    Smooth,
 }
 
 struct Fake {
@@ -123,6 +127,7 @@ fn main() -> ExitCode {
         "bound-only" => Mode::BoundOnly,
         "instant" => Mode::Instant,
         "keyed" => Mode::Keyed,
+        "smooth" => Mode::Smooth,
         other => {
             eprintln!("deeptree-fake-engine: unknown mode {other:?}");
             return ExitCode::from(2);
@@ -290,7 +295,7 @@ impl Fake {
                 self.pending = Some(candidates);
                 None
             }
-            Mode::Keyed => {
+            Mode::Keyed | Mode::Smooth => {
                 std::thread::sleep(self.latency);
                 self.keyed_answer(&candidates, depth);
                 None
@@ -306,7 +311,13 @@ impl Fake {
     fn keyed_answer(&self, candidates: &[UciMove], depth: u32) {
         let best = candidates
             .iter()
-            .filter_map(|m| Some((ScriptedEvaluator::move_score(&self.position, m)?, *m)))
+            .filter_map(|m| {
+                let score = match self.mode {
+                    Mode::Smooth => ScriptedEvaluator::smooth_move_score(&self.position, m),
+                    _ => ScriptedEvaluator::move_score(&self.position, m),
+                };
+                Some((score?, *m))
+            })
             .max_by(|a, b| a.0.cmp(&b.0).then_with(|| b.1.to_string().cmp(&a.1.to_string())));
         match best {
             Some((score, best)) => {

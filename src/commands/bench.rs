@@ -35,6 +35,14 @@ pub enum BenchCommand {
         /// Software depth (default: the smallest whose 1-worker run asks 5,000 searches or more).
         #[arg(long)]
         depth: Option<u8>,
+        /// The fake engine's scores: `keyed` (a hash of each position a move leads to) or `smooth` (material and
+        /// placement, so that values change little from one ply to the next, as a real engine's do).
+        #[arg(long, default_value = "keyed", value_parser = ["keyed", "smooth"])]
+        scores: String,
+        /// Run nothing ahead of its turn in the N-worker run (every pass waits for its slowest search): the
+        /// baseline of the host's look ahead.
+        #[arg(long)]
+        no_look_ahead: bool,
         /// The fake engine (default: deeptree-fake-engine beside this executable).
         #[arg(long)]
         fake_engine: Option<std::path::PathBuf>,
@@ -94,12 +102,14 @@ pub enum BenchCommand {
 /// Runs one bench; `db` names the store the store bench builds (a temporary one when absent).
 pub fn run(db: Option<&Path>, config: &Config, what: BenchCommand) -> CommandResult {
     match what {
-        BenchCommand::Host { workers, latency_ms, depth, fake_engine, json } => {
+        BenchCommand::Host { workers, latency_ms, depth, scores, no_look_ahead, fake_engine, json } => {
             let fake = fake_engine_path(fake_engine)?;
-            let result = crate::search::host_bench::host_bench(&fake, workers, latency_ms, depth)?;
+            let result =
+                crate::search::host_bench::host_bench(&fake, &scores, workers, latency_ms, depth, !no_look_ahead)?;
             if json {
                 let value = serde_json::json!({
                     "workers": result.workers, "latency_ms": result.latency_ms, "depth": result.depth,
+                    "scores": scores, "look_ahead": !no_look_ahead,
                     "speedup": result.speedup, "utilization": result.utilization,
                     "host_us_per_search": result.host_us_per_search,
                 });

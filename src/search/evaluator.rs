@@ -126,6 +126,17 @@ impl ScriptedEvaluator {
         Some(Score::cp(spread as i32 - 60))
     }
 
+    /// A smoother scripted score of `uci` in `pos`, for the side to move: the negated static value of the position it
+    /// leads to (material, a little piece placement, and up to 10 cp of noise from its key). Unlike
+    /// [`ScriptedEvaluator::move_score`], the value of a position found by searching it is close to the negated score
+    /// of the move that led to it, as with a real engine, so deeper plies move values by tens of centipawns, not by
+    /// up to 120.
+    pub fn smooth_move_score(pos: &Chess, uci: &UciMove) -> Option<Score> {
+        let child = crate::store::play_uci(pos, uci)?;
+        // Sign flip: the static value is the child's side to move's; the move's score is the mover's.
+        Some(Score::cp(-static_value(&child)))
+    }
+
     fn answer(job: &Job) -> Result<Answer, String> {
         let candidates: Vec<UciMove> = if job.searchmoves.is_empty() {
             job.position.legal_moves().iter().map(|m| crate::notation::canonical(*m)).collect()
@@ -139,6 +150,39 @@ impl ScriptedEvaluator {
             .map(|(score, best)| Answer { best, score, bound: Bound::Exact, depth: job.depth, nodes: 1000 })
             .ok_or_else(|| "no legal move".to_owned())
     }
+}
+
+/// Material and piece placement from the side to move's point of view, plus noise from the position's key.
+fn static_value(pos: &Chess) -> i32 {
+    use shakmaty::{Color, Role};
+    let board = pos.board();
+    let mut white = 0i32;
+    for square in board.occupied() {
+        let Some(piece) = board.piece_at(square) else { continue };
+        let file = i32::from(u8::from(square.file()));
+        let rank = i32::from(u8::from(square.rank()));
+        // Distance from the centre: 0 on d4-e5, 3 on the rim.
+        let rim = (2 * file - 7).abs().max((2 * rank - 7).abs()) / 2;
+        let forward = if piece.color == Color::White { rank } else { 7 - rank };
+        let value = match piece.role {
+            Role::Pawn => 100 + if (3..=4).contains(&file) { 6 * forward.min(3) } else { 2 * forward.min(3) },
+            Role::Knight => 300 + 8 * (3 - rim),
+            Role::Bishop => 310 + 5 * (3 - rim),
+            Role::Rook => 500,
+            Role::Queen => 900 + 2 * (3 - rim),
+            Role::King => {
+                if forward == 0 {
+                    0
+                } else {
+                    -15
+                }
+            }
+        };
+        white += if piece.color == Color::White { value } else { -value };
+    }
+    let noise = (PositionKey::of(pos).0.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 40) % 21;
+    let own = if pos.turn() == Color::White { white } else { -white };
+    own + noise as i32 - 10
 }
 
 impl Evaluator for ScriptedEvaluator {

@@ -1,8 +1,9 @@
 //! `deeptree bench host`: how well the host keeps its engines busy, against the fake engine.
 //!
-//! The fake engine in its `keyed` mode plays a chess engine whose every search takes a fixed latency and whose scores
-//! depend only on the position, so the move distance window closes as with a real engine and a run is the same
-//! whatever the timing. The bench settles the start position to software depth K with 1 worker, then with N, each
+//! The fake engine in its `keyed` or `smooth` mode (`--scores`) plays a chess engine whose every search takes a fixed
+//! latency and whose scores depend only on the position, so the move distance window closes as with a real engine
+//! and a run is the same whatever the timing. `smooth` scores also change little from one ply to the next, as a real
+//! engine's do; `keyed` scores jump by up to 120 cp, which keeps reopening windows (a harder case for the host). The bench settles the start position to software depth K with 1 worker, then with N, each
 //! in a fresh store, and compares:
 //! - speed-up: the 1-worker run's wall time over the N-worker run's (both settle depth K);
 //! - utilization of the N-worker run: engine-seconds spent searching (searches asked times the latency) over
@@ -57,14 +58,26 @@ pub struct HostBench {
 }
 
 /// Settles the start position to `depth` with `workers` fake engines of `latency_ms`, in a fresh store.
-fn settle(fake: &Path, workers: usize, latency_ms: u64, depth: u8, scratch: &Path) -> Result<HostRun, String> {
+/// One settling run; `look_ahead` off runs nothing ahead of its turn.
+fn settle(
+    fake: &Path,
+    scores: &str,
+    workers: usize,
+    latency_ms: u64,
+    depth: u8,
+    look_ahead: bool,
+    scratch: &Path,
+) -> Result<HostRun, String> {
     let dir = scratch.join(format!("tree-{workers}-{latency_ms}-{depth}"));
     let _ = std::fs::remove_dir_all(&dir);
     let store = Store::open(&dir, &StoreOptions::default()).map_err(|e| e.to_string())?;
-    let config = EngineConfig::new(format!("{} --mode keyed --latency-ms {latency_ms}", fake.display()));
+    let config = EngineConfig::new(format!("{} --mode {scores} --latency-ms {latency_ms}", fake.display()));
     let pool = EnginePool::uniform(&config, workers).map_err(|e| e.to_string())?;
     let params = Params { engine_depth: 10, move_distance: 20, max_depth: depth, time: None };
     let mut analysis = Analysis::new(&store, PoolEvaluator::new(pool), params);
+    if !look_ahead {
+        analysis.look_ahead = None;
+    }
     let line = Line::start_position();
     let started = Instant::now();
     let report = analysis.run(&line, |_| {}).map_err(|e| e.to_string())?;
@@ -76,21 +89,37 @@ fn settle(fake: &Path, workers: usize, latency_ms: u64, depth: u8, scratch: &Pat
 }
 
 /// Runs the bench: 1 worker against `workers`, searches of `latency_ms`, to `depth` (or the default depth).
-pub fn host_bench(fake: &Path, workers: usize, latency_ms: u64, depth: Option<u8>) -> Result<HostBench, String> {
+/// `scores` is the fake engine's mode: `keyed` or `smooth`.
+pub fn host_bench(
+    fake: &Path,
+    scores: &str,
+    workers: usize,
+    latency_ms: u64,
+    depth: Option<u8>,
+    look_ahead: bool,
+) -> Result<HostBench, String> {
     let scratch = std::env::temp_dir().join(format!("deeptree-bench-host-{}", std::process::id()));
     std::fs::create_dir_all(&scratch).map_err(|e| format!("{}: {e}", scratch.display()))?;
-    let result = run(fake, workers.max(1), latency_ms, depth, &scratch);
+    let result = run(fake, scores, workers.max(1), latency_ms, depth, look_ahead, &scratch);
     let _ = std::fs::remove_dir_all(&scratch);
     result
 }
 
-fn run(fake: &Path, workers: usize, latency_ms: u64, depth: Option<u8>, scratch: &Path) -> Result<HostBench, String> {
+fn run(
+    fake: &Path,
+    scores: &str,
+    workers: usize,
+    latency_ms: u64,
+    depth: Option<u8>,
+    look_ahead: bool,
+    scratch: &Path,
+) -> Result<HostBench, String> {
     let depth = match depth {
         Some(depth) => depth,
         None => {
             let mut chosen = DEEPEST_DEFAULT;
             for depth in 1..=DEEPEST_DEFAULT {
-                let probe = settle(fake, 1, 0, depth, scratch)?;
+                let probe = settle(fake, scores, 1, 0, depth, true, scratch)?;
                 log::info!("bench host: depth {depth} asks {} searches", probe.searches);
                 if probe.searches >= DEFAULT_SEARCHES {
                     chosen = depth;
@@ -100,8 +129,8 @@ fn run(fake: &Path, workers: usize, latency_ms: u64, depth: Option<u8>, scratch:
             chosen
         }
     };
-    let one = settle(fake, 1, latency_ms, depth, scratch)?;
-    let many = settle(fake, workers, latency_ms, depth, scratch)?;
+    let one = settle(fake, scores, 1, latency_ms, depth, true, scratch)?;
+    let many = settle(fake, scores, workers, latency_ms, depth, look_ahead, scratch)?;
     if one.settled_depth != many.settled_depth {
         return Err(format!(
             "the runs settled different depths ({:?} with 1 worker, {:?} with {workers})",
