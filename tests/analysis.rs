@@ -52,9 +52,9 @@ fn run_scripted_report(store: &Store, workers: usize, seed: u64, max_depth: u8, 
     let report = analysis.run(&Line::parse(None, moves).unwrap(), |_| {}).unwrap();
     assert_eq!(report.settled_depth, Some(max_depth));
     assert_eq!(
-        report.evaluations + report.abandoned,
+        report.evaluations + report.abandoned + report.aborted,
         analysis.evaluator.jobs.len() as u64,
-        "the report counts every search, answered or abandoned"
+        "the report counts every search, answered, abandoned or aborted"
     );
     (report, analysis.evaluator.jobs)
 }
@@ -86,7 +86,7 @@ fn the_settled_tree_does_not_depend_on_workers_or_answer_order() {
         // The engines left free by a pass ran searches ahead of their turn, and passes took some of them.
         assert!(report.ahead > 0 && report.ahead_used > 0, "{workers} workers: {report:?}");
         assert_eq!(
-            report.evaluations + report.abandoned,
+            report.evaluations + report.abandoned + report.aborted,
             report.stored + report.ahead - report.ahead_used,
             "{workers} workers: every search was stored, ran ahead, or both"
         );
@@ -431,4 +431,67 @@ fn an_answer_arriving_after_its_analysis_ended_is_not_taken_by_the_next() {
     let clean_store = Store::open(clean.path(), &StoreOptions::default()).unwrap();
     run_scripted(&clean_store, 1, 3, 2, moves);
     assert_eq!(tree_json(&store, 6), tree_json(&clean_store, 6), "the late answer was ignored");
+}
+
+/// A scripted evaluator whose answers come one at a time, oldest first, so that many searches are running while
+/// each answer lands, as with real engines.
+struct Paced {
+    inner: ScriptedEvaluator,
+    queue: std::collections::VecDeque<(u64, Result<Answer, String>)>,
+    jobs: u64,
+    /// An answer just came: the next call that would only take what is already in gets nothing.
+    just_answered: bool,
+}
+
+impl Evaluator for Paced {
+    fn workers(&self) -> usize {
+        self.inner.workers()
+    }
+    fn submit(&mut self, id: u64, job: Job) -> Result<(), String> {
+        self.jobs += 1;
+        self.inner.submit(id, job)?;
+        // The inner evaluator answers in a random order; take its answer now and keep the order of submission.
+        while let Some(answer) = self.inner.next(Duration::ZERO) {
+            self.queue.push_back(answer);
+        }
+        Ok(())
+    }
+    fn next(&mut self, timeout: Duration) -> Option<(u64, Result<Answer, String>)> {
+        if timeout.is_zero() && self.just_answered {
+            self.just_answered = false;
+            return None;
+        }
+        self.just_answered = true;
+        self.queue.pop_front()
+    }
+    fn cancel(&mut self, id: u64) -> bool {
+        let before = self.queue.len();
+        self.queue.retain(|(queued, _)| *queued != id);
+        self.queue.len() < before
+    }
+    fn cancel_all(&mut self) {
+        self.queue.clear();
+    }
+    fn identity(&self) -> String {
+        self.inner.identity()
+    }
+}
+
+#[test]
+fn searches_ahead_that_the_tree_no_longer_leads_to_are_stopped_and_change_nothing() {
+    let serial_dir = tempfile::tempdir().unwrap();
+    let serial_store = Store::open(serial_dir.path(), &StoreOptions::default()).unwrap();
+    let (serial, _) = run_scripted_report(&serial_store, 1, 1, 3, "");
+
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), &StoreOptions::default()).unwrap();
+    let paced =
+        Paced { inner: ScriptedEvaluator::new(32, 5), queue: Default::default(), jobs: 0, just_answered: false };
+    let mut analysis = Analysis::new(&store, paced, params(3));
+    let report = analysis.run(&Line::start_position(), |_| {}).unwrap();
+    assert_eq!(report.settled_depth, Some(3));
+    assert!(report.aborted > 0, "some searches ahead were stopped: {report:?}");
+    assert_eq!(report.evaluations + report.abandoned + report.aborted, analysis.evaluator.jobs, "{report:?}");
+    assert_eq!(report.stored, serial.stored);
+    assert_eq!(tree_json(&store, 6), tree_json(&serial_store, 6), "stopping searches changed the tree");
 }

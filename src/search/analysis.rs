@@ -183,6 +183,13 @@ pub struct Report {
     pub ahead_used: u64,
     /// Searches stopped before their answer: when the run ended, those still running.
     pub abandoned: u64,
+    /// Searches running ahead of their turn that were stopped because the tree no longer led to them (their node was
+    /// cut off or left the window).
+    pub aborted: u64,
+    /// Engine seconds those stopped searches had run, and would still have taken (the mean search time, less what
+    /// each ran).
+    pub aborted_seconds_ran: f64,
+    pub aborted_seconds_saved: f64,
     /// Positions in the store.
     pub positions: u64,
     pub settled_depth: Option<u8>,
@@ -520,6 +527,22 @@ struct Speculation {
     started: u64,
     /// Of those, searches a pass took.
     used: u64,
+    /// Every search the last look ahead reached, running or not: one running ahead that is not among them is
+    /// stopped.
+    wanted: HashSet<JobKey>,
+    /// Searches stopped because no look ahead reached them any more.
+    aborted: u64,
+    /// Engine time of answered searches and their count, for the time an aborted search would have taken.
+    answered_time: Duration,
+    answered: u64,
+}
+
+impl Speculation {
+    /// The engine time stopping a search after `ran` saves: what a search takes on average, less what it ran.
+    fn saved_by_stopping(&self, ran: Duration) -> Duration {
+        let mean = self.answered_time.checked_div(self.answered.max(1) as u32).unwrap_or_default();
+        mean.saturating_sub(ran)
+    }
 }
 
 /// The deep-analysis search of one root.
@@ -547,6 +570,9 @@ pub struct Analysis<'a, E: Evaluator> {
     stored_answers: u64,
     /// Searches stopped before their answer.
     abandoned: u64,
+    /// Engine time that searches stopped as no longer needed had run, and that stopping them saved.
+    aborted_ran: Duration,
+    aborted_saved: Duration,
     failures: u64,
     started: Instant,
 }
@@ -569,6 +595,8 @@ impl<'a, E: Evaluator> Analysis<'a, E> {
             evaluations: 0,
             stored_answers: 0,
             abandoned: 0,
+            aborted_ran: Duration::ZERO,
+            aborted_saved: Duration::ZERO,
             failures: 0,
             started: Instant::now(),
         }
@@ -671,9 +699,12 @@ impl<'a, E: Evaluator> Analysis<'a, E> {
         if self.speculation.started > 0 {
             trace!(
                 self.trace,
-                "searches run ahead of their turn: {} started, {} taken by a pass, {unused} not needed",
+                "searches run ahead of their turn: {} started, {} taken by a pass, {unused} not needed; {} stopped when \
+                 the tree no longer led to them ({:.1} engine seconds saved)",
                 self.speculation.started,
-                self.speculation.used
+                self.speculation.used,
+                self.speculation.aborted,
+                self.aborted_saved.as_secs_f64()
             );
         }
         self.trace.flush();
@@ -686,6 +717,9 @@ impl<'a, E: Evaluator> Analysis<'a, E> {
             ahead: self.speculation.started,
             ahead_used: self.speculation.used,
             abandoned: self.abandoned,
+            aborted: self.speculation.aborted,
+            aborted_seconds_ran: self.aborted_ran.as_secs_f64(),
+            aborted_seconds_saved: self.aborted_saved.as_secs_f64(),
             positions: self.store.stats()?.positions,
             settled_depth: settled,
             iterations,
@@ -768,6 +802,7 @@ impl<'a, E: Evaluator> Analysis<'a, E> {
             known: 0,
             predicted_at: None,
             next: VecDeque::new(),
+            predicted: HashSet::new(),
         };
         let mut to_start: VecDeque<usize> = VecDeque::new();
         for (i, plan) in planned.iter().enumerate() {
@@ -830,6 +865,7 @@ impl<'a, E: Evaluator> Analysis<'a, E> {
                 next = self.evaluator.next(Duration::ZERO);
             }
             self.lay_over(&overlay_changes)?;
+            self.stop_unwanted(depth, &pass)?;
         }
         let answers_done = Instant::now();
         let mut receipts = Vec::with_capacity(total);
@@ -956,7 +992,9 @@ impl<'a, E: Evaluator> Analysis<'a, E> {
     ) -> Result<Option<Planned>, AnalysisError> {
         let Some(generation) = self.speculation.overlay.as_ref().map(Overlay::generation) else { return Ok(None) };
         if pass.predicted_at != Some(pass.known) {
-            pass.next = self.predict_next_pass(depth, planned, pass)?;
+            let predicted = self.predict_next_pass(depth, planned, pass)?;
+            pass.predicted = predicted.iter().map(JobKey::of).collect();
+            pass.next = predicted.into_iter().filter(|plan| self.flights.is_new(&JobKey::of(plan))).collect();
             pass.predicted_at = Some(pass.known);
         }
         while let Some(plan) = pass.next.pop_front() {
@@ -979,20 +1017,15 @@ impl<'a, E: Evaluator> Analysis<'a, E> {
 
     /// What the next pass will ask for where it depends only on this pass's answers in so far: the walk of the store
     /// with them laid over it.
-    fn predict_next_pass(
-        &self,
-        depth: u8,
-        planned: &[Planned],
-        pass: &Pass,
-    ) -> Result<VecDeque<Planned>, AnalysisError> {
-        let Some(root) = &self.root else { return Ok(VecDeque::new()) };
+    fn predict_next_pass(&self, depth: u8, planned: &[Planned], pass: &Pass) -> Result<Vec<Planned>, AnalysisError> {
+        let Some(root) = &self.root else { return Ok(Vec::new()) };
         let changes: Vec<Change> = planned
             .iter()
             .zip(&pass.answers)
             .filter_map(|(plan, answer)| change_for(plan, answer.as_ref()?.as_ref().ok()?))
             .collect();
         if changes.is_empty() {
-            return Ok(VecDeque::new());
+            return Ok(Vec::new());
         }
         let view = self.store.read()?;
         let mut next = Overlay::default();
@@ -1003,19 +1036,13 @@ impl<'a, E: Evaluator> Analysis<'a, E> {
         if let Some(e) = graph.take_error() {
             return Err(e.into());
         }
-        Ok(result
-            .planned
-            .into_iter()
-            .filter(|plan| {
-                let job = JobKey::of(plan);
-                self.flights.is_new(&job)
-            })
-            .collect())
+        Ok(result.planned)
     }
 
-    /// Walks the overlaid tree at `depth`, then deeper while it finds fewer new searches than there are free
-    /// engines, and queues what it plans, shallowest depth first. Where engines would still be left free, the
-    /// searches for alternatives it planned are split into searches of each move alone, queued last.
+    /// Walks the overlaid tree at `depth` and at each depth after it up to the look ahead, and queues the new
+    /// searches they plan, shallowest depth first. Where engines would still be left free, the searches for
+    /// alternatives it planned are split into searches of each move alone, queued last. Every search the walks reach
+    /// (new, running or answered), and the moves of every search for alternatives, are the wanted ones.
     fn look_ahead_walk(&mut self, depth: u8) -> Result<(), AnalysisError> {
         let (Some(root), Some(overlay)) = (&self.root, &self.speculation.overlay) else { return Ok(()) };
         let free = self.evaluator.workers().saturating_sub(self.flights.running());
@@ -1024,13 +1051,13 @@ impl<'a, E: Evaluator> Analysis<'a, E> {
         let graph = StoreGraph::new(&view);
         let tree = overlay.over(&graph);
         let mut queue = VecDeque::new();
-        let mut queued: HashSet<JobKey> = HashSet::new();
+        let mut wanted: HashSet<JobKey> = HashSet::new();
         let mut terminal = Vec::new();
         let mut quiet = Trace::off();
         let flights = &self.flights;
-        let mut enqueue = |plan: Planned, queue: &mut VecDeque<Planned>| {
+        let enqueue = |plan: Planned, queue: &mut VecDeque<Planned>, wanted: &mut HashSet<JobKey>| {
             let job = JobKey::of(&plan);
-            if flights.is_new(&job) && queued.insert(job) {
+            if wanted.insert(job.clone()) && flights.is_new(&job) {
                 queue.push_back(plan);
             }
         };
@@ -1042,22 +1069,21 @@ impl<'a, E: Evaluator> Analysis<'a, E> {
                 if plan.splits() {
                     alternatives.push(plan.clone());
                 }
-                enqueue(plan, &mut queue);
-            }
-            if queue.len() >= free {
-                break;
+                enqueue(plan, &mut queue, &mut wanted);
             }
         }
         for plan in alternatives.into_iter().flat_map(singles) {
             if queue.len() >= free {
-                break;
+                wanted.insert(JobKey::of(&plan));
+            } else {
+                enqueue(plan, &mut queue, &mut wanted);
             }
-            enqueue(plan, &mut queue);
         }
         if let Some(e) = graph.take_error() {
             return Err(e.into());
         }
         self.speculation.queue = queue;
+        self.speculation.wanted = wanted;
         if let Some(overlay) = &mut self.speculation.overlay {
             overlay.apply(&view, &terminal)?;
             self.speculation.planned_at = Some(overlay.generation());
@@ -1096,6 +1122,8 @@ impl<'a, E: Evaluator> Analysis<'a, E> {
         let change = match result {
             Ok(answer) => {
                 self.evaluations += 1;
+                self.speculation.answered_time += flight.started.elapsed();
+                self.speculation.answered += 1;
                 // The change is needed to keep the answer (it must fit its position) or to lay it over the tree.
                 let change = (laid_over || !taken).then(|| change_for(&flight.plan, &answer)).flatten();
                 if !taken {
@@ -1124,6 +1152,46 @@ impl<'a, E: Evaluator> Analysis<'a, E> {
             pass.answer(index, answer);
         }
         change
+    }
+
+    /// Stops the searches running ahead of their turn that the tree, with every answer in so far, no longer leads to
+    /// (their node was cut off or left the window), unless this pass waits for them or predicts them for the next.
+    fn stop_unwanted(&mut self, depth: u8, pass: &Pass) -> Result<(), AnalysisError> {
+        let Some(generation) = self.speculation.overlay.as_ref().map(Overlay::generation) else { return Ok(()) };
+        if self.flights.speculative().next().is_none() {
+            return Ok(());
+        }
+        if self.speculation.planned_at != Some(generation) {
+            self.look_ahead_walk(depth)?;
+        }
+        let unwanted: Vec<u64> = self
+            .flights
+            .speculative()
+            .filter(|(_, job)| {
+                !self.speculation.wanted.contains(job)
+                    && !pass.waiting.contains_key(job)
+                    && !pass.predicted.contains(job)
+            })
+            .map(|(id, _)| id)
+            .collect();
+        for id in unwanted {
+            if !self.evaluator.cancel(id) {
+                continue;
+            }
+            let Some(flight) = self.flights.land(id) else { continue };
+            let ran = flight.started.elapsed();
+            trace!(
+                self.trace,
+                "abort {} {:?}: the tree no longer leads to it; ran {:.1} ms",
+                flight.plan.key,
+                flight.plan.purpose,
+                ran.as_secs_f64() * 1e3
+            );
+            self.speculation.aborted += 1;
+            self.aborted_ran += ran;
+            self.aborted_saved += self.speculation.saved_by_stopping(ran);
+        }
+        Ok(())
     }
 
     /// Lays changes over the tree that the look ahead walks (nothing when nothing runs ahead).
@@ -1171,8 +1239,10 @@ struct Pass {
     /// Answers in so far, and how many there were when the next pass was last predicted from them.
     known: usize,
     predicted_at: Option<usize>,
-    /// Searches the next pass will likely ask for, as far as this pass's answers tell.
+    /// Searches the next pass will likely ask for, as far as this pass's answers tell: those to start, and all of
+    /// them (a search started for the next pass is not stopped).
     next: VecDeque<Planned>,
+    predicted: HashSet<JobKey>,
 }
 
 impl Pass {

@@ -37,6 +37,11 @@ pub trait Evaluator {
     fn submit(&mut self, id: u64, job: Job) -> Result<(), String>;
     /// The next finished job, waiting at most `timeout`; `None` on timeout.
     fn next(&mut self, timeout: Duration) -> Option<(u64, Result<Answer, String>)>;
+    /// Stops job `id` if it is still running (its answer, if one still arrives, is to be ignored). Returns whether it
+    /// was stopped; an evaluator that cannot stop one job returns false and lets it finish.
+    fn cancel(&mut self, _id: u64) -> bool {
+        false
+    }
     /// Abandons every job in flight (their answers may still arrive and are to be ignored).
     fn cancel_all(&mut self);
     /// The identity of the engine, recorded in the store.
@@ -84,6 +89,11 @@ impl Evaluator for PoolEvaluator {
             JobOutcome::Cancelled => Err("cancelled".to_owned()),
         };
         Some((result.id, answer))
+    }
+
+    fn cancel(&mut self, id: u64) -> bool {
+        self.in_flight.retain(|i| *i != id);
+        self.pool.cancel(id)
     }
 
     fn cancel_all(&mut self) {
@@ -204,6 +214,12 @@ impl Evaluator for ScriptedEvaluator {
         Some(self.pending.swap_remove(i))
     }
 
+    fn cancel(&mut self, id: u64) -> bool {
+        let before = self.pending.len();
+        self.pending.retain(|(pending, _)| *pending != id);
+        self.pending.len() < before
+    }
+
     fn cancel_all(&mut self) {
         self.pending.clear();
     }
@@ -224,6 +240,10 @@ impl<E: Evaluator + ?Sized> Evaluator for &mut E {
 
     fn next(&mut self, timeout: Duration) -> Option<(u64, Result<Answer, String>)> {
         (**self).next(timeout)
+    }
+
+    fn cancel(&mut self, id: u64) -> bool {
+        (**self).cancel(id)
     }
 
     fn cancel_all(&mut self) {

@@ -7,6 +7,7 @@
 use std::{
     collections::HashMap,
     sync::atomic::{AtomicU64, Ordering},
+    time::Instant,
 };
 
 use shakmaty::{packed::PackedUciMove, uci::UciMove};
@@ -79,6 +80,7 @@ pub(super) struct Flight {
     pub plan: Planned,
     /// Started ahead of its turn: no pass has asked for it yet.
     pub speculative: bool,
+    pub started: Instant,
 }
 
 /// Searches in flight, and answers that ran ahead and wait for their turn.
@@ -100,7 +102,7 @@ impl Flights {
         let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
         let job = JobKey::of(&plan);
         self.by_job.insert(job.clone(), id);
-        self.by_id.insert(id, Flight { job, plan, speculative });
+        self.by_id.insert(id, Flight { job, plan, speculative, started: Instant::now() });
         id
     }
 
@@ -153,6 +155,11 @@ impl Flights {
     /// Searches running.
     pub fn running(&self) -> usize {
         self.by_id.len()
+    }
+
+    /// Searches running ahead of their turn, that no pass has asked for.
+    pub fn speculative(&self) -> impl Iterator<Item = (u64, &JobKey)> {
+        self.by_id.iter().filter(|(_, f)| f.speculative).map(|(id, f)| (*id, &f.job))
     }
 
     /// Forgets every running search (they were abandoned) and returns how many were speculative.

@@ -6,8 +6,8 @@
 //! engine's do; `keyed` scores jump by up to 120 cp, which keeps reopening windows (a harder case for the host). The bench settles the start position to software depth K with 1 worker, then with N, each
 //! in a fresh store, and compares:
 //! - speed-up: the 1-worker run's wall time over the N-worker run's (both settle depth K);
-//! - utilization of the N-worker run: engine-seconds spent searching (searches asked times the latency) over
-//!   engines times wall time;
+//! - utilization of the N-worker run: engine-seconds spent searching (searches answered times the latency, plus the
+//!   time searches stopped early had run) over engines times wall time;
 //! - the host's own time per search: the 1-worker run's wall time less its searches' latency, per search (pipes,
 //!   the engine handle, the tree walk and the store).
 //!
@@ -41,6 +41,8 @@ pub struct HostRun {
     pub workers: usize,
     pub seconds: f64,
     pub searches: u64,
+    /// Engine seconds of searches stopped before their answer because the tree no longer led to them.
+    pub stopped_seconds: f64,
     pub settled_depth: Option<u8>,
 }
 
@@ -85,7 +87,13 @@ fn settle(
     drop(analysis);
     drop(store);
     let _ = std::fs::remove_dir_all(&dir);
-    Ok(HostRun { workers, seconds, searches: report.evaluations, settled_depth: report.settled_depth })
+    Ok(HostRun {
+        workers,
+        seconds,
+        searches: report.evaluations,
+        stopped_seconds: report.aborted_seconds_ran,
+        settled_depth: report.settled_depth,
+    })
 }
 
 /// Runs the bench: 1 worker against `workers`, searches of `latency_ms`, to `depth` (or the default depth).
@@ -138,7 +146,8 @@ fn run(
         ));
     }
     let latency = Duration::from_millis(latency_ms).as_secs_f64();
-    let busy = many.searches as f64 * latency;
+    // Searches thrown away count as busy, those stopped early for as long as they ran.
+    let busy = many.searches as f64 * latency + many.stopped_seconds;
     Ok(HostBench {
         workers,
         latency_ms,
