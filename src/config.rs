@@ -26,6 +26,9 @@ pub struct Config {
     pub tree_path: String,
     /// Inner engine command line.
     pub engine: String,
+    /// Inner engines for growing the tree, in the one-line form of `deeptree::engine::spec` (for example
+    /// `stockfish | workers=12 ; ssh -p 2222 box stockfish | workers=2`); empty: `engine`, `workers` of it.
+    pub engines: String,
     /// Engine depth `D` of every inner-engine search.
     pub engine_depth: u8,
     /// Move distance `δ` in centipawns at plies 0 and 1.
@@ -53,6 +56,7 @@ impl Default for Config {
         Config {
             tree_path: String::new(),
             engine: "stockfish".into(),
+            engines: String::new(),
             engine_depth: 18,
             move_distance: 20,
             workers: 0,
@@ -91,7 +95,11 @@ impl std::error::Error for ConfigError {}
 
 impl Config {
     pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
-        basic_toml::from_str(text).map_err(|e| ConfigError::Parse { path: path.to_owned(), message: e.to_string() })
+        let config: Config = basic_toml::from_str(text)
+            .map_err(|e| ConfigError::Parse { path: path.to_owned(), message: e.to_string() })?;
+        crate::engine::spec::EngineSpec::parse_list(&config.engines)
+            .map_err(|e| ConfigError::Parse { path: path.to_owned(), message: format!("engines: {e}") })?;
+        Ok(config)
     }
 
     /// Loads the settings file that applies: `explicit` (from `--config`), else `DEEPTREE_CONFIG`, else the user's
@@ -148,5 +156,14 @@ mod tests {
         let err = Config::parse("engine_dept = 3\n", Path::new("/x/deeptree.toml")).unwrap_err();
         assert!(err.to_string().contains("/x/deeptree.toml"), "{err}");
         assert!(err.to_string().contains("engine_dept"), "{err}");
+    }
+
+    #[test]
+    fn a_bad_engine_list_is_an_error_naming_the_file() {
+        let err = Config::parse("engines = \"stockfish | threads=many\"\n", Path::new("/x/deeptree.toml")).unwrap_err();
+        assert!(err.to_string().contains("/x/deeptree.toml") && err.to_string().contains("threads=many"), "{err}");
+        let config =
+            Config::parse("engines = \"stockfish | workers=2 ; ssh box stockfish\"\n", Path::new("x")).unwrap();
+        assert_eq!(config.engines, "stockfish | workers=2 ; ssh box stockfish");
     }
 }

@@ -4,7 +4,7 @@ use std::{path::Path, sync::atomic::Ordering, time::Duration};
 
 use crate::{
     config::Config,
-    engine::{EngineConfig, EnginePool},
+    engine::{EngineConfig, EnginePool, spec::EngineSpec},
     search::{
         analysis::{Analysis, Line, Params, Trace, quote},
         evaluator::PoolEvaluator,
@@ -40,6 +40,11 @@ pub struct AnalyzeArgs {
     /// Inner engine command line (default: the settings' engine).
     #[arg(long)]
     pub engine: Option<String>,
+    /// Inner engines, several kinds at once, in one line: `CMD | workers=N | threads=N | hash=MIB |
+    /// option.NAME=VALUE ; CMD ...` (for example `stockfish | workers=12 ; ssh box stockfish | workers=2`). Replaces
+    /// --engine and --workers (default: the settings' engines, if any).
+    #[arg(long, conflicts_with_all = ["engine", "workers"])]
+    pub engines: Option<String>,
     /// Write one line per search decision to FILE.
     #[arg(long, value_name = "FILE")]
     pub trace: Option<std::path::PathBuf>,
@@ -62,11 +67,14 @@ pub fn run(db: Option<&Path>, config: &Config, args: AnalyzeArgs) -> CommandResu
         time,
         workers,
         engine,
+        engines,
         trace,
         json,
         chess960,
     } = args;
     let line = Line::parse_in(fen.as_deref(), &moves, chess960)?;
+    // --engine or --workers on the command line choose one kind of engine over the settings' list.
+    let engines = engines.or_else(|| (engine.is_none() && workers.is_none()).then(|| config.engines.clone()));
     // Refused before anything starts: a budget of zero (or one that is not a duration) would otherwise
     // mean no budget at all, and the analysis would run for ever.
     let time = match time {
@@ -97,8 +105,15 @@ pub fn run(db: Option<&Path>, config: &Config, args: AnalyzeArgs) -> CommandResu
     if let Err(e) = ctrlc::set_handler(move || handler_stop.store(true, Ordering::Relaxed)) {
         log::warn!("Ctrl-C will not stop the analysis cleanly: {e}");
     }
-    let pool = EnginePool::uniform(&engine_config, workers)
-        .map_err(|e| format!("cannot start the inner engine {}: {e}", quote(&engine_config.command)))?;
+    let specs =
+        EngineSpec::parse_list(engines.as_deref().unwrap_or_default()).map_err(|e| format!("--engines: {e}"))?;
+    let pool = if specs.is_empty() {
+        EnginePool::uniform(&engine_config, workers)
+            .map_err(|e| format!("cannot start the inner engine {}: {e}", quote(&engine_config.command)))?
+    } else {
+        EnginePool::start(EngineSpec::configs(&specs, &engine_config))
+            .map_err(|e| format!("cannot start the inner engines: {e}"))?
+    };
     let params = Params {
         engine_depth: engine_depth.unwrap_or(config.engine_depth).max(1),
         move_distance: move_distance.unwrap_or(config.move_distance).min(100_000) as i32,

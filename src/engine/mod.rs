@@ -16,6 +16,7 @@ mod pool;
 mod process;
 pub mod protocol;
 mod request;
+pub mod spec;
 mod worker;
 
 use std::{fmt, io, sync::Arc, time::Duration};

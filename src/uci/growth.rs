@@ -50,7 +50,7 @@ pub fn grow_tree(
         *pool = None;
     }
     if pool.is_none() {
-        match EnginePool::uniform(&shared.config_tree, shared.options.threads.max(1) as usize) {
+        match EnginePool::start(shared.config_tree.clone()) {
             Ok(workers) => *pool = Some((shared.config_tree.clone(), PoolEvaluator::new(workers))),
             Err(e) => {
                 shared.out.error(&format!("inner engines unavailable: {e}"));

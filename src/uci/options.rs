@@ -6,9 +6,10 @@ use crate::{
 };
 
 /// Options deeptree declares itself; an inner engine's option of the same name is not offered again.
-pub const OWN: [&str; 11] = [
+pub const OWN: [&str; 12] = [
     "TreePath",
     "InnerEngine",
+    "Engines",
     "EngineDepth",
     "MoveDistance",
     "BackgroundAnalysis",
@@ -25,6 +26,8 @@ pub const OWN: [&str; 11] = [
 pub struct Options {
     pub tree_path: String,
     pub inner_engine: String,
+    /// The tree's engines in the one-line form of [`crate::engine::spec`]; empty: `InnerEngine`, as many as `Threads`.
+    pub engines: String,
     pub engine_depth: u8,
     pub move_distance: u32,
     pub background_analysis: bool,
@@ -44,6 +47,7 @@ impl Options {
         Options {
             tree_path,
             inner_engine: config.engine.clone(),
+            engines: config.engines.clone(),
             engine_depth: config.engine_depth,
             move_distance: config.move_distance,
             background_analysis: config.background_analysis,
@@ -72,6 +76,7 @@ impl Options {
         vec![
             string("TreePath", &self.tree_path),
             string("InnerEngine", &self.inner_engine),
+            string("Engines", &self.engines),
             spin("EngineDepth", i64::from(self.engine_depth), 1, 99),
             spin("MoveDistance", i64::from(self.move_distance), 0, 1000),
             check("BackgroundAnalysis", self.background_analysis),
@@ -93,6 +98,11 @@ impl Options {
         match declared.name.as_str() {
             "TreePath" => self.tree_path = value,
             "InnerEngine" => self.inner_engine = value,
+            "Engines" => {
+                let value = if value == "<empty>" { String::new() } else { value };
+                crate::engine::spec::EngineSpec::parse_list(&value).map_err(|e| format!("option Engines: {e}"))?;
+                self.engines = value;
+            }
             "EngineDepth" => self.engine_depth = number() as u8,
             "MoveDistance" => self.move_distance = number() as u32,
             "BackgroundAnalysis" => self.background_analysis = value == "true",
@@ -147,6 +157,16 @@ mod tests {
         assert!(options.set_own("Ponder", "maybe").is_err());
         assert!(options.set_own("MultiPV", "x").is_err());
         assert!(options.set_own("NoSuchOption", "1").is_err());
+        assert!(options.set_own("Engines", "stockfish | workers=3 ; ssh box stockfish | hash=64").is_ok());
+        assert_eq!(options.engines, "stockfish | workers=3 ; ssh box stockfish | hash=64");
+        let refused = options.set_own("Engines", "stockfish | workers=none").unwrap_err();
+        assert!(refused.contains("Engines") && refused.contains("workers=none"), "{refused}");
+        assert_eq!(
+            options.engines, "stockfish | workers=3 ; ssh box stockfish | hash=64",
+            "a refused list is not kept"
+        );
+        assert!(options.set_own("Engines", "<empty>").is_ok());
+        assert_eq!(options.engines, "");
         assert!(options.set_own("UCI_AnalyseMode", "TRUE").is_ok());
         assert!(options.analyse_mode);
         assert!(options.set_own("uci_chess960", "true").is_ok());

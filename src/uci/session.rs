@@ -20,7 +20,7 @@ use parking_lot::Mutex;
 
 use crate::{
     config::Config,
-    engine::{EngineConfig, EngineIdentity, StopHandle, protocol::EngineOption},
+    engine::{EngineConfig, EngineIdentity, StopHandle, protocol::EngineOption, spec::EngineSpec},
     search::{analysis::Line, evaluator::PoolEvaluator},
     store::Store,
 };
@@ -54,6 +54,9 @@ impl Out {
     }
 }
 
+/// The tree's workers, with the configurations they were started with (replaced when those change).
+pub type TreePool = (Vec<EngineConfig>, PoolEvaluator);
+
 /// What a search thread needs.
 pub struct Shared {
     pub out: Out,
@@ -61,10 +64,11 @@ pub struct Shared {
     /// One engine with all `Threads` for direct searches.
     pub direct: Arc<Mutex<DirectSlot>>,
     /// Single-threaded workers for tree growth (as many as `Threads`), started when first needed.
-    pub pool: Arc<Mutex<Option<(EngineConfig, PoolEvaluator)>>>,
+    pub pool: Arc<Mutex<Option<TreePool>>>,
     pub options: Options,
     pub config_direct: EngineConfig,
-    pub config_tree: EngineConfig,
+    /// The tree's workers, one configuration each.
+    pub config_tree: Vec<EngineConfig>,
     pub overhead: Overhead,
     pub depth_model: Arc<Mutex<DepthModel>>,
     pub relay: Arc<RelayClock>,
@@ -122,7 +126,7 @@ struct Session {
     direct: Arc<Mutex<DirectSlot>>,
     /// The direct engine could not be started with the current options (shown once).
     direct_error: Option<String>,
-    pool: Arc<Mutex<Option<(EngineConfig, PoolEvaluator)>>>,
+    pool: Arc<Mutex<Option<TreePool>>>,
     depth_model: Arc<Mutex<DepthModel>>,
     relay: Arc<RelayClock>,
     /// The relay's latency given to the direct engine: measured again at every `ucinewgame`.
@@ -447,9 +451,15 @@ impl Session {
         self.engine_config(self.options.threads, self.options.hash_mib)
     }
 
-    /// The tree's workers: one thread each, `Hash` shared out.
-    fn tree_config(&self) -> EngineConfig {
-        self.engine_config(1, (self.options.hash_mib / self.options.threads.max(1)).max(16))
+    /// The tree's workers: the `Engines` option's, else `InnerEngine` as many as `Threads`, one thread each, `Hash`
+    /// shared out.
+    fn tree_configs(&self) -> Vec<EngineConfig> {
+        let base = self.engine_config(1, (self.options.hash_mib / self.options.threads.max(1)).max(16));
+        match EngineSpec::parse_list(&self.options.engines) {
+            Ok(specs) if !specs.is_empty() => EngineSpec::configs(&specs, &base),
+            // A bad list was refused when it was set; the settings' own is checked at start.
+            _ => vec![base; self.options.threads.max(1) as usize],
+        }
     }
 
     fn overhead(&self) -> Overhead {
@@ -488,7 +498,7 @@ impl Session {
             pool: self.pool.clone(),
             options: self.options.clone(),
             config_direct: self.direct_config(),
-            config_tree: self.tree_config(),
+            config_tree: self.tree_configs(),
             overhead: self.overhead(),
             depth_model: self.depth_model.clone(),
             relay: self.relay.clone(),

@@ -1,0 +1,199 @@
+//! A list of inner engines in one line of text, for the settings, `analyze --engines` and the UCI option `Engines`.
+//!
+//! ```
+//! use deeptree::engine::{EngineConfig, spec::EngineSpec};
+//!
+//! let specs = EngineSpec::parse_list(
+//!     "stockfish | workers=3 ; ssh -p 2222 box /usr/games/stockfish | workers=2 | hash=128 | option.Move Overhead=0",
+//! )?;
+//! assert_eq!(specs.len(), 2);
+//! assert_eq!(specs[1].command, "ssh -p 2222 box /usr/games/stockfish");
+//! let configs = EngineSpec::configs(&specs, &EngineConfig::new("stockfish"));
+//! assert_eq!(configs.len(), 5); // one per worker
+//! assert!(configs[4].options.contains(&("Hash".to_owned(), "128".to_owned())));
+//! # Ok::<_, deeptree::engine::spec::SpecError>(())
+//! ```
+//!
+//! The form: engines separated by `;`, each a command line followed by `| key=value` fields:
+//! - `workers=N`: how many of this engine run at once (default 1);
+//! - `threads=N`: its `Threads` (default 1);
+//! - `hash=MIB`: its `Hash` (default: the settings' `engine_hash_mib`);
+//! - `option.NAME=VALUE`: any other UCI option.
+
+use std::fmt;
+
+use super::process::EngineConfig;
+
+/// One kind of inner engine and how many of it run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EngineSpec {
+    pub command: String,
+    pub workers: usize,
+    pub threads: u32,
+    pub hash_mib: Option<u32>,
+    /// Other UCI options, in the order given.
+    pub options: Vec<(String, String)>,
+}
+
+/// A list of engines that cannot be read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SpecError {
+    /// An engine with no command line (the 1-based place in the list).
+    NoCommand { engine: usize },
+    /// A field that is not `key=value`, or whose key is not known.
+    BadField { engine: usize, field: String },
+    /// A number that does not read as one, or is 0 where at least 1 is needed.
+    BadNumber { engine: usize, key: String, value: String },
+}
+
+impl fmt::Display for SpecError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SpecError::NoCommand { engine } => write!(f, "engine {engine}: no command line"),
+            SpecError::BadField { engine, field } => write!(
+                f,
+                "engine {engine}: '{field}' is not one of workers=N, threads=N, hash=MIB or option.NAME=VALUE"
+            ),
+            SpecError::BadNumber { engine, key, value } => {
+                write!(f, "engine {engine}: {key}={value}: give a whole number of at least 1")
+            }
+        }
+    }
+}
+
+impl std::error::Error for SpecError {}
+
+impl EngineSpec {
+    /// Reads a list in the one-line form. An empty text is an empty list.
+    pub fn parse_list(text: &str) -> Result<Vec<EngineSpec>, SpecError> {
+        let text = text.trim();
+        if text.is_empty() {
+            return Ok(Vec::new());
+        }
+        text.split(';').enumerate().map(|(i, engine)| EngineSpec::parse(engine, i + 1)).collect()
+    }
+
+    fn parse(text: &str, engine: usize) -> Result<EngineSpec, SpecError> {
+        let mut fields = text.split('|');
+        let command = fields.next().unwrap_or_default().trim().to_owned();
+        if command.is_empty() {
+            return Err(SpecError::NoCommand { engine });
+        }
+        let mut spec = EngineSpec { command, workers: 1, threads: 1, hash_mib: None, options: Vec::new() };
+        for field in fields {
+            let field = field.trim();
+            let Some((key, value)) = field.split_once('=') else {
+                return Err(SpecError::BadField { engine, field: field.to_owned() });
+            };
+            let (key, value) = (key.trim(), value.trim());
+            let number = || match value.parse::<u32>() {
+                Ok(n) if n >= 1 => Ok(n),
+                _ => Err(SpecError::BadNumber { engine, key: key.to_owned(), value: value.to_owned() }),
+            };
+            match key {
+                "workers" => spec.workers = number()? as usize,
+                "threads" => spec.threads = number()?,
+                "hash" => spec.hash_mib = Some(number()?),
+                _ => match key.strip_prefix("option.").map(str::trim).filter(|name| !name.is_empty()) {
+                    Some(name) => spec.options.push((name.to_owned(), value.to_owned())),
+                    None => return Err(SpecError::BadField { engine, field: field.to_owned() }),
+                },
+            }
+        }
+        Ok(spec)
+    }
+
+    /// One engine configuration per worker: `base` (timeouts, `Hash`, options every engine gets) with each engine's
+    /// command line, `Threads`, `Hash` and options.
+    pub fn configs(specs: &[EngineSpec], base: &EngineConfig) -> Vec<EngineConfig> {
+        let mut configs = Vec::new();
+        for spec in specs {
+            let mut config = base.clone();
+            config.command = spec.command.clone();
+            config = config.with_option("Threads", spec.threads);
+            if let Some(hash) = spec.hash_mib {
+                config = config.with_option("Hash", hash);
+            }
+            for (name, value) in &spec.options {
+                config = config.with_option(name, value);
+            }
+            configs.extend(std::iter::repeat_n(config, spec.workers));
+        }
+        configs
+    }
+}
+
+impl fmt::Display for EngineSpec {
+    /// The one-line form, which [`EngineSpec::parse_list`] reads back.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} | workers={} | threads={}", self.command, self.workers, self.threads)?;
+        if let Some(hash) = self.hash_mib {
+            write!(f, " | hash={hash}")?;
+        }
+        for (name, value) in &self.options {
+            write!(f, " | option.{name}={value}")?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_list_reads_back_from_its_text() {
+        let text = "stockfish | workers=12 ; ssh -p 2222 127.0.0.1 /usr/games/stockfish | workers=2 | threads=2 | \
+                    hash=128 | option.Move Overhead=0 | option.Skill Level=20";
+        let specs = EngineSpec::parse_list(text).unwrap();
+        assert_eq!(
+            specs[0],
+            EngineSpec { command: "stockfish".into(), workers: 12, threads: 1, hash_mib: None, options: vec![] }
+        );
+        assert_eq!(specs[1].threads, 2);
+        assert_eq!(
+            specs[1].options,
+            vec![("Move Overhead".to_owned(), "0".to_owned()), ("Skill Level".to_owned(), "20".to_owned())]
+        );
+        let again: Vec<String> = specs.iter().map(ToString::to_string).collect();
+        assert_eq!(EngineSpec::parse_list(&again.join(" ; ")).unwrap(), specs);
+        assert_eq!(EngineSpec::parse_list("  ").unwrap(), vec![]);
+    }
+
+    #[test]
+    fn bad_lists_say_which_engine_and_field() {
+        assert_eq!(EngineSpec::parse_list("stockfish ; | workers=2"), Err(SpecError::NoCommand { engine: 2 }));
+        assert_eq!(
+            EngineSpec::parse_list("stockfish | workers=0"),
+            Err(SpecError::BadNumber { engine: 1, key: "workers".into(), value: "0".into() })
+        );
+        assert_eq!(
+            EngineSpec::parse_list("stockfish | speed=9"),
+            Err(SpecError::BadField { engine: 1, field: "speed=9".into() })
+        );
+        assert_eq!(
+            EngineSpec::parse_list("stockfish | option.=1"),
+            Err(SpecError::BadField { engine: 1, field: "option.=1".into() })
+        );
+        let message = EngineSpec::parse_list("stockfish | hash=lots").unwrap_err().to_string();
+        assert!(message.contains("engine 1") && message.contains("hash=lots"), "{message}");
+    }
+
+    #[test]
+    fn every_worker_gets_its_engines_command_and_options() {
+        let specs = EngineSpec::parse_list("a | workers=2 | hash=32 ; b | threads=4 | option.X=y").unwrap();
+        let base = EngineConfig::new("stockfish").with_option("Hash", 64);
+        let configs = EngineSpec::configs(&specs, &base);
+        let described: Vec<(String, Vec<(String, String)>)> =
+            configs.iter().map(|c| (c.command.clone(), c.options.clone())).collect();
+        let pair = |n: &str, v: &str| (n.to_owned(), v.to_owned());
+        assert_eq!(
+            described,
+            vec![
+                ("a".into(), vec![pair("Threads", "1"), pair("Hash", "32")]),
+                ("a".into(), vec![pair("Threads", "1"), pair("Hash", "32")]),
+                ("b".into(), vec![pair("Threads", "4"), pair("Hash", "64"), pair("X", "y")]),
+            ]
+        );
+    }
+}

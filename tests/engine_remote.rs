@@ -1,0 +1,171 @@
+//! Inner engines on another machine: a real OpenSSH server on the loopback address, with keys made for the test,
+//! serves Stockfish to `analyze --engines` beside a local Stockfish. The remote engine's connection is cut in the middle
+//! of the analysis; its search runs again, the engine comes back after its back-off, and nothing is lost.
+
+mod common;
+
+use std::{
+    path::{Path, PathBuf},
+    process::{Child, Command, Stdio},
+    time::{Duration, Instant},
+};
+
+/// The OpenSSH server, stopped when dropped.
+struct SshServer {
+    child: Child,
+    port: u16,
+    dir: PathBuf,
+}
+
+impl Drop for SshServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn sshd() -> PathBuf {
+    let path = PathBuf::from("/usr/sbin/sshd");
+    assert!(path.exists(), "the OpenSSH server is missing: install openssh-server (scripts/install-deps)");
+    path
+}
+
+fn keygen(path: &Path) {
+    let status = Command::new("ssh-keygen")
+        .args(["-q", "-t", "ed25519", "-N", "", "-f"])
+        .arg(path)
+        .status()
+        .expect("ssh-keygen runs");
+    assert!(status.success());
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").expect("a free port").local_addr().expect("an address").port()
+}
+
+fn user() -> String {
+    let output = Command::new("id").arg("-un").output().expect("id runs");
+    String::from_utf8_lossy(&output.stdout).trim().to_owned()
+}
+
+impl SshServer {
+    fn start(dir: &Path) -> SshServer {
+        let sshd = sshd();
+        keygen(&dir.join("host_key"));
+        keygen(&dir.join("client_key"));
+        std::fs::copy(dir.join("client_key.pub"), dir.join("authorized_keys")).expect("authorized keys");
+        // sshd wants its privilege separation directory, which a fresh container may lack.
+        let _ = std::fs::create_dir_all("/run/sshd");
+        let port = free_port();
+        let config = format!(
+            "Port {port}\nListenAddress 127.0.0.1\nHostKey {host}\nAuthorizedKeysFile {keys}\nPasswordAuthentication \
+             no\nKbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\nPermitRootLogin prohibit-password\nPidFile \
+             {pid}\nLogLevel INFO\n",
+            host = dir.join("host_key").display(),
+            keys = dir.join("authorized_keys").display(),
+            pid = dir.join("sshd.pid").display(),
+        );
+        std::fs::write(dir.join("sshd_config"), config).expect("sshd config");
+        let log = std::fs::File::create(dir.join("sshd.log")).expect("sshd log");
+        let child = Command::new(sshd)
+            .args(["-D", "-e", "-f"])
+            .arg(dir.join("sshd_config"))
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("sshd starts");
+        let server = SshServer { child, port, dir: dir.to_owned() };
+        let started = Instant::now();
+        while !server.ssh_command("true").status().is_ok_and(|s| s.success()) {
+            assert!(started.elapsed() < Duration::from_secs(20), "sshd did not accept a connection: {}", server.log());
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        server
+    }
+
+    /// The command line that runs `program` on the server.
+    fn command_line(&self, program: &str) -> String {
+        format!(
+            "ssh -i {} -p {} -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR -o \
+             BatchMode=yes {}@127.0.0.1 {program}",
+            self.dir.join("client_key").display(),
+            self.port,
+            user()
+        )
+    }
+
+    fn ssh_command(&self, program: &str) -> Command {
+        let line = self.command_line(program);
+        let mut words = line.split_whitespace();
+        let mut command = Command::new(words.next().expect("ssh"));
+        command.args(words).stdout(Stdio::null()).stderr(Stdio::null());
+        command
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("sshd.log")).unwrap_or_default()
+    }
+
+    /// Connections accepted so far.
+    fn accepted(&self) -> usize {
+        self.log().matches("Accepted publickey").count()
+    }
+
+    /// Kills the server's processes that serve connections (not the listener): every connection is cut.
+    fn cut_connections(&self) -> usize {
+        let output = Command::new("pgrep").args(["-P", &self.child.id().to_string()]).output().expect("pgrep runs");
+        let children: Vec<String> =
+            String::from_utf8_lossy(&output.stdout).split_whitespace().map(str::to_owned).collect();
+        for pid in &children {
+            let _ = Command::new("kill").args(["-KILL", pid]).status();
+        }
+        children.len()
+    }
+}
+
+#[test]
+fn a_remote_engine_cut_off_mid_analysis_comes_back_and_nothing_is_lost() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let server = SshServer::start(dir.path());
+    let connections_before = server.accepted();
+    let stockfish = common::stockfish();
+    let engines = format!(
+        "{} | workers=1 ; {} | workers=1",
+        stockfish.display(),
+        server.command_line(&stockfish.display().to_string())
+    );
+    let tree = dir.path().join("tree");
+    let mut analysis = Command::new(env!("CARGO_BIN_EXE_deeptree"))
+        .arg("--db")
+        .arg(&tree)
+        .args(["analyze", "--engines", &engines, "--engine-depth", "13", "--max-depth", "3", "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("deeptree runs");
+
+    // Once the remote engine is connected and has had time to search, cut its connection.
+    let started = Instant::now();
+    while server.accepted() == connections_before {
+        assert!(started.elapsed() < Duration::from_secs(30), "the remote engine never connected: {}", server.log());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(
+        analysis.try_wait().expect("the analysis can be waited for").is_none(),
+        "the analysis ended before the connection could be cut; make it longer"
+    );
+    assert!(server.cut_connections() > 0, "a connection was cut");
+
+    let output = analysis.wait_with_output().expect("the analysis ends");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let report: serde_json::Value =
+        serde_json::from_str(stdout.lines().last().unwrap_or("null")).expect("a JSON report");
+    assert_eq!(report["settled_depth"], 3, "{report}");
+    assert_eq!(report["failed"], 0, "no search was lost: {report}\n{stderr}");
+    // The engine's end was seen while the analysis ran, and it was started again over a new connection.
+    assert!(stderr.contains("engine fault, restarting it"), "{stderr}");
+    assert!(server.accepted() >= connections_before + 2, "the remote engine came back: {}", server.log());
+}
