@@ -35,6 +35,9 @@ pub struct Config {
     pub move_distance: u32,
     /// Workers for `analyze`; 0 means one per core.
     pub workers: usize,
+    /// Software depths past the one being settled in which free engines run searches ahead of their turn; -1 runs
+    /// none.
+    pub look_ahead: i32,
     /// Hash of each inner engine, MiB.
     pub engine_hash_mib: u32,
     /// Seconds to wait for `uciok`/`readyok`.
@@ -60,6 +63,7 @@ impl Default for Config {
             engine_depth: 18,
             move_distance: 20,
             workers: 0,
+            look_ahead: i32::from(crate::search::analysis::DEFAULT_LOOK_AHEAD),
             engine_hash_mib: 64,
             engine_handshake_timeout_secs: 10,
             engine_search_timeout_secs: 60,
@@ -100,6 +104,11 @@ impl Config {
         crate::engine::spec::EngineSpec::parse_list(&config.engines)
             .map_err(|e| ConfigError::Parse { path: path.to_owned(), message: format!("engines: {e}") })?;
         Ok(config)
+    }
+
+    /// The look ahead as the analysis takes it: `None` (nothing run ahead) for a negative setting.
+    pub fn look_ahead(&self) -> Option<u8> {
+        u8::try_from(self.look_ahead).ok()
     }
 
     /// Loads the settings file that applies: `explicit` (from `--config`), else `DEEPTREE_CONFIG`, else the user's

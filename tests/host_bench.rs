@@ -113,3 +113,35 @@ fn bench_host_settles_the_same_depth_with_one_and_many_workers() {
     }
     assert!(result["utilization"].as_f64().is_some_and(|u| u <= 1.0), "{result}");
 }
+
+/// `analyze --look-ahead off` runs nothing ahead of its turn, and stores the same tree as the default.
+#[test]
+fn analyze_look_ahead_off_runs_nothing_ahead_and_stores_the_same_tree() {
+    let engine = format!("{} --mode smooth --latency-ms 1", common::fake());
+    let run = |db: &std::path::Path, extra: &[&str]| {
+        let db = db.display().to_string();
+        let mut args =
+            vec!["--db", &db, "analyze", "--engine", &engine, "--workers", "4", "--max-depth", "2", "--json"];
+        args.extend_from_slice(extra);
+        deeptree(&args)
+    };
+    let off = tempfile::tempdir().expect("a directory");
+    let on = tempfile::tempdir().expect("a directory");
+    let report_off = run(off.path(), &["--look-ahead", "off"]);
+    let report_on = run(on.path(), &[]);
+    assert_eq!(report_off["ahead"], 0, "{report_off}");
+    assert_eq!(report_off["evaluations"], report_off["stored"], "{report_off}");
+    assert!(report_on["ahead"].as_u64().is_some_and(|n| n > 0), "{report_on}");
+    assert_eq!(report_on["stored"], report_off["stored"]);
+    let show = |db: &std::path::Path| {
+        let db = db.display().to_string();
+        deeptree(&["--db", &db, "show", "--depth", "4", "--json"])
+    };
+    assert_eq!(show(off.path()), show(on.path()));
+    let refused = Command::new(env!("CARGO_BIN_EXE_deeptree"))
+        .args(["--db", &off.path().display().to_string(), "analyze", "--look-ahead", "lots"])
+        .output()
+        .expect("deeptree runs");
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("give a number of software depths"));
+}

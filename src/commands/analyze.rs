@@ -45,6 +45,11 @@ pub struct AnalyzeArgs {
     /// --engine and --workers (default: the settings' engines, if any).
     #[arg(long, conflicts_with_all = ["engine", "workers"])]
     pub engines: Option<String>,
+    /// Software depths past the one being settled in which free engines may run searches ahead of their turn, or
+    /// `off` to run none (every pass then waits for its slowest search; no engine time goes to searches no pass
+    /// asks for). Default: the settings' look_ahead.
+    #[arg(long, value_name = "DEPTHS|off", value_parser = parse_look_ahead)]
+    pub look_ahead: Option<LookAhead>,
     /// Write one line per search decision to FILE.
     #[arg(long, value_name = "FILE")]
     pub trace: Option<std::path::PathBuf>,
@@ -54,6 +59,20 @@ pub struct AnalyzeArgs {
     /// Chess960: the FEN in Shredder-FEN or X-FEN, castling as king takes rook (a Shredder-FEN implies it).
     #[arg(long)]
     pub chess960: bool,
+}
+
+/// `--look-ahead`: a number of software depths, or off.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LookAhead(pub Option<u8>);
+
+fn parse_look_ahead(text: &str) -> Result<LookAhead, String> {
+    match text.trim() {
+        "off" => Ok(LookAhead(None)),
+        depths => depths
+            .parse()
+            .map(|d| LookAhead(Some(d)))
+            .map_err(|_| format!("'{depths}': give a number of software depths (0 to 255) or off")),
+    }
 }
 
 /// Runs `deeptree analyze` on the store in `db` (created when absent).
@@ -68,6 +87,7 @@ pub fn run(db: Option<&Path>, config: &Config, args: AnalyzeArgs) -> CommandResu
         workers,
         engine,
         engines,
+        look_ahead,
         trace,
         json,
         chess960,
@@ -121,6 +141,7 @@ pub fn run(db: Option<&Path>, config: &Config, args: AnalyzeArgs) -> CommandResu
         time,
     };
     let mut analysis = Analysis::new(&store, PoolEvaluator::new(pool), params);
+    analysis.look_ahead = look_ahead.map_or(config.look_ahead(), |l| l.0);
     if let Some(path) = &trace {
         analysis.trace = Trace::to_file(path)?;
     }
@@ -157,9 +178,9 @@ pub fn run(db: Option<&Path>, config: &Config, args: AnalyzeArgs) -> CommandResu
         );
         if report.ahead > 0 {
             println!(
-                "{} searches ran ahead of their turn on engines a pass left free: {} of them were asked for, {} were \
-                 stopped when the run ended",
-                report.ahead, report.ahead_used, report.abandoned
+                "{} searches ran ahead of their turn on engines a pass left free: {} of them were asked for, {} \
+                 stopped when the tree no longer led to them, {} stopped when the run ended",
+                report.ahead, report.ahead_used, report.aborted, report.abandoned
             );
         }
     }

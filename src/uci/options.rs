@@ -40,6 +40,8 @@ pub struct Options {
     pub chess960: bool,
     /// Options of the inner engine set by the GUI, forwarded to every worker.
     pub inner: Vec<(String, String)>,
+    /// The settings' look ahead for the tree's growth (not a UCI option).
+    pub look_ahead: Option<u8>,
 }
 
 impl Options {
@@ -58,6 +60,7 @@ impl Options {
             analyse_mode: false,
             chess960: false,
             inner: Vec::new(),
+            look_ahead: config.look_ahead(),
         }
     }
 
