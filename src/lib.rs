@@ -15,7 +15,9 @@
 //!   of its own: the writer carries idea values upward after each merge with `search::graph` and
 //!   `search::minimax::propagate`.
 //! - [`search`]: the deep-analysis search over the store and an evaluator (the engine pool, or a scripted one):
-//!   the graph view, idea and alpha minimax, passes, settling, `show`, and the host's benchmark.
+//!   the graph view, idea and alpha minimax, passes, settling, `show`, and the host's benchmark. The host's book of
+//!   searches (`search::host`) and the answers laid over the store for looking ahead (`search::overlay`, memory
+//!   only: nothing in it is written) belong here too.
 //! - [`interop`]: PGN, EPD, Polyglot and HTML in and out, and `merge`. Uses the store and the search.
 //! - [`uci`]: the GUI's face: the protocol loop, the `go` policy (tree against search), the direct engine's
 //!   relay, tree growth. Uses everything below.

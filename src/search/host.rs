@@ -1,7 +1,7 @@
 //! The host's book of searches: which are running, which ran ahead of their turn and wait for a pass to ask for
 //! them.
 //!
-//! A search is known by what it asks ([`JobKey`]: position, the moves it may choose from, engine depth), not by who
+//! A search is known by what it asks (`JobKey`: position, the moves it may choose from, engine depth), not by who
 //! planned it, so that a pass asking for a search that already ran ahead takes its answer instead of asking again.
 
 use std::{

@@ -1,0 +1,287 @@
+//! The walk of one pass: alpha-beta over the stored graph (or the graph with answers laid over it), planning a
+//! search for every position it reaches that needs one.
+
+use shakmaty::{Chess, Position, uci::UciMove};
+
+use crate::{
+    score::{Bound, Score},
+    store::{
+        Change, StoreError,
+        key::{KeyMap, KeySet, PositionKey},
+        node::{Eval, Node, PackedPosition, RestBound},
+        play_uci,
+    },
+};
+
+use super::{Params, Root, Trace, fen, move_distance_at, san};
+use crate::search::{
+    evaluator::Job,
+    graph::Records,
+    host::{Planned, Purpose},
+    minimax::{UNROLL_BUDGET, alpha_of_edge, alpha_of_node},
+};
+
+/// One pass: the alpha-beta walk that plans searches.
+struct Walk<'t, G: Records> {
+    tree: &'t G,
+    params: &'t Params,
+    depth: u8,
+    trace: &'t mut Trace,
+    planned: Vec<Planned>,
+    planned_keys: KeySet,
+    failed: &'t KeySet,
+    /// Lowest ply at which each node was walked in this pass, and the beta its walk was cut at (if it was).
+    walked: KeyMap<(u8, Option<Score>)>,
+    terminal: Vec<Change>,
+    min_leaf: u8,
+    max_ply: u8,
+    /// Searches not planned because they failed earlier in this run: a pass with any is not settled.
+    skipped: usize,
+}
+
+const MINUS_INFINITY: Score = Score::MATED_NOW;
+const PLUS_INFINITY: Score = Score::MATE_NOW;
+
+impl<G: Records> Walk<'_, G> {
+    fn plan(&mut self, key: PositionKey, purpose: Purpose, job: Job) {
+        if self.failed.contains(&key) {
+            trace!(self.trace, "skip {key}: its engine search failed earlier in this run");
+            self.skipped += 1;
+            return;
+        }
+        if self.planned_keys.insert(key) {
+            self.planned.push(Planned { key, purpose, job });
+        }
+    }
+
+    fn leaf(&mut self, ply: u8) {
+        self.min_leaf = self.min_leaf.min(ply);
+        self.max_ply = self.max_ply.max(ply);
+    }
+
+    /// Walks `pos` at `ply`; returns its value for the side to move, or `None` when it has no evaluation yet.
+    fn visit(
+        &mut self,
+        pos: &Chess,
+        key: PositionKey,
+        ply: u8,
+        alpha: Score,
+        beta: Score,
+        path: &mut Vec<PositionKey>,
+    ) -> Result<Option<Score>, StoreError> {
+        self.max_ply = self.max_ply.max(ply);
+        let node = self.tree.record(key)?;
+        let needs_eval = node.as_ref().and_then(|n| n.eval.as_ref()).is_none_or(|e| e.depth < self.params.engine_depth);
+        if needs_eval {
+            return Ok(self.evaluate(pos, key, ply));
+        }
+        let Some(node) = node else { return Ok(None) };
+        let Some(gnode) = self.tree.node(key) else { return Ok(None) };
+        let mut budget = UNROLL_BUDGET;
+        if ply >= self.depth || gnode.edges.is_empty() {
+            self.leaf(ply);
+            return Ok(Some(alpha_of_node(self.tree, &gnode, path, &mut budget)));
+        }
+        if self.walked_enough(key, ply, beta) {
+            return Ok(Some(alpha_of_node(self.tree, &gnode, path, &mut budget)));
+        }
+
+        // Estimates of every move from the minimaxed graph (alpha: repetitions of the path are draws).
+        let mut moves: Vec<(usize, Score)> = gnode
+            .edges
+            .iter()
+            .enumerate()
+            .map(|(i, e)| (i, alpha_of_edge(self.tree, e.child, e.score, path, &mut budget)))
+            .collect();
+        moves.sort_by_key(|m| std::cmp::Reverse(m.1));
+        let best_estimate = moves.first().map_or(MINUS_INFINITY, |m| m.1);
+        let distance = move_distance_at(self.params.move_distance, ply);
+        let threshold = best_estimate.minus_cp(distance);
+        self.search_alternatives(pos, key, ply, &node, Window { best_estimate, distance, threshold });
+
+        let mut best: Option<Score> = None;
+        let mut alpha = alpha;
+        let mut cut = false;
+        for (index, estimate) in moves {
+            let edge = &gnode.edges[index];
+            let Some(uci) = edge.uci else { continue };
+            let imported = node.edge(&uci).is_some_and(|e| e.imported);
+            if cut && !imported {
+                continue; // after a cut-off only imported moves, which the search keeps, are still walked
+            }
+            if estimate < threshold && !imported {
+                trace!(
+                    self.trace,
+                    "refuse ply={ply} {} {}: {estimate} < best {best_estimate} - {distance} = {threshold}",
+                    key,
+                    san(pos, &uci)
+                );
+                best = Some(best.map_or(estimate, |b| b.max(estimate)));
+                continue;
+            }
+            trace!(
+                self.trace,
+                "admit ply={ply} {} {}: {estimate} >= {threshold}{}",
+                key,
+                san(pos, &uci),
+                if imported && estimate < threshold { " (imported)" } else { "" }
+            );
+            let value = if path.contains(&edge.child) {
+                self.leaf(ply + 1);
+                Score::DRAW
+            } else {
+                let Some(child) = play_uci(pos, &uci) else { continue };
+                path.push(edge.child);
+                // Sign flip: the child's window and value are from the opponent's side.
+                let child_value = self.visit(&child, edge.child, ply + 1, beta.back_up(), alpha.back_up(), path)?;
+                path.pop();
+                child_value.map_or(estimate, Score::back_up)
+            };
+            best = Some(best.map_or(value, |b| b.max(value)));
+            alpha = alpha.max(value);
+            if ply >= 2 && value >= beta && !cut {
+                trace!(self.trace, "cut ply={ply} {} after {}: {value} >= beta {beta}", key, san(pos, &uci));
+                cut = true;
+            }
+        }
+        self.remember_walk(key, ply, cut.then_some(beta));
+        Ok(best)
+    }
+
+    /// A position with no evaluation at the engine depth: a checkmate or stalemate is valued at once (no engine
+    /// needed); any other is planned for an evaluation and has no value in this pass.
+    fn evaluate(&mut self, pos: &Chess, key: PositionKey, ply: u8) -> Option<Score> {
+        self.leaf(ply);
+        if pos.legal_moves().is_empty() {
+            let score = if pos.is_check() { Score::MATED_NOW } else { Score::DRAW };
+            let mut terminal = Node::new(PackedPosition::of(pos));
+            terminal.eval =
+                Some(Eval { score, bound: Bound::Exact, depth: self.params.engine_depth, best: None, nodes: 0 });
+            trace!(self.trace, "terminal ply={ply} {key} {}: {score}", fen(pos));
+            self.terminal.push(Change::Merge { key, node: terminal, children: Vec::new() });
+            return Some(score);
+        }
+        trace!(
+            self.trace,
+            "evaluate ply={ply} {key} {}: no evaluation at depth {}",
+            fen(pos),
+            self.params.engine_depth
+        );
+        self.plan(
+            key,
+            Purpose::Evaluate,
+            Job { position: pos.clone(), searchmoves: Vec::new(), depth: self.params.engine_depth },
+        );
+        None
+    }
+
+    /// A transposition already walked in this pass at this ply or a shallower one, and not cut short of what the
+    /// window `beta` needs: its value can be taken as it stands.
+    fn walked_enough(&self, key: PositionKey, ply: u8, beta: Score) -> bool {
+        self.walked
+            .get(&key)
+            .is_some_and(|&(earlier, cut_at)| earlier <= ply && cut_at.is_none_or(|cut_beta| beta <= cut_beta))
+    }
+
+    /// The search for alternatives goes on while the unsearched moves could be within the window: their bound (the
+    /// node's rest bound, or the best estimate when it has none) at least the threshold.
+    fn search_alternatives(&mut self, pos: &Chess, key: PositionKey, ply: u8, node: &Node, window: Window) {
+        let Window { best_estimate, distance, threshold } = window;
+        let unsearched: Vec<UciMove> = pos
+            .legal_moves()
+            .iter()
+            .map(|m| crate::notation::canonical(*m))
+            .filter(|u| node.edge(u).is_none())
+            .collect();
+        if unsearched.is_empty() {
+            return;
+        }
+        let rest = node.rest.map_or(best_estimate, |r: RestBound| r.score);
+        if rest >= threshold {
+            trace!(
+                self.trace,
+                "alternatives ply={ply} {key} {}: unsearched moves bounded by {rest} >= best {best_estimate} - {distance} = {threshold}; searching {} moves",
+                fen(pos),
+                unsearched.len()
+            );
+            let count = unsearched.len();
+            self.plan(
+                key,
+                Purpose::Alternatives { unsearched: count },
+                Job { position: pos.clone(), searchmoves: unsearched, depth: self.params.engine_depth },
+            );
+        } else {
+            trace!(
+                self.trace,
+                "closed ply={ply} {key}: {} unsearched moves bounded by {rest} < best {best_estimate} - {distance} = {threshold}",
+                unsearched.len()
+            );
+        }
+    }
+
+    /// Remembers the walk of `key` (and the beta it was cut at) so that a transposition can reuse it; a walk at a
+    /// shallower ply is kept.
+    fn remember_walk(&mut self, key: PositionKey, ply: u8, cut_at: Option<Score>) {
+        let earlier = self.walked.get(&key).copied();
+        let entry = match earlier {
+            Some((earlier_ply, _)) if earlier_ply < ply => (earlier_ply, earlier.and_then(|e| e.1)),
+            _ => (ply, cut_at),
+        };
+        self.walked.insert(key, entry);
+    }
+}
+
+/// The move distance window at a node: its best estimate, the distance at its ply and the threshold below which a
+/// move is refused.
+#[derive(Clone, Copy)]
+struct Window {
+    best_estimate: Score,
+    distance: i32,
+    threshold: Score,
+}
+
+/// What one pass found to do.
+#[derive(Default)]
+pub(super) struct WalkResult {
+    pub(super) planned: Vec<Planned>,
+    pub(super) terminal: Vec<Change>,
+    pub(super) min_leaf: u8,
+    pub(super) max_ply: u8,
+    pub(super) skipped: usize,
+}
+
+/// Walks `tree` from the root at software depth `depth`: what it plans, the terminal positions it met, the plies it
+/// reached.
+pub(super) fn walk_tree<G: Records>(
+    tree: &G,
+    params: &Params,
+    trace: &mut Trace,
+    failed: &KeySet,
+    root: &Root,
+    depth: u8,
+) -> Result<WalkResult, StoreError> {
+    let mut walk = Walk {
+        tree,
+        params,
+        depth,
+        trace,
+        planned: Vec::new(),
+        planned_keys: KeySet::default(),
+        failed,
+        walked: KeyMap::default(),
+        terminal: Vec::new(),
+        min_leaf: u8::MAX,
+        max_ply: 0,
+        skipped: 0,
+    };
+    let mut path: Vec<PositionKey> = root.history.clone();
+    path.push(root.key);
+    walk.visit(&root.position, root.key, 0, MINUS_INFINITY, PLUS_INFINITY, &mut path)?;
+    Ok(WalkResult {
+        planned: walk.planned,
+        terminal: walk.terminal,
+        min_leaf: walk.min_leaf,
+        max_ply: walk.max_ply,
+        skipped: walk.skipped,
+    })
+}
