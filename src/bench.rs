@@ -42,6 +42,7 @@ fn random_node(pos: &Chess, rng: &mut fastrand::Rng, edges: usize) -> (Node, Vec
         depth: 18,
         best: node.edges.first().map(|e| e.uci),
         nodes: rng.u64(100_000..5_000_000),
+        engine: None,
     });
     (node, children)
 }
@@ -105,7 +106,7 @@ pub fn random_positions(seed: u64, count: usize) -> Vec<Change> {
 pub fn change_key(change: &Change) -> Option<PositionKey> {
     match change {
         Change::Merge { key, .. } => Some(*key),
-        Change::SetEngine(_) => None,
+        Change::SetEngine(_) | Change::AddEngines(_) => None,
     }
 }
 
@@ -175,7 +176,7 @@ pub fn store_bench(store: &Store, positions: usize, reads: usize, seed: u64) -> 
         .iter()
         .filter_map(|c| match c {
             Change::Merge { children, .. } => children.first().copied(),
-            Change::SetEngine(_) => None,
+            Change::SetEngine(_) | Change::AddEngines(_) => None,
         })
         .collect();
 
@@ -259,7 +260,7 @@ pub fn search_bench(store: &Store, positions: usize, samples: usize, seed: u64) 
             Change::Merge { key, node, .. } => {
                 Some((*key, node.position.to_position()?, node.edges.first().map(|e| e.uci)))
             }
-            Change::SetEngine(_) => None,
+            Change::SetEngine(_) | Change::AddEngines(_) => None,
         })
         .collect();
     write_all(store, changes, 10_000, |_| {})?;

@@ -495,3 +495,51 @@ fn searches_ahead_that_the_tree_no_longer_leads_to_are_stopped_and_change_nothin
     assert_eq!(report.stored, serial.stored);
     assert_eq!(tree_json(&store, 6), tree_json(&serial_store, 6), "stopping searches changed the tree");
 }
+
+/// Every evaluation an analysis stores records the engine that gave it, by its number in the store's list; `merge`
+/// renumbers another store's engines to this store's numbers for the same engines; `stats` counts per engine.
+#[test]
+fn evaluations_record_their_engine_and_merge_renumbers_engines() {
+    let first = tempfile::tempdir().unwrap();
+    let store = Store::open(first.path(), &StoreOptions::default()).unwrap();
+    run_scripted(&store, 2, 1, 2, "");
+    assert_eq!(store.engines().unwrap(), vec!["scripted".to_owned()]);
+    let view = store.read().unwrap();
+    let mut recorded = 0;
+    for item in view.nodes().unwrap() {
+        let (_, node) = item.unwrap();
+        if let Some(eval) = &node.eval
+            && eval.nodes > 0
+        {
+            assert_eq!(eval.engine, Some(0), "{node:?}");
+            recorded += 1;
+        }
+        for edge in &node.edges {
+            assert_eq!(edge.engine, Some(0), "{node:?}");
+        }
+    }
+    assert!(recorded > 10, "{recorded} evaluations");
+    drop(view);
+
+    // A second store knows another engine first: "scripted" is its engine 1.
+    let second = tempfile::tempdir().unwrap();
+    let other = Store::open(second.path(), &StoreOptions::default()).unwrap();
+    assert_eq!(other.engine_numbers(&["other".to_owned(), "scripted".to_owned()]).unwrap(), vec![Some(0), Some(1)]);
+    drop(other);
+    drop(store);
+    let output = Command::new(env!("CARGO_BIN_EXE_deeptree"))
+        .arg("--db")
+        .arg(second.path())
+        .args(["merge"])
+        .arg(first.path())
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let stats = deeptree(second.path(), &["stats", "--json"]);
+    let engines = stats["engines"].as_array().unwrap();
+    assert_eq!(engines.len(), 2, "{stats}");
+    assert_eq!((engines[0]["name"].as_str(), engines[0]["evaluations"].as_u64()), (Some("other"), Some(0)));
+    assert_eq!(engines[1]["name"], "scripted");
+    assert!(engines[1]["evaluations"].as_u64().is_some_and(|n| n > 10), "{stats}");
+    assert_eq!(stats["evaluations_without_engine"], 0, "{stats}");
+}

@@ -231,7 +231,8 @@ fn store_with_an_unvalued_line(dir: &Path) -> std::path::PathBuf {
     let start = Chess::default();
     let mut node = Node::new(PackedPosition::of(&start));
     let e4 = "e2e4".parse().unwrap();
-    node.eval = Some(Eval { score: Score::cp(30), bound: Bound::Exact, depth: 10, best: Some(e4), nodes: 1000 });
+    node.eval =
+        Some(Eval { score: Score::cp(30), bound: Bound::Exact, depth: 10, best: Some(e4), nodes: 1000, engine: None });
     node.edges.push(Edge::new(e4, Score::cp(30), Bound::Exact, 10));
     node.edges.push(Edge::new("g2g4".parse().unwrap(), Score::cp(-500), Bound::Exact, 10));
     store.writer().submit(vec![Change::merge(&start, node).unwrap()]).wait().unwrap();

@@ -168,4 +168,22 @@ fn a_remote_engine_cut_off_mid_analysis_comes_back_and_nothing_is_lost() {
     // The engine's end was seen while the analysis ran, and it was started again over a new connection.
     assert!(stderr.contains("engine fault, restarting it"), "{stderr}");
     assert!(server.accepted() >= connections_before + 2, "the remote engine came back: {}", server.log());
+
+    // Every evaluation records its engine: the local and the remote Stockfish both gave some.
+    let stats = Command::new(env!("CARGO_BIN_EXE_deeptree"))
+        .arg("--db")
+        .arg(&tree)
+        .args(["stats", "--json"])
+        .output()
+        .expect("deeptree stats runs");
+    let stats: serde_json::Value = serde_json::from_slice(&stats.stdout).expect("a JSON object");
+    let engines = stats["engines"].as_array().expect("engines");
+    assert_eq!(engines.len(), 2, "{stats}");
+    let remote =
+        engines.iter().position(|e| e["name"].as_str().is_some_and(|n| n.contains("ssh -i"))).expect("{stats}");
+    for engine in engines {
+        assert!(engine["evaluations"].as_u64().is_some_and(|n| n > 0), "{stats}");
+    }
+    assert_eq!(engines[1 - remote]["name"].as_str().map(|n| n.contains("ssh")), Some(false), "{stats}");
+    assert_eq!(stats["evaluations_without_engine"], 0, "{stats}");
 }

@@ -170,6 +170,46 @@ fn newer_schema_is_refused_naming_the_file() {
     assert!(err.to_string().contains(&dir.path().join("data.mdb").display().to_string()), "{err}");
 }
 
+/// A store written before engines were recorded (schema 1, version 1 records) opens: it is upgraded to schema 2
+/// and its records read as before.
+#[test]
+fn a_schema_1_store_is_upgraded_and_its_records_read_as_before() {
+    let dir = tempfile::tempdir().unwrap();
+    let pos = Chess::default();
+    let key = deeptree::store::key::PositionKey::of(&pos);
+    {
+        let store = Store::open(dir.path(), &StoreOptions::default()).unwrap();
+        let mut node = Node::new(PackedPosition::of(&pos));
+        node.edges.push(deeptree::store::node::Edge::new(
+            "e2e4".parse().unwrap(),
+            deeptree::score::Score::cp(25),
+            deeptree::score::Bound::Exact,
+            12,
+        ));
+        store.writer().submit(vec![Change::merge(&pos, node).unwrap()]).wait().unwrap();
+    }
+    let env = unsafe { EnvOpenOptions::new().map_size(1 << 30).max_dbs(4).open(dir.path()).unwrap() };
+    let mut wtxn = env.write_txn().unwrap();
+    let meta: heed::Database<Str, Bytes> = env.create_database(&mut wtxn, Some("meta")).unwrap();
+    meta.put(&mut wtxn, "schema_version", &1u32.to_be_bytes()).unwrap();
+    let nodes: heed::Database<Bytes, Bytes> = env.create_database(&mut wtxn, Some("nodes")).unwrap();
+    let record = nodes.get(&wtxn, &key.to_bytes()).unwrap().unwrap().to_vec();
+    assert_eq!(record[0], 1, "a record with no engine number is written as version 1");
+    wtxn.commit().unwrap();
+    env.prepare_for_closing().wait();
+
+    let store = Store::open(dir.path(), &StoreOptions::default()).unwrap();
+    let node = store.read().unwrap().node(key).unwrap().unwrap();
+    assert_eq!(node.edges.len(), 1);
+    assert_eq!(node.edges[0].engine, None);
+    drop(store);
+    let env = unsafe { EnvOpenOptions::new().map_size(1 << 30).max_dbs(4).open(dir.path()).unwrap() };
+    let rtxn = env.read_txn().unwrap();
+    let meta: heed::Database<Str, Bytes> = env.open_database(&rtxn, Some("meta")).unwrap().unwrap();
+    assert_eq!(meta.get(&rtxn, "schema_version").unwrap(), Some(&SCHEMA_VERSION.to_be_bytes()[..]));
+    assert_eq!(SCHEMA_VERSION, 2);
+}
+
 #[test]
 fn the_map_grows_on_demand() {
     let dir = tempfile::tempdir().unwrap();

@@ -20,10 +20,18 @@ pub fn run(db: Option<&Path>, config: &Config, args: StatsArgs) -> CommandResult
     let store = open_existing_store(db, config)?;
     let stats = store.stats()?;
     let engine = store.engine_identity()?;
+    let (per_engine, unrecorded) = evaluations_by_engine(&store)?;
     if json {
         let mut value = serde_json::to_value(stats)?;
         value["path"] = store.dir().display().to_string().into();
         value["engine"] = engine.into();
+        value["engines"] = per_engine
+            .iter()
+            .enumerate()
+            .map(|(id, (name, evaluations))| serde_json::json!({"id": id, "name": name, "evaluations": evaluations}))
+            .collect::<Vec<_>>()
+            .into();
+        value["evaluations_without_engine"] = unrecorded.into();
         println!("{value}");
     } else {
         println!("tree       {}", store.dir().display());
@@ -31,6 +39,40 @@ pub fn run(db: Option<&Path>, config: &Config, args: StatsArgs) -> CommandResult
         println!("edges      {}", stats.edges);
         println!("bytes      {} ({:.1} MiB)", stats.bytes, stats.bytes as f64 / 1048576.0);
         println!("engine     {}", engine.as_deref().unwrap_or("(none recorded)"));
+        for (id, (name, evaluations)) in per_engine.iter().enumerate() {
+            println!("engine {id:<3} {evaluations:>10} evaluations  {name}");
+        }
+        if unrecorded > 0 {
+            println!("no engine  {unrecorded:>10} evaluations (imported, or stored before engines were recorded)");
+        }
     }
     Ok(())
+}
+
+/// Evaluations per engine of the store's list (name, count), and those that record no engine. An evaluation is one
+/// engine answer: a position's own evaluation, or a move searched from it (the best move of the position's own
+/// evaluation is part of that evaluation, not counted again).
+fn evaluations_by_engine(store: &crate::store::Store) -> Result<(Vec<(String, u64)>, u64), crate::store::StoreError> {
+    let mut per_engine: Vec<(String, u64)> = store.engines()?.into_iter().map(|name| (name, 0)).collect();
+    let mut unrecorded = 0u64;
+    let mut count = |engine: Option<u16>| match engine.and_then(|n| per_engine.get_mut(usize::from(n))) {
+        Some((_, evaluations)) => *evaluations += 1,
+        None => unrecorded += 1,
+    };
+    let view = store.read()?;
+    for item in view.nodes()? {
+        let (_, node) = item?;
+        // A checkmate or stalemate is valued without an engine (no best move, no engine): not an evaluation.
+        if let Some(eval) = node.eval.as_ref().filter(|e| e.best.is_some() || e.engine.is_some()) {
+            count(eval.engine);
+        }
+        for edge in &node.edges {
+            let own = node.eval.as_ref().is_some_and(|e| e.best == Some(edge.uci) && e.engine == edge.engine);
+            // An imported move with no engine is a game's move, not an evaluation.
+            if !own && (edge.engine.is_some() || !edge.imported) {
+                count(edge.engine);
+            }
+        }
+    }
+    Ok((per_engine, unrecorded))
 }

@@ -75,6 +75,11 @@ impl Default for RestartPolicy {
     }
 }
 
+/// An engine's name and command line as evaluations record them (see [`EngineIdentity::label`]).
+pub fn engine_label(name: &str, command: &str) -> String {
+    format!("{name} ({command})")
+}
+
 /// How to run one engine: its command line and the options set after every (re)start.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EngineConfig {
@@ -141,6 +146,12 @@ pub struct EngineIdentity {
 }
 
 impl EngineIdentity {
+    /// The engine as evaluations record it: its name and the command line that started it, so that the same
+    /// program here and on another machine are told apart.
+    pub fn label(&self) -> String {
+        engine_label(&self.name, &self.command)
+    }
+
     /// The option called `name` (UCI option names ignore case).
     pub fn option(&self, name: &str) -> Option<&EngineOption> {
         self.options.iter().find(|o| o.name.eq_ignore_ascii_case(name))

@@ -266,6 +266,7 @@ pub fn import_epd(
                     depth,
                     best: Some(best),
                     nodes: record.nodes.unwrap_or(0),
+                    engine: None,
                 });
                 let moves = if record.best.is_empty() { vec![best] } else { record.best.clone() };
                 for uci in moves {
@@ -274,8 +275,14 @@ pub fn import_epd(
                 summary.evaluations += 1;
             }
             (Some(score), None) if pos.legal_moves().is_empty() => {
-                node.eval =
-                    Some(Eval { score, bound: Bound::Exact, depth, best: None, nodes: record.nodes.unwrap_or(0) });
+                node.eval = Some(Eval {
+                    score,
+                    bound: Bound::Exact,
+                    depth,
+                    best: None,
+                    nodes: record.nodes.unwrap_or(0),
+                    engine: None,
+                });
                 summary.evaluations += 1;
             }
             (Some(_), None) => {

@@ -7,7 +7,8 @@
 //! tree holds at least what settled it). The cached values (`idea` and `cyclic`) of the incoming records are
 //! dropped: they describe the other graph, and this store's writer recomputes them for every record the merge
 //! changes and carries the changes upward. A second merge of the same store therefore changes nothing: every
-//! incoming record then merges into an equal record.
+//! incoming record then merges into an equal record. Engine numbers are the other store's: each is renumbered to the
+//! same engine's number in this store's list (added to it when missing).
 
 use std::path::Path;
 
@@ -63,6 +64,9 @@ pub fn merge_store(
             ours.as_deref().unwrap_or("(none recorded)")
         );
     }
+    // The other store's engine N is this store's engine renumbered[N].
+    let renumbered = store.engine_numbers(&other.engines()?)?;
+    let renumber = |engine: Option<u16>| engine.and_then(|n| renumbered.get(usize::from(n)).copied().flatten());
     let mut writer = BatchWriter::new(store);
     let mut refused_by_store = |key: PositionKey, e: &StoreError| on_refused(key, &e.to_string());
     let mut batch = Vec::with_capacity(BATCH);
@@ -89,6 +93,12 @@ pub fn merge_store(
             };
             node.idea = None;
             node.cyclic = false;
+            if let Some(eval) = &mut node.eval {
+                eval.engine = renumber(eval.engine);
+            }
+            for edge in &mut node.edges {
+                edge.engine = renumber(edge.engine);
+            }
             match Change::merge(&pos, node) {
                 Ok(change) => batch.push(change),
                 Err(e) => {

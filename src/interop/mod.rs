@@ -170,7 +170,7 @@ impl<'s> BatchWriter<'s> {
 fn change_key(change: &Change) -> PositionKey {
     match change {
         Change::Merge { key, .. } => *key,
-        Change::SetEngine(_) => PositionKey(0),
+        Change::SetEngine(_) | Change::AddEngines(_) => PositionKey(0),
     }
 }
 

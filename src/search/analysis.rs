@@ -15,6 +15,7 @@
 //! `walk`; how a pass runs its searches, and what the engines it leaves free do ahead of their turn, is in `ahead`.
 
 use std::{
+    collections::HashMap,
     fmt,
     fs::File,
     io::{BufWriter, IsTerminal, Write},
@@ -305,6 +306,8 @@ pub struct Analysis<'a, E: Evaluator> {
     stored_answers: u64,
     /// Searches stopped before their answer.
     abandoned: u64,
+    /// Numbers of the engines in the store's list, by the names answers give.
+    engine_numbers: HashMap<String, u16>,
     /// Engine time that searches stopped as no longer needed had run, and that stopping them saved.
     aborted_ran: Duration,
     aborted_saved: Duration,
@@ -330,6 +333,7 @@ impl<'a, E: Evaluator> Analysis<'a, E> {
             evaluations: 0,
             stored_answers: 0,
             abandoned: 0,
+            engine_numbers: HashMap::new(),
             aborted_ran: Duration::ZERO,
             aborted_saved: Duration::ZERO,
             failures: 0,
@@ -345,6 +349,10 @@ impl<'a, E: Evaluator> Analysis<'a, E> {
     pub fn run(&mut self, line: &Line, mut on_iteration: impl FnMut(&Iteration)) -> Result<Report, AnalysisError> {
         self.started = Instant::now();
         self.store.writer().submit(vec![Change::SetEngine(self.evaluator.identity())]).wait()?;
+        let names = self.evaluator.engine_names();
+        let numbers = self.store.engine_numbers(&names)?;
+        self.engine_numbers =
+            names.into_iter().zip(numbers).filter_map(|(name, number)| Some((name, number?))).collect();
         let root = line.root().clone();
         let root_key = PositionKey::of(&root);
         self.root = Some(Root { position: root.clone(), key: root_key, history: line.history_keys() });
@@ -538,14 +546,37 @@ impl<'a, E: Evaluator> Analysis<'a, E> {
 /// Software depths past the one being settled that the host looks ahead by default.
 pub const DEFAULT_LOOK_AHEAD: u8 = 2;
 
-/// The change that stores an answer.
-fn change_for(plan: &Planned, answer: &Answer) -> Option<Change> {
+impl<E: Evaluator> Analysis<'_, E> {
+    /// The number of the engine that gave `answer` in the store's list, adding an engine not seen at the start (one
+    /// whose name changed when it was started again).
+    fn engine_number(&mut self, answer: &Answer) -> Option<u16> {
+        let name = answer.engine.as_ref()?;
+        if let Some(number) = self.engine_numbers.get(name) {
+            return Some(*number);
+        }
+        match self.store.engine_numbers(std::slice::from_ref(name)) {
+            Ok(numbers) => {
+                let number = numbers.first().copied().flatten()?;
+                self.engine_numbers.insert(name.clone(), number);
+                Some(number)
+            }
+            Err(e) => {
+                log::warn!("engine {name} not added to the store's list: {e}");
+                None
+            }
+        }
+    }
+}
+
+/// The change that stores an answer; `engine` is the number of the engine that gave it in the store's list.
+fn change_for(plan: &Planned, answer: &Answer, engine: Option<u16>) -> Option<Change> {
     let pos = &plan.job.position;
     if !plan.job.searchmoves.is_empty() && !plan.job.searchmoves.contains(&answer.best) {
         return None;
     }
     let mut node = Node::new(PackedPosition::of(pos));
     let mut edge = Edge::new(answer.best, answer.score, answer.bound, answer.depth);
+    edge.engine = engine;
     match plan.purpose {
         Purpose::Evaluate => {
             node.eval = Some(Eval {
@@ -554,6 +585,7 @@ fn change_for(plan: &Planned, answer: &Answer) -> Option<Change> {
                 depth: answer.depth,
                 best: Some(answer.best),
                 nodes: answer.nodes,
+                engine,
             });
             // The best move bounds every other move from above.
             if pos.legal_moves().len() > 1 {

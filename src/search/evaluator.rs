@@ -27,6 +27,8 @@ pub struct Answer {
     pub bound: Bound,
     pub depth: u8,
     pub nodes: u64,
+    /// The engine that answered, as [`Evaluator::engine_names`] names it.
+    pub engine: Option<String>,
 }
 
 /// A source of evaluations that can run several at once.
@@ -46,6 +48,11 @@ pub trait Evaluator {
     fn cancel_all(&mut self);
     /// The identity of the engine, recorded in the store.
     fn identity(&self) -> String;
+    /// The names of the engines that may answer, as their answers name them: each stored evaluation records its
+    /// engine by its number in the store's list of these names.
+    fn engine_names(&self) -> Vec<String> {
+        vec![self.identity()]
+    }
 }
 
 /// The inner-engine pool as an evaluator.
@@ -84,6 +91,7 @@ impl Evaluator for PoolEvaluator {
                 bound: eval.bound(),
                 depth: eval.depth().min(255) as u8,
                 nodes: eval.nodes,
+                engine: result.worker.and_then(|w| self.pool.identity(w)).map(|i| i.label()),
             }),
             JobOutcome::Failed(e) => Err(e.to_string()),
             JobOutcome::Cancelled => Err("cancelled".to_owned()),
@@ -104,6 +112,12 @@ impl Evaluator for PoolEvaluator {
 
     fn identity(&self) -> String {
         self.pool.identities().first().map(|i| i.name.clone()).unwrap_or_else(|| "unknown engine".to_owned())
+    }
+
+    fn engine_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.pool.identities().iter().map(|i| i.label()).collect();
+        names.dedup();
+        names
     }
 }
 
@@ -157,7 +171,14 @@ impl ScriptedEvaluator {
             .into_iter()
             .filter_map(|m| Some((ScriptedEvaluator::move_score(&job.position, &m)?, m)))
             .max_by(|a, b| a.0.cmp(&b.0).then_with(|| b.1.to_string().cmp(&a.1.to_string())))
-            .map(|(score, best)| Answer { best, score, bound: Bound::Exact, depth: job.depth, nodes: 1000 })
+            .map(|(score, best)| Answer {
+                best,
+                score,
+                bound: Bound::Exact,
+                depth: job.depth,
+                nodes: 1000,
+                engine: Some("scripted".to_owned()),
+            })
             .ok_or_else(|| "no legal move".to_owned())
     }
 }
@@ -252,5 +273,9 @@ impl<E: Evaluator + ?Sized> Evaluator for &mut E {
 
     fn identity(&self) -> String {
         (**self).identity()
+    }
+
+    fn engine_names(&self) -> Vec<String> {
+        (**self).engine_names()
     }
 }

@@ -21,7 +21,8 @@
 //!
 //! Layout: database `nodes` maps a [`PositionKey`] (8 bytes, big-endian) to a [`Node`] record; database `parents`
 //! (sorted duplicates of fixed size) maps a child's key to the key of every node with an edge into it, so a change can
-//! be carried upward without a scan; database `meta` holds the schema version and the inner engine's identity.
+//! be carried upward without a scan; database `meta` holds the schema version, the inner engine's identity and the
+//! list of engines whose numbers evaluations record (`engines/0`, `engines/1`, ...).
 //!
 //! All writes go through one writer thread per process that batches many changes per transaction; LMDB serialises
 //! writers across processes, and readers never block a writer. The memory map grows on demand.
@@ -47,11 +48,15 @@ use self::key::PositionKey;
 use self::node::{DecodeError, Node};
 pub use self::writer::{Receipt, StoreWriter};
 
-/// Schema of the whole store (databases and their meanings). Bumped when a migration is needed.
-pub const SCHEMA_VERSION: u32 = 1;
+/// Schema of the whole store (databases and their meanings). Bumped when a migration is needed, or when data an
+/// earlier deeptree cannot read may be written. Version 2: records may carry engine numbers (record format 2), and
+/// `meta` holds the list of engines. A version 1 store is upgraded when opened: its records stay as they are.
+pub const SCHEMA_VERSION: u32 = 2;
 
 const META_SCHEMA: &str = "schema_version";
 const META_ENGINE: &str = "engine";
+/// Prefix of the list of engines: `engines/N` holds the name of engine number N (N in decimal, from 0).
+const META_ENGINES: &str = "engines/";
 
 /// How to open a store.
 #[derive(Debug, Clone)]
@@ -133,6 +138,8 @@ pub enum Change {
     Merge { key: PositionKey, node: Node, children: Vec<PositionKey> },
     /// Record the inner engine that produced the evaluations.
     SetEngine(String),
+    /// Add engines to the store's list of engines (those already in it keep their number).
+    AddEngines(Vec<String>),
 }
 
 impl Change {
@@ -238,6 +245,11 @@ impl Store {
                 if found > SCHEMA_VERSION {
                     return Err(StoreError::NewerSchema { path: data_file.clone(), found, supported: SCHEMA_VERSION });
                 }
+                if found < SCHEMA_VERSION {
+                    // Every older version's data is this version's data too: only the number changes, so that an
+                    // earlier deeptree refuses the store instead of meeting records it cannot read.
+                    meta.put(&mut wtxn, META_SCHEMA, &SCHEMA_VERSION.to_be_bytes()).map_err(lmdb)?;
+                }
             }
         }
         wtxn.commit().map_err(lmdb)?;
@@ -304,6 +316,23 @@ impl Store {
         }
     }
 
+    /// The store's list of engines: the name of engine number N at place N.
+    pub fn engines(&self) -> Result<Vec<String>, StoreError> {
+        let view = self.read()?;
+        self.shared.engines(&view.txn)
+    }
+
+    /// The numbers of `names` in the store's list of engines, adding those not in it. Evaluations record their
+    /// engine by this number.
+    pub fn engine_numbers(&self, names: &[String]) -> Result<Vec<Option<u16>>, StoreError> {
+        let mut known = self.engines()?;
+        if names.iter().any(|n| !known.contains(n)) {
+            self.writer().submit(vec![Change::AddEngines(names.to_vec())]).wait()?;
+            known = self.engines()?;
+        }
+        Ok(names.iter().map(|n| known.iter().position(|k| k == n).and_then(|i| u16::try_from(i).ok())).collect())
+    }
+
     /// Time the writer spent bringing idea values up to date in its last transaction (a benchmark figure).
     pub fn last_update_time(&self) -> std::time::Duration {
         std::time::Duration::from_nanos(self.shared.last_update_nanos.load(std::sync::atomic::Ordering::Relaxed))
@@ -316,6 +345,36 @@ impl Store {
 }
 
 impl Shared {
+    /// The list of engines as `txn` sees it.
+    fn engines(&self, txn: &heed::RoTxn<'_>) -> Result<Vec<String>, StoreError> {
+        let corrupt = || StoreError::CorruptMeta { path: self.data_file.clone(), entry: META_ENGINES };
+        let mut numbered = Vec::new();
+        for item in self.meta.prefix_iter(txn, META_ENGINES).map_err(|e| self.lmdb_error(e))? {
+            let (key, value) = item.map_err(|e| self.lmdb_error(e))?;
+            let number: usize = key[META_ENGINES.len()..].parse().map_err(|_| corrupt())?;
+            numbered.push((number, String::from_utf8(value.to_vec()).map_err(|_| corrupt())?));
+        }
+        numbered.sort();
+        if numbered.iter().enumerate().any(|(i, (n, _))| i != *n) {
+            return Err(corrupt());
+        }
+        Ok(numbered.into_iter().map(|(_, name)| name).collect())
+    }
+
+    /// Adds the names not yet in the list of engines, numbered after the last.
+    fn add_engines(&self, txn: &mut heed::RwTxn<'_>, names: &[String]) -> Result<(), StoreError> {
+        let mut known = self.engines(txn)?;
+        for name in names {
+            if known.contains(name) || known.len() > usize::from(u16::MAX) {
+                continue;
+            }
+            let key = format!("{META_ENGINES}{}", known.len());
+            self.meta.put(txn, &key, name.as_bytes()).map_err(|e| self.lmdb_error(e))?;
+            known.push(name.clone());
+        }
+        Ok(())
+    }
+
     fn lmdb_error(&self, source: heed::Error) -> StoreError {
         StoreError::Lmdb { path: self.data_file.clone(), source: Arc::new(source) }
     }

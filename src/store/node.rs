@@ -7,7 +7,8 @@
 //!
 //! let e4: UciMove = "e2e4".parse()?;
 //! let mut node = Node::new(PackedPosition::of(&Chess::default()));
-//! node.eval = Some(Eval { score: Score::cp(25), bound: Bound::Exact, depth: 18, best: Some(e4), nodes: 1_200_000 });
+//! node.eval =
+//!     Some(Eval { score: Score::cp(25), bound: Bound::Exact, depth: 18, best: Some(e4), nodes: 1_200_000, engine: None });
 //! node.edges.push(Edge::new(e4, Score::cp(25), Bound::Exact, 18));
 //!
 //! let bytes = node.encode();
@@ -31,6 +32,15 @@
 //! LEB128  edge count, then 6 bytes an edge: [2] move (PackedUciMove), i16 score, u8 depth, u8 bound | 0x04 imported
 //! ```
 //!
+//! Version 2 adds the engine that gave each evaluation, as its number in the store's list of engines:
+//!
+//! ```text
+//! flags   0x40: the eval's u16 engine number follows its nodes count
+//! edge    bound byte | 0x08: the edge's u16 engine number follows its 6 bytes
+//! ```
+//!
+//! A record with no engine number is written as version 1, byte for byte as before.
+//!
 //! Integers are big-endian; scores use [`Score::to_bits`]. A record that does not parse is an error, never a panic.
 
 use std::fmt;
@@ -44,8 +54,9 @@ use shakmaty::{
 
 use crate::score::{Bound, Score};
 
-/// The current record layout version.
-pub const FORMAT_VERSION: u8 = 1;
+/// The newest record layout version. A record without engine numbers is still written as version 1, which every
+/// deeptree reads.
+pub const FORMAT_VERSION: u8 = 2;
 
 const FLAG_EVAL: u8 = 0x01;
 const FLAG_BEST: u8 = 0x02;
@@ -53,9 +64,11 @@ const FLAG_REST: u8 = 0x04;
 const FLAG_IDEA: u8 = 0x08;
 const FLAG_SETTLED: u8 = 0x10;
 const FLAG_CYCLIC: u8 = 0x20;
-const KNOWN_FLAGS: u8 = FLAG_EVAL | FLAG_BEST | FLAG_REST | FLAG_IDEA | FLAG_SETTLED | FLAG_CYCLIC;
+const FLAG_ENGINE: u8 = 0x40;
+const KNOWN_FLAGS: u8 = FLAG_EVAL | FLAG_BEST | FLAG_REST | FLAG_IDEA | FLAG_SETTLED | FLAG_CYCLIC | FLAG_ENGINE;
 
 const EDGE_IMPORTED: u8 = 0x04;
+const EDGE_ENGINE: u8 = 0x08;
 const EDGE_BOUND_MASK: u8 = 0x03;
 
 /// Largest packed setup of a legal standard chess position without move counters.
@@ -149,6 +162,9 @@ pub struct Eval {
     pub best: Option<UciMove>,
     /// Nodes the inner engine searched for it.
     pub nodes: u64,
+    /// The engine that gave it: its number in the store's list of engines (`Store::engines`); `None` when not
+    /// recorded (stored before engines were recorded).
+    pub engine: Option<u16>,
 }
 
 /// A move from a node with the engine's score for it (from the node's side to move's point of view).
@@ -160,11 +176,14 @@ pub struct Edge {
     pub bound: Bound,
     /// Came from an imported game: kept by the search even outside the move distance.
     pub imported: bool,
+    /// The engine that searched it, as [`Eval::engine`]; `None` for an imported move or one stored before engines
+    /// were recorded.
+    pub engine: Option<u16>,
 }
 
 impl Edge {
     pub fn new(uci: UciMove, score: Score, bound: Bound, depth: u8) -> Edge {
-        Edge { uci, score, depth, bound, imported: false }
+        Edge { uci, score, depth, bound, imported: false, engine: None }
     }
 
     /// Bytes of one persisted edge.
@@ -276,7 +295,11 @@ impl Node {
         if self.cyclic {
             flags |= FLAG_CYCLIC;
         }
-        out.push(FORMAT_VERSION);
+        if self.eval.as_ref().is_some_and(|e| e.engine.is_some()) {
+            flags |= FLAG_ENGINE;
+        }
+        let engines = flags & FLAG_ENGINE != 0 || self.edges.iter().any(|e| e.engine.is_some());
+        out.push(if engines { 2 } else { 1 });
         out.push(flags);
         out.push(self.position.len);
         out.extend_from_slice(self.position.as_bytes());
@@ -288,6 +311,9 @@ impl Node {
                 out.extend_from_slice(&PackedUciMove::pack(*best).to_bytes());
             }
             write_varint(out, eval.nodes);
+            if let Some(engine) = eval.engine {
+                out.extend_from_slice(&engine.to_be_bytes());
+            }
         }
         if let Some(rest) = &self.rest {
             out.extend_from_slice(&rest.score.to_bits().to_be_bytes());
@@ -304,7 +330,11 @@ impl Node {
             out.extend_from_slice(&PackedUciMove::pack(edge.uci).to_bytes());
             out.extend_from_slice(&edge.score.to_bits().to_be_bytes());
             out.push(edge.depth);
-            out.push(edge.bound.to_bits() | if edge.imported { EDGE_IMPORTED } else { 0 });
+            let engine = if edge.engine.is_some() { EDGE_ENGINE } else { 0 };
+            out.push(edge.bound.to_bits() | if edge.imported { EDGE_IMPORTED } else { 0 } | engine);
+            if let Some(engine) = edge.engine {
+                out.extend_from_slice(&engine.to_be_bytes());
+            }
         }
     }
 
@@ -319,7 +349,10 @@ impl Node {
             return Err(r.corrupt("format version 0"));
         }
         let flags = r.u8("missing flags")?;
-        if flags & !KNOWN_FLAGS != 0 || (flags & FLAG_BEST != 0 && flags & FLAG_EVAL == 0) {
+        if flags & !KNOWN_FLAGS != 0
+            || (flags & (FLAG_BEST | FLAG_ENGINE) != 0 && flags & FLAG_EVAL == 0)
+            || (version < 2 && flags & FLAG_ENGINE != 0)
+        {
             return Err(r.corrupt("unknown flags"));
         }
         let len = usize::from(r.u8("missing setup length")?);
@@ -334,7 +367,8 @@ impl Node {
             let depth = r.u8("truncated eval")?;
             let best = if flags & FLAG_BEST != 0 { Some(r.uci()?) } else { None };
             let nodes = r.varint()?;
-            Some(Eval { score, bound, depth, best, nodes })
+            let engine = if flags & FLAG_ENGINE != 0 { Some(r.u16("truncated engine number")?) } else { None };
+            Some(Eval { score, bound, depth, best, nodes, engine })
         } else {
             None
         };
@@ -355,11 +389,17 @@ impl Node {
             let score = r.score()?;
             let depth = r.u8("truncated edge")?;
             let bits = r.u8("truncated edge")?;
-            if bits & !(EDGE_BOUND_MASK | EDGE_IMPORTED) != 0 {
+            let known = if version < 2 {
+                EDGE_BOUND_MASK | EDGE_IMPORTED
+            } else {
+                EDGE_BOUND_MASK | EDGE_IMPORTED | EDGE_ENGINE
+            };
+            if bits & !known != 0 {
                 return Err(r.corrupt("unknown edge flags"));
             }
             let bound = Bound::from_bits(bits & EDGE_BOUND_MASK).ok_or_else(|| r.corrupt("bad edge bound"))?;
-            edges.push(Edge { uci, score, depth, bound, imported: bits & EDGE_IMPORTED != 0 });
+            let engine = if bits & EDGE_ENGINE != 0 { Some(r.u16("truncated engine number")?) } else { None };
+            edges.push(Edge { uci, score, depth, bound, imported: bits & EDGE_IMPORTED != 0, engine });
         }
         if r.pos != bytes.len() {
             return Err(r.corrupt("trailing bytes"));
@@ -394,6 +434,11 @@ impl<'a> Reader<'a> {
 
     fn u8(&mut self, reason: &'static str) -> Result<u8, DecodeError> {
         Ok(self.take(1, reason)?[0])
+    }
+
+    fn u16(&mut self, reason: &'static str) -> Result<u16, DecodeError> {
+        let b = self.take(2, reason)?;
+        Ok(u16::from_be_bytes([b[0], b[1]]))
     }
 
     fn score(&mut self) -> Result<Score, DecodeError> {
@@ -460,10 +505,31 @@ mod tests {
     }
 
     fn arb_node() -> impl Strategy<Value = Node> {
-        let eval = (arb_score(), arb_bound(), any::<u8>(), prop::option::of(arb_move()), any::<u64>())
-            .prop_map(|(score, bound, depth, best, nodes)| Eval { score, bound, depth, best, nodes });
-        let edge = (arb_move(), arb_score(), any::<u8>(), arb_bound(), any::<bool>())
-            .prop_map(|(uci, score, depth, bound, imported)| Edge { uci, score, depth, bound, imported });
+        let eval = (
+            arb_score(),
+            arb_bound(),
+            any::<u8>(),
+            prop::option::of(arb_move()),
+            any::<u64>(),
+            prop::option::of(any::<u16>()),
+        )
+            .prop_map(|(score, bound, depth, best, nodes, engine)| Eval {
+                score,
+                bound,
+                depth,
+                best,
+                nodes,
+                engine,
+            });
+        let edge = (arb_move(), arb_score(), any::<u8>(), arb_bound(), any::<bool>(), prop::option::of(any::<u16>()))
+            .prop_map(|(uci, score, depth, bound, imported, engine)| Edge {
+                uci,
+                score,
+                depth,
+                bound,
+                imported,
+                engine,
+            });
         let rest = (arb_score(), any::<u8>()).prop_map(|(score, depth)| RestBound { score, depth });
         (
             arb_position(),
@@ -510,6 +576,29 @@ mod tests {
         assert_eq!(Node::decode(&bytes), Err(DecodeError::NewerVersion(FORMAT_VERSION + 1)));
     }
 
+    /// A record with no engine number is version 1, byte for byte what earlier deeptree wrote and reads; one with
+    /// an engine number is version 2, and version 1 may not carry one.
+    #[test]
+    fn engine_numbers_make_a_version_2_record_and_only_they_do() {
+        let e4: UciMove = "e2e4".parse().unwrap();
+        let mut node = Node::new(PackedPosition::of(&Chess::default()));
+        node.eval =
+            Some(Eval { score: Score::cp(20), bound: Bound::Exact, depth: 10, best: Some(e4), nodes: 5, engine: None });
+        node.edges.push(Edge::new(e4, Score::cp(20), Bound::Exact, 10));
+        let plain = node.encode();
+        assert_eq!(plain[0], 1);
+        let mut recorded = node.clone();
+        recorded.edges[0].engine = Some(3);
+        let bytes = recorded.encode();
+        assert_eq!((bytes[0], bytes.len()), (2, plain.len() + 2));
+        assert_eq!(Node::decode(&bytes), Ok(recorded.clone()));
+        recorded.eval.as_mut().unwrap().engine = Some(7);
+        assert_eq!(Node::decode(&recorded.encode()), Ok(recorded.clone()));
+        let mut claimed_v1 = recorded.encode();
+        claimed_v1[0] = 1;
+        assert!(matches!(Node::decode(&claimed_v1), Err(DecodeError::Corrupt { .. })));
+    }
+
     #[test]
     fn truncated_record_is_corrupt() {
         let bytes = Node::new(PackedPosition::of(&Chess::default())).encode();
@@ -531,10 +620,12 @@ mod tests {
         let e4: UciMove = "e2e4".parse().unwrap();
         let d4: UciMove = "d2d4".parse().unwrap();
         let mut a = Node::new(PackedPosition::of(&Chess::default()));
-        a.eval = Some(Eval { score: Score::cp(20), bound: Bound::Exact, depth: 10, best: Some(e4), nodes: 1 });
+        a.eval =
+            Some(Eval { score: Score::cp(20), bound: Bound::Exact, depth: 10, best: Some(e4), nodes: 1, engine: None });
         a.edges.push(Edge::new(e4, Score::cp(20), Bound::Exact, 10));
         let mut b = a.clone();
-        b.eval = Some(Eval { score: Score::cp(30), bound: Bound::Exact, depth: 12, best: Some(d4), nodes: 2 });
+        b.eval =
+            Some(Eval { score: Score::cp(30), bound: Bound::Exact, depth: 12, best: Some(d4), nodes: 2, engine: None });
         b.edges = vec![Edge::new(e4, Score::cp(5), Bound::Exact, 8), Edge::new(d4, Score::cp(30), Bound::Exact, 12)];
         let mut merged = a.clone();
         merged.merge(&b);

@@ -161,6 +161,7 @@ fn apply_batch(
                     Change::SetEngine(identity) => {
                         shared.meta.put(txn, META_ENGINE, identity.as_bytes()).map_err(|e| shared.lmdb_error(e))?
                     }
+                    Change::AddEngines(names) => shared.add_engines(txn, names)?,
                 }
             }
         }

@@ -423,8 +423,19 @@ fn store_direct_result(shared: &Shared, root: &Chess, evaluation: &Evaluation) {
     let depth = evaluation.depth().min(255) as u8;
     let (best, score) = (evaluation.best_move, evaluation.score());
     let mut node = Node::new(PackedPosition::of(root));
-    node.eval = Some(Eval { score, bound: Bound::Exact, depth, best: Some(best), nodes: evaluation.nodes });
-    node.edges.push(Edge::new(best, score, Bound::Exact, depth));
+    // The engine is numbered in the store's list once (a write only the first time it is seen).
+    let name = crate::engine::engine_label(&evaluation.engine, &shared.config_direct.command);
+    let engine = match store.engine_numbers(std::slice::from_ref(&name)) {
+        Ok(numbers) => numbers.first().copied().flatten(),
+        Err(e) => {
+            log::warn!("engine {name} not added to the store's list: {e}");
+            None
+        }
+    };
+    node.eval = Some(Eval { score, bound: Bound::Exact, depth, best: Some(best), nodes: evaluation.nodes, engine });
+    let mut edge = Edge::new(best, score, Bound::Exact, depth);
+    edge.engine = engine;
+    node.edges.push(edge);
     if root.legal_moves().len() > 1 {
         node.rest = Some(RestBound { score, depth });
     }

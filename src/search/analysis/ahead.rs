@@ -223,7 +223,8 @@ impl<E: Evaluator> Analysis<'_, E> {
                         answer.score,
                         answer.depth
                     );
-                    match change_for(plan, &answer) {
+                    let engine = self.engine_number(&answer);
+                    match change_for(plan, &answer, engine) {
                         Some(change) => receipts.push(self.store.writer().submit(vec![change])),
                         None => {
                             log::warn!("answer for {} does not fit its position; left out", plan.key);
@@ -362,7 +363,7 @@ impl<E: Evaluator> Analysis<'_, E> {
         let changes: Vec<Change> = planned
             .iter()
             .zip(&pass.answers)
-            .filter_map(|(plan, answer)| change_for(plan, answer.as_ref()?.as_ref().ok()?))
+            .filter_map(|(plan, answer)| change_for(plan, answer.as_ref()?.as_ref().ok()?, None))
             .collect();
         if changes.is_empty() {
             return Ok(Vec::new());
@@ -465,7 +466,7 @@ impl<E: Evaluator> Analysis<'_, E> {
                 self.speculation.answered_time += flight.started.elapsed();
                 self.speculation.answered += 1;
                 // The change is needed to keep the answer (it must fit its position) or to lay it over the tree.
-                let change = (laid_over || !taken).then(|| change_for(&flight.plan, &answer)).flatten();
+                let change = (laid_over || !taken).then(|| change_for(&flight.plan, &answer, None)).flatten();
                 if !taken {
                     match change {
                         Some(_) => self.flights.keep(flight.job, answer),

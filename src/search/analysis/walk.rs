@@ -155,8 +155,14 @@ impl<G: Records> Walk<'_, G> {
         if pos.legal_moves().is_empty() {
             let score = if pos.is_check() { Score::MATED_NOW } else { Score::DRAW };
             let mut terminal = Node::new(PackedPosition::of(pos));
-            terminal.eval =
-                Some(Eval { score, bound: Bound::Exact, depth: self.params.engine_depth, best: None, nodes: 0 });
+            terminal.eval = Some(Eval {
+                score,
+                bound: Bound::Exact,
+                depth: self.params.engine_depth,
+                best: None,
+                nodes: 0,
+                engine: None,
+            });
             trace!(self.trace, "terminal ply={ply} {key} {}: {score}", fen(pos));
             self.terminal.push(Change::Merge { key, node: terminal, children: Vec::new() });
             return Some(score);
