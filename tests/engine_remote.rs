@@ -144,13 +144,26 @@ fn a_remote_engine_cut_off_mid_analysis_comes_back_and_nothing_is_lost() {
         .spawn()
         .expect("deeptree runs");
 
-    // Once the remote engine is connected and has had time to search, cut its connection.
+    // Once the analysis has settled depth 1 (every engine started and searching), cut the remote engine's connection.
+    let stderr = analysis.stderr.take().expect("stderr");
+    let (rows_tx, rows_rx) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        let mut lines = Vec::new();
+        for line in std::io::BufRead::lines(std::io::BufReader::new(stderr)).map_while(Result::ok) {
+            let _ = rows_tx.send(line.clone());
+            lines.push(line);
+        }
+        lines.join("\n")
+    });
     let started = Instant::now();
-    while server.accepted() == connections_before {
-        assert!(started.elapsed() < Duration::from_secs(30), "the remote engine never connected: {}", server.log());
-        std::thread::sleep(Duration::from_millis(50));
+    loop {
+        let row = rows_rx.recv_timeout(Duration::from_secs(60)).expect("the analysis settles depth 1");
+        if row.trim_start().starts_with('1') {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(60), "depth 1 did not settle");
     }
-    std::thread::sleep(Duration::from_millis(1500));
+    assert!(server.accepted() > connections_before, "the remote engine connected: {}", server.log());
     assert!(
         analysis.try_wait().expect("the analysis can be waited for").is_none(),
         "the analysis ended before the connection could be cut; make it longer"
@@ -158,7 +171,7 @@ fn a_remote_engine_cut_off_mid_analysis_comes_back_and_nothing_is_lost() {
     assert!(server.cut_connections() > 0, "a connection was cut");
 
     let output = analysis.wait_with_output().expect("the analysis ends");
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let stderr = reader.join().expect("stderr is read");
     assert!(output.status.success(), "{stderr}");
     let stdout = String::from_utf8_lossy(&output.stdout);
     let report: serde_json::Value =

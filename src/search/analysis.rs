@@ -529,24 +529,6 @@ impl<'a, E: Evaluator> Analysis<'a, E> {
         }
     }
 
-    fn show_progress(&self, depth: u8, pass: u32, done: usize, total: usize) {
-        if self.progress && std::io::stderr().is_terminal() {
-            let secs = self.started.elapsed().as_secs();
-            eprint!(
-                "\r\x1b[2Kdepth {depth} pass {pass}: {done}/{total} searches, {} evaluations, {}:{:02}:{:02}",
-                self.evaluations,
-                secs / 3600,
-                secs / 60 % 60,
-                secs % 60
-            );
-        }
-    }
-}
-
-/// Software depths past the one being settled that the host looks ahead by default.
-pub const DEFAULT_LOOK_AHEAD: u8 = 2;
-
-impl<E: Evaluator> Analysis<'_, E> {
     /// The number of the engine that gave `answer` in the store's list, adding an engine not seen at the start (one
     /// whose name changed when it was started again).
     fn engine_number(&mut self, answer: &Answer) -> Option<u16> {
@@ -566,7 +548,23 @@ impl<E: Evaluator> Analysis<'_, E> {
             }
         }
     }
+
+    fn show_progress(&self, depth: u8, pass: u32, done: usize, total: usize) {
+        if self.progress && std::io::stderr().is_terminal() {
+            let secs = self.started.elapsed().as_secs();
+            eprint!(
+                "\r\x1b[2Kdepth {depth} pass {pass}: {done}/{total} searches, {} evaluations, {}:{:02}:{:02}",
+                self.evaluations,
+                secs / 3600,
+                secs / 60 % 60,
+                secs % 60
+            );
+        }
+    }
 }
+
+/// Software depths past the one being settled that the host looks ahead by default.
+pub const DEFAULT_LOOK_AHEAD: u8 = 2;
 
 /// The change that stores an answer; `engine` is the number of the engine that gave it in the store's list.
 fn change_for(plan: &Planned, answer: &Answer, engine: Option<u16>) -> Option<Change> {
