@@ -23,12 +23,18 @@ use crate::search::{
 /// Searches run ahead of their turn, so that no engine waits while a pass waits for its slowest search (DESIGN.md
 /// section 2.5).
 ///
-/// When an engine is free and the pass has nothing more to start, the host walks the tree as it will be once every
-/// answer received so far is stored (the [`Overlay`]), at the depth being settled and then deeper, and starts the
-/// first search that walk plans: the next alternative of a node, the child of a move just found, the next depth's
-/// leaves. Its answer waits in [`Flights`](crate::search::host::Flights) until a pass asks for that very search, and only then is it stored. So the
-/// store, and every decision the search settles, are those of a run with one engine; a search no pass asks for is
-/// dropped at the end of the run, and counted.
+/// When an engine is free and the pass has nothing more to start, the host starts, in this order:
+/// - what the next pass will likely ask for, as far as this pass's answers already tell (the store with them laid
+///   over it);
+/// - what a walk of the tree as it will be once every answer received so far is stored (the [`Overlay`]) plans, at
+///   the depth being settled and then deeper: the next alternative of a node, the child of a move just found, the
+///   next depth's leaves;
+/// - where engines are still left free, each move of a search for alternatives alone.
+///
+/// An answer waits in [`Flights`](crate::search::host::Flights) until a pass asks for that very search, and only
+/// then is it stored. So the store, and every decision the search settles, are those of a run with one engine. A
+/// running search that the tree no longer leads to is stopped; a search no pass asked for is dropped at the end of
+/// the run. Both are counted.
 #[derive(Default)]
 pub(super) struct Speculation {
     /// The tree with every answer of this run in it; `None` when nothing is run ahead.
