@@ -183,6 +183,12 @@ pub fn run(db: Option<&Path>, config: &Config, args: AnalyzeArgs) -> CommandResu
                 report.ahead, report.ahead_used, report.aborted, report.abandoned
             );
         }
+        if report.shared > 0 {
+            println!(
+                "{} answers were taken from searches another process sharing the tree ran (not asked again)",
+                report.shared
+            );
+        }
     }
     Ok(())
 }

@@ -2,8 +2,8 @@
 //! one.
 //!
 //! Every record of the other store is submitted as a [`Change::Merge`]: the store's merge keeps the deeper
-//! evaluation, unites the edges (per move the deeper score wins, an imported flag is kept), keeps the newer rest bound
-//! unless it is shallower, and the larger settled depth (a depth settled on either machine stays settled: the merged
+//! evaluation, unites the edges (per move the deeper score wins, an imported flag is kept), keeps the deeper rest bound
+//! (the tighter at equal depth), and the larger settled depth (a depth settled on either machine stays settled: the merged
 //! tree holds at least what settled it). The cached values (`idea` and `cyclic`) of the incoming records are
 //! dropped: they describe the other graph, and this store's writer recomputes them for every record the merge
 //! changes and carries the changes upward. A second merge of the same store therefore changes nothing: every

@@ -31,6 +31,7 @@ use shakmaty::{Chess, Position, fen::Fen, uci::UciMove};
 
 use crate::store::{
     Change, Store, StoreError,
+    claims::{ClaimedAnswer, Claims},
     key::{KeySet, PositionKey},
     node::{Edge, Eval, Node, PackedPosition, RestBound},
 };
@@ -196,6 +197,9 @@ pub struct Report {
     pub stopped: bool,
     /// Searches the engines failed (left for a later run).
     pub failed: u64,
+    /// Answers taken from searches another process sharing the store ran (claimed in the store), instead of asking
+    /// them again.
+    pub shared: u64,
 }
 
 /// Why an analysis could not run.
@@ -312,6 +316,11 @@ pub struct Analysis<'a, E: Evaluator> {
     aborted_ran: Duration,
     aborted_saved: Duration,
     failures: u64,
+    /// This run's claims on searches in the store, shared with other processes; `None` when they cannot be used
+    /// (the run then shares nothing).
+    claims: Option<Claims>,
+    /// Answers taken from other processes' searches.
+    shared: u64,
     started: Instant,
 }
 
@@ -337,6 +346,8 @@ impl<'a, E: Evaluator> Analysis<'a, E> {
             aborted_ran: Duration::ZERO,
             aborted_saved: Duration::ZERO,
             failures: 0,
+            claims: None,
+            shared: 0,
             started: Instant::now(),
         }
     }
@@ -356,6 +367,13 @@ impl<'a, E: Evaluator> Analysis<'a, E> {
         let root = line.root().clone();
         let root_key = PositionKey::of(&root);
         self.root = Some(Root { position: root.clone(), key: root_key, history: line.history_keys() });
+        self.claims = match self.store.claims() {
+            Ok(claims) => Some(claims),
+            Err(e) => {
+                log::warn!("searches are not shared with other processes: {e}");
+                None
+            }
+        };
         self.speculation = Speculation::default();
         if self.look_ahead.is_some() && self.evaluator.workers() > 1 {
             self.speculation.overlay = Some(Overlay::default());
@@ -438,7 +456,9 @@ impl<'a, E: Evaluator> Analysis<'a, E> {
         }
         // Searches still running were started ahead of their turn and no pass will ask for them now.
         self.abandon();
-        let unused = self.speculation.started - self.speculation.used;
+        // Releases what is still claimed; answers stay for other processes.
+        self.claims = None;
+        let unused = self.speculation.started.saturating_sub(self.speculation.used);
         if self.speculation.started > 0 {
             trace!(
                 self.trace,
@@ -468,6 +488,7 @@ impl<'a, E: Evaluator> Analysis<'a, E> {
             iterations,
             stopped,
             failed: self.failures,
+            shared: self.shared,
         })
     }
 
@@ -565,6 +586,30 @@ impl<'a, E: Evaluator> Analysis<'a, E> {
 
 /// Software depths past the one being settled that the host looks ahead by default.
 pub const DEFAULT_LOOK_AHEAD: u8 = 2;
+
+/// An answer as claims keep it for other processes.
+fn claimed(answer: &Answer) -> ClaimedAnswer {
+    ClaimedAnswer {
+        best: answer.best,
+        score: answer.score,
+        bound: answer.bound,
+        depth: answer.depth,
+        nodes: answer.nodes,
+        engine: answer.engine.clone(),
+    }
+}
+
+/// An answer another process found.
+fn from_claim(answer: ClaimedAnswer) -> Answer {
+    Answer {
+        best: answer.best,
+        score: answer.score,
+        bound: answer.bound,
+        depth: answer.depth,
+        nodes: answer.nodes,
+        engine: answer.engine,
+    }
+}
 
 /// The change that stores an answer; `engine` is the number of the engine that gave it in the store's list.
 fn change_for(plan: &Planned, answer: &Answer, engine: Option<u16>) -> Option<Change> {

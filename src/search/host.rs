@@ -64,6 +64,18 @@ impl JobKey {
 }
 
 impl JobKey {
+    /// The search as claims name it in the store: the position key, the engine depth and the allowed moves, all
+    /// big-endian.
+    pub fn bytes(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(9 + 2 * self.moves.len());
+        out.extend_from_slice(&self.key.to_bytes());
+        out.push(self.depth);
+        for m in &self.moves {
+            out.extend_from_slice(&m.to_be_bytes());
+        }
+        out
+    }
+
     /// The search of `uci` alone in `key`'s position at `depth`.
     pub fn single(key: PositionKey, uci: &UciMove, depth: u8) -> JobKey {
         JobKey { key, moves: vec![pack(uci)], depth }
@@ -155,6 +167,11 @@ impl Flights {
     /// Searches running.
     pub fn running(&self) -> usize {
         self.by_id.len()
+    }
+
+    /// Every search running.
+    pub fn jobs(&self) -> impl Iterator<Item = &JobKey> {
+        self.by_id.values().map(|f| &f.job)
     }
 
     /// Searches running ahead of their turn, that no pass has asked for.

@@ -26,7 +26,11 @@
 //!
 //! All writes go through one writer thread per process that batches many changes per transaction; LMDB serialises
 //! writers across processes, and readers never block a writer. The memory map grows on demand.
+//!
+//! Beside the tree, the `claims` directory holds which process runs which inner-engine search on the store, and
+//! their answers ([`claims`]): processes sharing the tree use it to share the work.
 
+pub mod claims;
 pub mod key;
 pub mod node;
 mod writer;
@@ -190,6 +194,8 @@ pub(crate) struct Shared {
     /// Held shared by every transaction of this process; held exclusively to resize the map, which LMDB allows
     /// only while the process has no transaction.
     resize: RwLock<()>,
+    /// The claims environment, opened on first use.
+    claims: parking_lot::Mutex<Option<Arc<claims::ClaimsEnv>>>,
 }
 
 /// An open tree store. Dropping it lets the writer finish every submitted change, then closes it.
@@ -262,6 +268,7 @@ impl Store {
             data_file,
             last_update_nanos: Default::default(),
             resize: RwLock::new(()),
+            claims: parking_lot::Mutex::new(None),
         });
         let writer = writer::WriterThread::spawn(shared.clone(), options.max_batch.max(1));
         Ok(Store { shared, writer })
@@ -270,6 +277,17 @@ impl Store {
     /// The directory of the store.
     pub fn dir(&self) -> &Path {
         &self.shared.dir
+    }
+
+    /// A new owner's claims on searches of this store (see [`claims`]): the claims environment is opened, and
+    /// created, on first use.
+    pub fn claims(&self) -> Result<claims::Claims, StoreError> {
+        let mut env = self.shared.claims.lock();
+        if env.is_none() {
+            *env = Some(Arc::new(claims::ClaimsEnv::open(&self.shared.dir)?));
+        }
+        let env = env.clone().ok_or_else(|| StoreError::Missing { path: self.shared.dir.join("claims") })?;
+        Ok(claims::Claims::new(env))
     }
 
     /// A handle to submit changes from any thread.

@@ -230,7 +230,8 @@ impl Node {
     }
 
     /// Merges another record of the same position into this one: the deeper evaluation wins, edges are united
-    /// (per move the deeper score wins), the newer rest bound wins unless shallower, the settled depth is the larger.
+    /// (per move the deeper score wins), the deeper rest bound wins (the lower at equal depth), the settled depth is the
+    /// larger.
     pub fn merge(&mut self, other: &Node) {
         match (&self.eval, &other.eval) {
             (_, None) => {}
@@ -255,9 +256,12 @@ impl Node {
                 None => self.edges.push(theirs.clone()),
             }
         }
-        // The newer search of the remaining moves wins at equal depth: it bounds the moves still unsearched.
+        // Every rest bound bounds every move that has no edge now: moves only ever gain edges, so a bound found when
+        // more moves had none still holds. The deeper bound wins, and at equal depth the tighter (lower) one, so
+        // merging does not depend on order, and an answer stored twice (two processes sharing a tree) cannot
+        // loosen the bound.
         self.rest = match (self.rest, other.rest) {
-            (Some(a), Some(b)) if b.depth >= a.depth => Some(b),
+            (Some(a), Some(b)) if b.depth > a.depth || (b.depth == a.depth && b.score < a.score) => Some(b),
             (Some(a), _) => Some(a),
             (None, b) => b,
         };
@@ -635,5 +639,27 @@ mod tests {
         let mut twice = merged.clone();
         twice.merge(&b);
         assert_eq!(twice, merged, "merging is idempotent");
+    }
+
+    #[test]
+    fn rest_bounds_merge_in_any_order_to_the_deepest_then_tightest() {
+        let bound = |score, depth| {
+            let mut node = Node::new(PackedPosition::of(&Chess::default()));
+            node.rest = Some(RestBound { score: Score::cp(score), depth });
+            node
+        };
+        let (loose, tight, deep) = (bound(40, 12), bound(10, 12), bound(60, 14));
+        for order in
+            [[&loose, &tight, &deep], [&deep, &tight, &loose], [&tight, &loose, &deep], [&loose, &deep, &tight]]
+        {
+            let mut merged = Node::new(PackedPosition::of(&Chess::default()));
+            for node in order {
+                merged.merge(node);
+            }
+            assert_eq!(merged.rest, deep.rest);
+        }
+        let mut merged = tight.clone();
+        merged.merge(&loose);
+        assert_eq!(merged.rest, tight.rest, "a looser bound stored again does not replace a tighter one");
     }
 }

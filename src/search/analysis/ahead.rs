@@ -10,9 +10,12 @@ use std::{
     time::{Duration, Instant},
 };
 
-use crate::store::Change;
+use crate::store::{
+    Change,
+    claims::{Claim, LEASE, Seen},
+};
 
-use super::{Analysis, AnalysisError, Trace, change_for, walk::walk_tree};
+use super::{Analysis, AnalysisError, Trace, change_for, claimed, from_claim, walk::walk_tree};
 use crate::search::{
     evaluator::{Answer, Evaluator, Job},
     graph::StoreGraph,
@@ -55,6 +58,8 @@ pub(super) struct Speculation {
     /// Engine time of answered searches and their count, for the time an aborted search would have taken.
     pub(super) answered_time: Duration,
     pub(super) answered: u64,
+    /// Answers waiting for their turn that another process found (not counted as started or used here).
+    pub(super) from_others: HashSet<JobKey>,
 }
 
 impl Speculation {
@@ -80,7 +85,13 @@ struct Pass {
     /// them (a search started for the next pass is not stopped).
     next: VecDeque<Planned>,
     predicted: HashSet<JobKey>,
+    /// Planned searches another process runs (its claim holds): their answers are read from the claims.
+    foreign: Vec<usize>,
+    last_poll: Instant,
 }
+
+/// How often a pass looks for the answers of searches another process runs.
+const POLL: Duration = Duration::from_millis(20);
 
 impl Pass {
     /// The answer of planned search `i`.
@@ -149,13 +160,18 @@ impl<E: Evaluator> Analysis<'_, E> {
             predicted_at: None,
             next: VecDeque::new(),
             predicted: HashSet::new(),
+            foreign: Vec::new(),
+            last_poll: Instant::now(),
         };
+        let mut from_others = Vec::new();
         let mut to_start: VecDeque<usize> = VecDeque::new();
         for (i, plan) in planned.iter().enumerate() {
             let job = JobKey::of(plan);
             if let Some(answer) = self.flights.take(&job) {
                 trace!(self.trace, "adopt {} {:?}: answered ahead of its turn", plan.key, plan.purpose);
-                self.speculation.used += 1;
+                if !self.speculation.from_others.remove(&job) {
+                    self.speculation.used += 1;
+                }
                 pass.answer(i, Ok(answer));
                 continue;
             }
@@ -186,23 +202,46 @@ impl<E: Evaluator> Analysis<'_, E> {
                     self.speculation.used += 1;
                 }
                 Some(false) => {}
-                None => to_start.push_back(i),
+                None => match self.seen_elsewhere(&job) {
+                    Seen::Answered(answer) => {
+                        trace!(self.trace, "shared {} {:?}: answered by another process", plan.key, plan.purpose);
+                        self.shared += 1;
+                        from_others.extend(change_for(plan, &from_claim(answer.clone()), None));
+                        pass.answer(i, Ok(from_claim(answer)));
+                        continue;
+                    }
+                    Seen::Held { pid } => {
+                        trace!(self.trace, "wait {} {:?}: process {pid} runs it", plan.key, plan.purpose);
+                        pass.foreign.push(i);
+                    }
+                    Seen::Free | Seen::Mine => to_start.push_back(i),
+                },
             }
             pass.waiting.entry(job).or_default().push(Waiter::Plan(i));
             pass.outstanding += 1;
         }
+        self.lay_over(&from_others)?;
         // Engines this pass leaves free look ahead, even when it has everything it needs.
         self.start_searches(&planned, &mut to_start, &mut pass, depth)?;
         let mut stopped = false;
+        let mut renewed = Instant::now();
         while pass.outstanding > 0 {
             if self.out_of_time() {
                 self.abandon();
                 stopped = true;
                 break;
             }
+            if !pass.foreign.is_empty() && pass.last_poll.elapsed() >= POLL {
+                self.poll_others(&planned, &mut to_start, &mut pass)?;
+            }
+            if renewed.elapsed() >= LEASE / 3 {
+                self.renew_claims();
+                renewed = Instant::now();
+            }
             self.start_searches(&planned, &mut to_start, &mut pass, depth)?;
             self.show_progress(depth, pass_number, total - pass.outstanding, total);
-            let Some(first) = self.evaluator.next(Duration::from_millis(100)) else { continue };
+            let wait = if pass.foreign.is_empty() { Duration::from_millis(100) } else { POLL };
+            let Some(first) = self.evaluator.next(wait) else { continue };
             // Every answer that is in now, before the next look ahead.
             let mut overlay_changes = Vec::new();
             let mut next = Some(first);
@@ -214,7 +253,7 @@ impl<E: Evaluator> Analysis<'_, E> {
             self.stop_unwanted(depth, &pass)?;
         }
         let answers_done = Instant::now();
-        let mut receipts = Vec::with_capacity(total);
+        let mut changes = Vec::with_capacity(total);
         for (plan, answer) in planned.iter().zip(pass.answers) {
             match answer {
                 None => {} // stopped before it was answered
@@ -231,7 +270,7 @@ impl<E: Evaluator> Analysis<'_, E> {
                     );
                     let engine = self.engine_number(&answer);
                     match change_for(plan, &answer, engine) {
-                        Some(change) => receipts.push(self.store.writer().submit(vec![change])),
+                        Some(change) => changes.push(change),
                         None => {
                             log::warn!("answer for {} does not fit its position; left out", plan.key);
                             self.failed.insert(plan.key);
@@ -251,9 +290,7 @@ impl<E: Evaluator> Analysis<'_, E> {
                 }
             }
         }
-        for receipt in receipts {
-            receipt.wait()?;
-        }
+        self.store_pass(changes)?;
         log::debug!(
             "depth {depth} pass {pass_number}: {total} searches answered after {:.1} ms, stored {:.1} ms later",
             (answers_done - pass_started).as_secs_f64() * 1e3,
@@ -285,7 +322,9 @@ impl<E: Evaluator> Analysis<'_, E> {
             .map(|(part, _)| part.clone())
             .ok_or_else(|| "no move was answered".to_owned())?;
         let nodes = parts.iter().filter_map(|part| self.flights.peek(part)).map(|a| a.nodes).sum();
-        self.speculation.used += 1;
+        if !self.speculation.from_others.remove(&best) {
+            self.speculation.used += 1;
+        }
         let mut answer = self.flights.take(&best).ok_or_else(|| "the best move's answer is gone".to_owned())?;
         answer.nodes = nodes;
         Ok(answer)
@@ -303,10 +342,27 @@ impl<E: Evaluator> Analysis<'_, E> {
         while self.flights.running() < workers {
             if let Some(i) = to_start.pop_front() {
                 let plan = planned[i].clone();
+                let job = JobKey::of(&plan);
+                match self.claim(&job) {
+                    Claim::Granted => {}
+                    Claim::Held { pid } => {
+                        trace!(self.trace, "wait {} {:?}: process {pid} runs it", plan.key, plan.purpose);
+                        pass.foreign.push(i);
+                        continue;
+                    }
+                    Claim::Answered(answer) => {
+                        trace!(self.trace, "shared {} {:?}: answered by another process", plan.key, plan.purpose);
+                        self.shared += 1;
+                        let change = self.deliver(job, &plan, Ok(from_claim(answer)), pass);
+                        self.lay_over(&Vec::from_iter(change))?;
+                        continue;
+                    }
+                }
                 let id = self.flights.book(plan.clone(), false);
                 if let Err(e) = self.evaluator.submit(id, plan.job) {
                     log::warn!("search of {} not started: {e}", plan.key);
                     if let Some(flight) = self.flights.land(id) {
+                        self.release(&flight.job);
                         pass.waiting.remove(&flight.job);
                     }
                     pass.answer(i, Err(e));
@@ -320,7 +376,9 @@ impl<E: Evaluator> Analysis<'_, E> {
             self.speculation.started += 1;
             if let Err(e) = self.evaluator.submit(id, plan.job) {
                 log::debug!("search ahead of {} not started: {e}", plan.key);
-                self.flights.land(id);
+                if let Some(flight) = self.flights.land(id) {
+                    self.release(&flight.job);
+                }
                 self.speculation.started -= 1;
                 break;
             }
@@ -345,8 +403,7 @@ impl<E: Evaluator> Analysis<'_, E> {
             pass.predicted_at = Some(pass.known);
         }
         while let Some(plan) = pass.next.pop_front() {
-            let job = JobKey::of(&plan);
-            if self.flights.is_new(&job) {
+            if self.claim_ahead(&plan)? {
                 return Ok(Some(plan));
             }
         }
@@ -354,12 +411,126 @@ impl<E: Evaluator> Analysis<'_, E> {
             self.look_ahead_walk(depth)?;
         }
         while let Some(plan) = self.speculation.queue.pop_front() {
-            let job = JobKey::of(&plan);
-            if self.flights.is_new(&job) {
+            if self.claim_ahead(&plan)? {
                 return Ok(Some(plan));
             }
         }
         Ok(None)
+    }
+
+    /// Whether `plan`, a search to run ahead of its turn, is to start now: neither running nor answered here, and
+    /// claimed for this run. An answer another process found waits for its turn like one found here.
+    fn claim_ahead(&mut self, plan: &Planned) -> Result<bool, AnalysisError> {
+        let job = JobKey::of(plan);
+        if !self.flights.is_new(&job) {
+            return Ok(false);
+        }
+        match self.claim(&job) {
+            Claim::Granted => Ok(true),
+            Claim::Held { .. } => Ok(false),
+            Claim::Answered(answer) => {
+                self.shared += 1;
+                let answer = from_claim(answer);
+                if let Some(change) = change_for(plan, &answer, None) {
+                    self.speculation.from_others.insert(job.clone());
+                    self.flights.keep(job, answer);
+                    self.lay_over(&[change])?;
+                }
+                Ok(false)
+            }
+        }
+    }
+
+    /// What other processes sharing the store say of `job`, without claiming it.
+    fn seen_elsewhere(&self, job: &JobKey) -> Seen {
+        let Some(claims) = &self.claims else { return Seen::Free };
+        match claims.look([job.bytes().as_slice()]) {
+            Ok(mut seen) => seen.pop().unwrap_or(Seen::Free),
+            Err(e) => {
+                log::debug!("claims not read: {e}");
+                Seen::Free
+            }
+        }
+    }
+
+    /// Claims `job` for this run before it starts. Without usable claims, every search is this run's to start.
+    fn claim(&self, job: &JobKey) -> Claim {
+        let Some(claims) = &self.claims else { return Claim::Granted };
+        claims.claim(&job.bytes()).unwrap_or_else(|e| {
+            log::debug!("search not claimed, started all the same: {e}");
+            Claim::Granted
+        })
+    }
+
+    /// Gives up the claim on a search that will not be answered here.
+    fn release(&self, job: &JobKey) {
+        if let Some(claims) = &self.claims
+            && let Err(e) = claims.release([job.bytes().as_slice()])
+        {
+            log::debug!("claim not released (it expires): {e}");
+        }
+    }
+
+    /// Renews the claims of every running search.
+    fn renew_claims(&self) {
+        let Some(claims) = &self.claims else { return };
+        let jobs: Vec<Vec<u8>> = self.flights.jobs().map(JobKey::bytes).collect();
+        if let Err(e) = claims.renew(jobs.iter().map(Vec::as_slice)) {
+            log::warn!("claims not renewed: {e}");
+        }
+    }
+
+    /// Looks for the answers of the pass's searches that other processes run. A search whose claim no longer
+    /// holds (stopped, or its process died) is this run's to start.
+    fn poll_others(
+        &mut self,
+        planned: &[Planned],
+        to_start: &mut VecDeque<usize>,
+        pass: &mut Pass,
+    ) -> Result<(), AnalysisError> {
+        pass.last_poll = Instant::now();
+        let Some(claims) = &self.claims else {
+            to_start.extend(pass.foreign.drain(..));
+            return Ok(());
+        };
+        let jobs: Vec<Vec<u8>> = pass.foreign.iter().map(|&i| JobKey::of(&planned[i]).bytes()).collect();
+        let seen = claims.look(jobs.iter().map(Vec::as_slice))?;
+        let mut changes = Vec::new();
+        for (i, seen) in std::mem::take(&mut pass.foreign).into_iter().zip(seen) {
+            match seen {
+                Seen::Held { .. } => pass.foreign.push(i),
+                Seen::Answered(answer) => {
+                    let plan = &planned[i];
+                    trace!(self.trace, "shared {} {:?}: answered by another process", plan.key, plan.purpose);
+                    self.shared += 1;
+                    changes.extend(self.deliver(JobKey::of(plan), plan, Ok(from_claim(answer)), pass));
+                }
+                Seen::Free | Seen::Mine => to_start.push_front(i),
+            }
+        }
+        self.lay_over(&changes)
+    }
+
+    /// Stores a pass's answers in one transaction, so that another process sharing the store never plans from half
+    /// a pass. Should the store refuse the whole (a change that does not fit), each change is stored alone.
+    fn store_pass(&mut self, changes: Vec<Change>) -> Result<(), AnalysisError> {
+        if changes.is_empty() {
+            return Ok(());
+        }
+        match self.store.writer().submit(changes.clone()).wait() {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                log::warn!("a pass's answers were refused together ({e}); storing them one by one");
+                let receipts: Vec<_> = changes.into_iter().map(|c| self.store.writer().submit(vec![c])).collect();
+                for receipt in receipts {
+                    if let Err(e) = receipt.wait() {
+                        log::warn!("an answer was not stored: {e}");
+                        self.failures += 1;
+                    }
+                }
+                Ok(())
+            }
+        }
     }
 
     /// What the next pass will ask for where it depends only on this pass's answers in so far: the walk of the store
@@ -442,7 +613,35 @@ impl<E: Evaluator> Analysis<'_, E> {
     /// Returns the change that lays the answer over the tree for the next look ahead.
     fn land(&mut self, id: u64, result: Result<Answer, String>, pass: &mut Pass) -> Option<Change> {
         let flight = self.flights.land(id)?;
-        let waiters = pass.waiting.remove(&flight.job).unwrap_or_default();
+        if let Some(claims) = &self.claims {
+            let job = flight.job.bytes();
+            let shared = match &result {
+                Ok(answer) => claims.answer(&job, &claimed(answer)),
+                Err(_) => claims.release([job.as_slice()]),
+            };
+            if let Err(e) = shared {
+                log::debug!("answer not shared with other processes: {e}");
+            }
+        }
+        if result.is_ok() {
+            self.evaluations += 1;
+            self.speculation.answered_time += flight.started.elapsed();
+            self.speculation.answered += 1;
+        }
+        self.deliver(flight.job, &flight.plan, result, pass)
+    }
+
+    /// Hands an answer to whoever waits for it: the pass's planned searches, or searches for alternatives composed
+    /// of moves searched alone; one nobody waits for is kept until a pass asks for it. Returns the change that lays
+    /// the answer over the tree for the next look ahead.
+    fn deliver(
+        &mut self,
+        job: JobKey,
+        plan: &Planned,
+        result: Result<Answer, String>,
+        pass: &mut Pass,
+    ) -> Option<Change> {
+        let waiters = pass.waiting.remove(&job).unwrap_or_default();
         let mut taken = false;
         let mut complete = Vec::new();
         for waiter in &waiters {
@@ -468,15 +667,12 @@ impl<E: Evaluator> Analysis<'_, E> {
         let laid_over = self.speculation.overlay.is_some();
         let change = match result {
             Ok(answer) => {
-                self.evaluations += 1;
-                self.speculation.answered_time += flight.started.elapsed();
-                self.speculation.answered += 1;
                 // The change is needed to keep the answer (it must fit its position) or to lay it over the tree.
-                let change = (laid_over || !taken).then(|| change_for(&flight.plan, &answer, None)).flatten();
+                let change = (laid_over || !taken).then(|| change_for(plan, &answer, None)).flatten();
                 if !taken {
                     match change {
-                        Some(_) => self.flights.keep(flight.job, answer),
-                        None => log::debug!("answer for {} does not fit its position; dropped", flight.plan.key),
+                        Some(_) => self.flights.keep(job, answer),
+                        None => log::debug!("answer for {} does not fit its position; dropped", plan.key),
                     }
                 }
                 change.filter(|_| laid_over)
@@ -484,7 +680,7 @@ impl<E: Evaluator> Analysis<'_, E> {
             Err(e) => {
                 if waiters.is_empty() {
                     // A pass that needs it will ask again.
-                    log::debug!("search ahead of {} failed: {e}", flight.plan.key);
+                    log::debug!("search ahead of {} failed: {e}", plan.key);
                 }
                 None
             }
@@ -526,6 +722,7 @@ impl<E: Evaluator> Analysis<'_, E> {
                 continue;
             }
             let Some(flight) = self.flights.land(id) else { continue };
+            self.release(&flight.job);
             let ran = flight.started.elapsed();
             trace!(
                 self.trace,
@@ -555,6 +752,12 @@ impl<E: Evaluator> Analysis<'_, E> {
     /// Stops every running search; their answers, if they still come, are ignored.
     pub(super) fn abandon(&mut self) {
         if self.flights.running() > 0 {
+            if let Some(claims) = &self.claims {
+                let jobs: Vec<Vec<u8>> = self.flights.jobs().map(JobKey::bytes).collect();
+                if let Err(e) = claims.release(jobs.iter().map(Vec::as_slice)) {
+                    log::debug!("claims not released (they expire): {e}");
+                }
+            }
             self.abandoned += self.flights.running() as u64;
             self.evaluator.cancel_all();
             self.flights.abandon_all();
