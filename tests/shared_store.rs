@@ -211,3 +211,43 @@ fn a_gui_session_and_an_analysis_share_their_searches() {
         }
     }
 }
+
+#[test]
+fn a_claim_of_a_killed_process_does_not_hold() {
+    let dirs = dirs();
+    // The first process's engine never answers in time: its claims stay in the store when it is killed.
+    let hung_log = dirs.logs.join("hung.log");
+    let mut hung = Command::new(env!("CARGO_BIN_EXE_deeptree"))
+        .arg("--db")
+        .arg(&dirs.shared)
+        .args(["analyze", "--workers", "2", "--engine-depth", ENGINE_DEPTH, "--max-depth", "1", "--engine"])
+        .arg(format!("{} --mode smooth --latency-ms 20000 --log {}", fake(), hung_log.display()))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("deeptree starts");
+    let deadline = std::time::Instant::now() + PATIENCE;
+    while searches(&hung_log).is_empty() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let claimed = searches(&hung_log);
+    assert!(!claimed.is_empty(), "the first process started no search");
+    hung.kill().expect("killed");
+    hung.wait().expect("reaped");
+    // Its claims would hold for a lease (30 s) were its death not seen; the second run's budget is shorter.
+    let log = dirs.logs.join("second.log");
+    let second = Command::new(env!("CARGO_BIN_EXE_deeptree"))
+        .arg("--db")
+        .arg(&dirs.shared)
+        .args(["analyze", "--engine", &engine(&log), "--workers", "2", "--engine-depth", ENGINE_DEPTH])
+        .args(["--max-depth", "1", "--time", "15", "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("deeptree starts");
+    let second = report(second);
+    assert_eq!(second["settled_depth"], 1, "{second}");
+    assert_eq!(second["shared"], 0);
+    let asked = searches(&log);
+    assert!(claimed.iter().all(|search| asked.contains(search)), "the killed process's searches were asked again");
+}
