@@ -1,14 +1,18 @@
-//! `deeptree analyze`: grow the tree of a root, settling each software depth, then deepening.
+//! `deeptree analyze`: grow the tree of a root, settling each software depth, then deepening; or, with `--roots
+//! FILE`, grow the trees of many roots together (a book).
 
 use std::{path::Path, sync::atomic::Ordering, time::Duration};
 
 use crate::{
     config::Config,
     engine::{EngineConfig, EnginePool, spec::EngineSpec},
+    interop::roots::read_roots,
     search::{
         analysis::{Analysis, Line, Params, Trace, quote},
         evaluator::PoolEvaluator,
+        roots::{BookRoot, RootProgress, grow},
     },
+    store::Store,
 };
 
 use super::{CommandResult, open_store};
@@ -19,6 +23,11 @@ pub struct AnalyzeArgs {
     /// Start position (default: the standard start position).
     #[arg(long)]
     pub fen: Option<String>,
+    /// Grow many roots together: an EPD file (every line a root) or a PGN file (every game's final position a root,
+    /// its main line the way there). The engines are split into groups that grow the roots at once, shallowest
+    /// settled depth first; `--time` is the budget of the whole run.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["fen", "moves", "trace"])]
+    pub roots: Option<std::path::PathBuf>,
     /// Moves played from the start position, in UCI notation: the last position is the root.
     #[arg(long, default_value = "")]
     pub moves: String,
@@ -79,6 +88,7 @@ fn parse_look_ahead(text: &str) -> Result<LookAhead, String> {
 pub fn run(db: Option<&Path>, config: &Config, args: AnalyzeArgs) -> CommandResult {
     let AnalyzeArgs {
         fen,
+        roots,
         moves,
         engine_depth,
         move_distance,
@@ -92,7 +102,23 @@ pub fn run(db: Option<&Path>, config: &Config, args: AnalyzeArgs) -> CommandResu
         json,
         chess960,
     } = args;
-    let line = Line::parse_in(fen.as_deref(), &moves, chess960)?;
+    let (line, book) = match &roots {
+        None => (Line::parse_in(fen.as_deref(), &moves, chess960)?, None),
+        Some(path) => {
+            let (roots, skipped) = read_roots(path, chess960)?;
+            for skip in &skipped {
+                eprintln!("{}: {} skipped: {}", path.display(), skip.source, skip.error);
+            }
+            if roots.is_empty() {
+                return Err(format!("{}: no root to grow", path.display()).into());
+            }
+            let first = roots[0].line.clone();
+            let book: Vec<BookRoot> =
+                roots.into_iter().map(|r| BookRoot { label: r.source.to_string(), line: r.line }).collect();
+            (first, Some((book, skipped)))
+        }
+    };
+    let chess960 = chess960 || book.as_ref().map_or(line.chess960, |(b, _)| b.iter().any(|r| r.line.chess960));
     // --engine or --workers on the command line choose one kind of engine over the settings' list.
     let engines = engines.or_else(|| (engine.is_none() && workers.is_none()).then(|| config.engines.clone()));
     // Refused before anything starts: a budget of zero (or one that is not a duration) would otherwise
@@ -110,7 +136,7 @@ pub fn run(db: Option<&Path>, config: &Config, args: AnalyzeArgs) -> CommandResu
     if let Some(engine) = engine {
         engine_config.command = engine;
     }
-    if line.chess960 {
+    if chess960 {
         // The engines read and write castling as king takes rook.
         engine_config = engine_config.with_option("UCI_Chess960", "true");
     }
@@ -127,6 +153,22 @@ pub fn run(db: Option<&Path>, config: &Config, args: AnalyzeArgs) -> CommandResu
     }
     let specs =
         EngineSpec::parse_list(engines.as_deref().unwrap_or_default()).map_err(|e| format!("--engines: {e}"))?;
+    let params = Params {
+        engine_depth: engine_depth.unwrap_or(config.engine_depth).max(1),
+        move_distance: move_distance.unwrap_or(config.move_distance).min(100_000) as i32,
+        max_depth: max_depth.unwrap_or(if time.is_some() { u8::MAX - 1 } else { 4 }),
+        time,
+    };
+    let look_ahead = look_ahead.map_or(config.look_ahead(), |l| l.0);
+    if let Some((book, skipped)) = book {
+        let configs = if specs.is_empty() {
+            vec![engine_config.clone(); workers.max(1)]
+        } else {
+            EngineSpec::configs(&specs, &engine_config)
+        };
+        let book = Book { roots: book, skipped, params, look_ahead, json, stop };
+        return grow_book(&store, configs, book);
+    }
     let pool = if specs.is_empty() {
         EnginePool::uniform(&engine_config, workers)
             .map_err(|e| format!("cannot start the inner engine {}: {e}", quote(&engine_config.command)))?
@@ -134,14 +176,8 @@ pub fn run(db: Option<&Path>, config: &Config, args: AnalyzeArgs) -> CommandResu
         EnginePool::start(EngineSpec::configs(&specs, &engine_config))
             .map_err(|e| format!("cannot start the inner engines: {e}"))?
     };
-    let params = Params {
-        engine_depth: engine_depth.unwrap_or(config.engine_depth).max(1),
-        move_distance: move_distance.unwrap_or(config.move_distance).min(100_000) as i32,
-        max_depth: max_depth.unwrap_or(if time.is_some() { u8::MAX - 1 } else { 4 }),
-        time,
-    };
     let mut analysis = Analysis::new(&store, PoolEvaluator::new(pool), params);
-    analysis.look_ahead = look_ahead.map_or(config.look_ahead(), |l| l.0);
+    analysis.look_ahead = look_ahead;
     if let Some(path) = &trace {
         analysis.trace = Trace::to_file(path)?;
     }
@@ -189,6 +225,77 @@ pub fn run(db: Option<&Path>, config: &Config, args: AnalyzeArgs) -> CommandResu
                 report.shared
             );
         }
+    }
+    Ok(())
+}
+
+/// A run of `analyze --roots`.
+struct Book {
+    roots: Vec<BookRoot>,
+    skipped: Vec<crate::interop::roots::SkippedRoot>,
+    params: Params,
+    look_ahead: Option<u8>,
+    json: bool,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+/// Grows the roots of a book with the engines of `configs`, split into as many groups as there are roots (at most
+/// one per engine).
+fn grow_book(store: &Store, configs: Vec<crate::engine::EngineConfig>, book: Book) -> CommandResult {
+    let Book { roots, skipped, params, look_ahead, json, stop } = book;
+    let groups = configs.len().min(roots.len()).max(1);
+    let mut split: Vec<Vec<EngineConfig>> = vec![Vec::new(); groups];
+    for (i, config) in configs.into_iter().enumerate() {
+        split[i % groups].push(config);
+    }
+    let mut pools = Vec::with_capacity(groups);
+    for configs in split {
+        let command = configs.first().map(|c| c.command.clone()).unwrap_or_default();
+        let pool = EnginePool::start(configs)
+            .map_err(|e| format!("cannot start the inner engine {}: {e}", quote(&command)))?;
+        pools.push(PoolEvaluator::new(pool));
+    }
+    let total = roots.len();
+    if !json {
+        println!(
+            "{total} roots, {groups} groups of engines, engine depth {}, up to software depth {}{}",
+            params.engine_depth,
+            params.max_depth,
+            params.time.map_or(String::new(), |t| format!(", {:.0} s", t.as_secs_f64()))
+        );
+    }
+    let row = |p: &RootProgress| {
+        let text = format!(
+            "root {:>3}/{total} {:<10} settled depth {:>3}  {:>7} evaluations {:>6} shared {:>8.1} s{}",
+            p.root,
+            p.label,
+            p.settled_depth.map_or("-".to_owned(), |d| d.to_string()),
+            p.evaluations,
+            p.shared,
+            p.seconds,
+            if p.stuck { "  (searches failed; left for a later run)" } else { "" }
+        );
+        if json { eprintln!("{text}") } else { println!("{text}") }
+    };
+    let report = grow(store, pools, &roots, &params, look_ahead, &stop, row)?;
+    if json {
+        let mut value = serde_json::to_value(&report)?;
+        value["skipped"] = serde_json::to_value(&skipped)?;
+        println!("{value}");
+    } else {
+        let settled: Vec<u8> = report.roots.iter().filter_map(|r| r.settled_depth).collect();
+        println!(
+            "{} evaluations ({} taken from other roots' searches), {} positions in the tree; settled depth {} to {} over \
+             {} roots{}{}",
+            report.evaluations,
+            report.shared,
+            report.positions,
+            settled.iter().min().map_or("-".to_owned(), ToString::to_string),
+            settled.iter().max().map_or("-".to_owned(), ToString::to_string),
+            report.roots.len(),
+            if skipped.is_empty() { String::new() } else { format!(" ({} skipped)", skipped.len()) },
+            if report.stopped { "; stopped: run the command again to resume" } else { "" }
+        );
     }
     Ok(())
 }

@@ -36,6 +36,7 @@ pub mod pgn_export;
 pub mod pgn_import;
 pub mod pgn_lex;
 pub mod polyglot;
+pub mod roots;
 pub mod walk;
 
 use std::{fmt, io, path::PathBuf, sync::Arc};

@@ -7,4 +7,5 @@ pub mod host;
 pub mod host_bench;
 pub mod minimax;
 pub mod overlay;
+pub mod roots;
 pub mod show;

@@ -1,0 +1,320 @@
+//! Many roots grown together (`analyze --roots`): a book for a match's openings or a correspondence repertoire.
+//!
+//! ```
+//! use std::sync::{Arc, atomic::AtomicBool};
+//! use deeptree::search::{analysis::{Line, Params}, evaluator::ScriptedEvaluator, roots::{BookRoot, grow}};
+//! use deeptree::store::{Store, StoreOptions};
+//!
+//! let dir = tempfile::tempdir()?;
+//! let store = Store::open(dir.path(), &StoreOptions::default())?;
+//! let roots = vec![
+//!     BookRoot { line: Line::parse(None, "e2e4 c7c5")?, label: "Sicilian".into() },
+//!     BookRoot { line: Line::parse(None, "d2d4 d7d5")?, label: "Queen's pawn".into() },
+//! ];
+//! let params = Params { engine_depth: 8, move_distance: 20, max_depth: 1, time: None };
+//! // Two groups of engines, one scripted engine each: the two roots grow at once.
+//! let engines = vec![ScriptedEvaluator::new(1, 7), ScriptedEvaluator::new(1, 7)];
+//! let report = grow(&store, engines, &roots, &params, None, &Arc::new(AtomicBool::new(false)), |_| {})?;
+//! assert!(report.roots.iter().all(|root| root.settled_depth == Some(1)));
+//! # Ok::<_, Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! # The budget: by need, shallowest first
+//!
+//! The engines are split into groups (as many as there are roots, at most one per engine). Each group grows one root
+//! at a time by one software depth: it takes the root with the shallowest settled depth (a root never analysed
+//! first), ties in file order, and settles its next depth. A root is not taken more than one depth ahead of the
+//! shallowest root that still has depths to settle, even if that one is being grown by another group: the tree grows
+//! evenly, so a `--time` budget is shared by need, the roots that have settled least first, and an interrupted run
+//! leaves every root within a depth or two of the others. A step runs the search of [`super::analysis`] for its root
+//! with the group's engines (their searches run ahead of their turn as in a single analysis); the groups share the
+//! store and its claims, so a position two roots reach is searched once.
+//!
+//! Every settled depth is marked in the store at its root, so a run that is stopped (`--time`, Ctrl-C) is resumed
+//! by running it again: each root starts from what the store has settled.
+
+use std::{
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::{Duration, Instant},
+};
+
+use parking_lot::{Condvar, Mutex};
+
+use crate::store::{Store, key::PositionKey};
+
+use super::{
+    analysis::{Analysis, AnalysisError, Line, Params},
+    evaluator::Evaluator,
+};
+
+/// A root to grow and how to name it in progress lines (`game 3`, `line 7`, an opening's name).
+#[derive(Debug, Clone)]
+pub struct BookRoot {
+    pub line: Line,
+    pub label: String,
+}
+
+/// Where one root stands.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct RootProgress {
+    /// Its place in the list of roots (from 1).
+    pub root: usize,
+    pub label: String,
+    /// The root position.
+    pub fen: String,
+    /// The moves from the start position to it, in UCI notation.
+    pub moves: Vec<String>,
+    pub settled_depth: Option<u8>,
+    /// Inner-engine searches this run answered for it (others were taken from other roots' searches).
+    pub evaluations: u64,
+    /// Answers taken from searches another group or process ran.
+    pub shared: u64,
+    /// Searches that failed (left for a later run).
+    pub failed: u64,
+    /// Wall time this run spent growing it.
+    pub seconds: f64,
+    /// A depth could not settle because searches failed: the root is left for a later run.
+    pub stuck: bool,
+}
+
+/// What a run of many roots did.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct BookReport {
+    pub roots: Vec<RootProgress>,
+    pub evaluations: u64,
+    pub shared: u64,
+    pub failed: u64,
+    /// Positions in the store at the end.
+    pub positions: u64,
+    /// Groups of engines that grew roots at once.
+    pub groups: usize,
+    /// Stopped by the time budget or an interrupt before every root settled its last depth.
+    pub stopped: bool,
+    pub seconds: f64,
+}
+
+/// Which root a group grows next.
+struct Schedule {
+    progress: Vec<RootProgress>,
+    busy: Vec<bool>,
+    stopped: bool,
+    error: Option<AnalysisError>,
+}
+
+enum Next {
+    Grow { root: usize, depth: u8 },
+    Wait,
+    Done,
+}
+
+impl Schedule {
+    /// The next depth to settle at root `i`.
+    fn level(&self, i: usize) -> u8 {
+        self.progress[i].settled_depth.map_or(0, |d| d.saturating_add(1))
+    }
+
+    fn next(&self, max_depth: u8) -> Next {
+        if self.stopped {
+            return Next::Done;
+        }
+        let open: Vec<usize> =
+            (0..self.progress.len()).filter(|&i| !self.progress[i].stuck && self.level(i) <= max_depth).collect();
+        let Some(shallowest) = open.iter().map(|&i| self.level(i)).min() else { return Next::Done };
+        let pick = open
+            .iter()
+            .copied()
+            .filter(|&i| !self.busy[i] && self.level(i) <= shallowest.saturating_add(1))
+            .min_by_key(|&i| (self.level(i), i));
+        match pick {
+            Some(root) => Next::Grow { root, depth: self.level(root) },
+            None if open.iter().any(|&i| self.busy[i]) => Next::Wait,
+            None => Next::Done,
+        }
+    }
+}
+
+/// Grows `roots` with the groups of engines in `groups` (each group grows one root at a time), up to
+/// `params.max_depth` or until `params.time` is spent or `stop` is set. `on_step` is called after each step with the
+/// root's progress.
+pub fn grow<E: Evaluator + Send>(
+    store: &Store,
+    groups: Vec<E>,
+    roots: &[BookRoot],
+    params: &Params,
+    look_ahead: Option<u8>,
+    stop: &Arc<AtomicBool>,
+    on_step: impl Fn(&RootProgress) + Sync,
+) -> Result<BookReport, AnalysisError> {
+    let started = Instant::now();
+    let mut progress = Vec::with_capacity(roots.len());
+    {
+        let view = store.read()?;
+        for (i, root) in roots.iter().enumerate() {
+            let position = root.line.root();
+            let settled_depth = view.node(PositionKey::of(position))?.and_then(|node| node.settled_depth);
+            progress.push(RootProgress {
+                root: i + 1,
+                label: root.label.clone(),
+                fen: shakmaty::fen::Fen::from_position(position, shakmaty::EnPassantMode::Legal).to_string(),
+                moves: root.line.moves.iter().map(ToString::to_string).collect(),
+                settled_depth,
+                evaluations: 0,
+                shared: 0,
+                failed: 0,
+                seconds: 0.0,
+                stuck: false,
+            });
+        }
+    }
+    let group_count = groups.len();
+    let schedule = Mutex::new(Schedule { busy: vec![false; roots.len()], progress, stopped: false, error: None });
+    let changed = Condvar::new();
+    let out_of_time = || stop.load(Ordering::Relaxed) || params.time.is_some_and(|t| started.elapsed() >= t);
+    std::thread::scope(|scope| {
+        for mut evaluator in groups {
+            let (schedule, changed, on_step, out_of_time) = (&schedule, &changed, &on_step, &out_of_time);
+            scope.spawn(move || {
+                loop {
+                    let (root, depth) = {
+                        let mut guard = schedule.lock();
+                        loop {
+                            if out_of_time() {
+                                guard.stopped = true;
+                            }
+                            match guard.next(params.max_depth) {
+                                Next::Grow { root, depth } => {
+                                    guard.busy[root] = true;
+                                    break (root, depth);
+                                }
+                                Next::Wait => {
+                                    changed.wait_for(&mut guard, Duration::from_millis(100));
+                                }
+                                Next::Done => {
+                                    changed.notify_all();
+                                    return;
+                                }
+                            }
+                        }
+                    };
+                    let step_started = Instant::now();
+                    let time = params.time.map(|t| t.saturating_sub(started.elapsed()));
+                    let step = Params { max_depth: depth, time, ..params.clone() };
+                    let mut analysis = Analysis::new(store, &mut evaluator, step);
+                    analysis.look_ahead = look_ahead;
+                    analysis.stop = stop.clone();
+                    let result = analysis.run(&roots[root].line, |_| {});
+                    drop(analysis);
+                    let mut guard = schedule.lock();
+                    guard.busy[root] = false;
+                    match result {
+                        Ok(report) => {
+                            let timed_out = out_of_time();
+                            let entry = &mut guard.progress[root];
+                            entry.settled_depth = entry.settled_depth.max(report.settled_depth);
+                            entry.evaluations += report.evaluations;
+                            entry.shared += report.shared;
+                            entry.failed += report.failed;
+                            entry.seconds += step_started.elapsed().as_secs_f64();
+                            if report.settled_depth.is_none_or(|d| d < depth) && !timed_out {
+                                log::warn!(
+                                    "root {} ({}): depth {depth} did not settle (searches failed); it is left for a \
+                                     later run",
+                                    entry.root,
+                                    entry.label
+                                );
+                                entry.stuck = true;
+                            }
+                            on_step(entry);
+                            if timed_out {
+                                guard.stopped = true;
+                            }
+                        }
+                        Err(e) => {
+                            guard.error.get_or_insert(e);
+                            guard.stopped = true;
+                        }
+                    }
+                    changed.notify_all();
+                }
+            });
+        }
+    });
+    let schedule = schedule.into_inner();
+    if let Some(e) = schedule.error {
+        return Err(e);
+    }
+    let unfinished = schedule.progress.iter().any(|p| !p.stuck && p.settled_depth.is_none_or(|d| d < params.max_depth));
+    let sum = |f: fn(&RootProgress) -> u64| schedule.progress.iter().map(f).sum();
+    Ok(BookReport {
+        evaluations: sum(|p| p.evaluations),
+        shared: sum(|p| p.shared),
+        failed: sum(|p| p.failed),
+        positions: store.stats()?.positions,
+        groups: group_count,
+        stopped: schedule.stopped && unfinished,
+        seconds: started.elapsed().as_secs_f64(),
+        roots: schedule.progress,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn schedule(depths: &[Option<u8>], busy: &[bool]) -> Schedule {
+        let progress = depths
+            .iter()
+            .enumerate()
+            .map(|(i, &settled_depth)| RootProgress {
+                root: i + 1,
+                label: String::new(),
+                fen: String::new(),
+                moves: Vec::new(),
+                settled_depth,
+                evaluations: 0,
+                shared: 0,
+                failed: 0,
+                seconds: 0.0,
+                stuck: false,
+            })
+            .collect();
+        Schedule { progress, busy: busy.to_vec(), stopped: false, error: None }
+    }
+
+    fn pick(schedule: &Schedule, max_depth: u8) -> Option<(usize, u8)> {
+        match schedule.next(max_depth) {
+            Next::Grow { root, depth } => Some((root, depth)),
+            Next::Wait => None,
+            Next::Done => Some((usize::MAX, 0)),
+        }
+    }
+
+    #[test]
+    fn the_shallowest_root_goes_first_ties_in_file_order() {
+        let s = schedule(&[Some(1), None, Some(0), None], &[false; 4]);
+        assert_eq!(pick(&s, 5), Some((1, 0)));
+        let s = schedule(&[Some(1), Some(0), Some(0)], &[false, true, false]);
+        assert_eq!(pick(&s, 5), Some((2, 1)), "a busy root is not taken twice");
+    }
+
+    #[test]
+    fn no_root_runs_more_than_one_depth_ahead_of_the_shallowest() {
+        // Root 0 is being grown to depth 1; root 1 may settle depth 1 too, not depth 2.
+        let s = schedule(&[Some(0), Some(0)], &[true, false]);
+        assert_eq!(pick(&s, 5), Some((1, 1)));
+        let s = schedule(&[Some(0), Some(2)], &[true, false]);
+        assert_eq!(pick(&s, 5), None, "wait for the shallowest root");
+    }
+
+    #[test]
+    fn roots_at_the_last_depth_or_stuck_are_done() {
+        let s = schedule(&[Some(3), Some(3)], &[false, false]);
+        assert_eq!(pick(&s, 3), Some((usize::MAX, 0)));
+        let mut s = schedule(&[Some(0), Some(3)], &[false, false]);
+        s.progress[0].stuck = true;
+        assert_eq!(pick(&s, 3), Some((usize::MAX, 0)), "a stuck root holds nothing back");
+    }
+}
