@@ -44,6 +44,8 @@ enum Command {
     Merge(MergeArgs),
     /// Show what the store holds.
     Stats(StatsArgs),
+    /// Rewrite the store without free pages (only while no other process has it open).
+    Compact(commands::compact::CompactArgs),
     /// Measure deeptree's parts.
     Bench {
         #[command(subcommand)]
@@ -90,6 +92,7 @@ fn run(cli: Cli, config: &Config) -> commands::CommandResult {
             deeptree::interop::cli::merge(&open_store(db, config)?, &args, &config.store_options())?
         }
         Some(Command::Stats(args)) => commands::stats::run(db, config, args)?,
+        Some(Command::Compact(args)) => commands::compact::run(db, config, args)?,
         Some(Command::Bench { what }) => commands::bench::run(db, config, what)?,
         Some(Command::Fill(args)) => commands::bench::fill(db, config, args)?,
     }

@@ -310,3 +310,77 @@ fn a_writer_killed_mid_run_loses_nothing_committed() {
     let positions = store.stats().unwrap().positions;
     assert!(positions >= committed as u64 && positions < 60_000, "{positions} positions after the kill");
 }
+
+/// Every record of the store in `dir`, in key order.
+fn records(dir: &Path) -> Vec<(PositionKey, Node)> {
+    let store = Store::open_existing(dir, &StoreOptions::default()).unwrap();
+    let view = store.read().unwrap();
+    let mut all: Vec<_> = view.nodes().unwrap().map(Result::unwrap).collect();
+    all.sort_by_key(|(key, _)| *key);
+    all
+}
+
+#[test]
+fn compact_rewrites_the_store_without_free_pages_and_refuses_while_it_is_open_elsewhere() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("tree");
+    // Many small transactions, each rewriting records, leave free pages behind.
+    {
+        let store = Store::open(&db, &StoreOptions::default()).unwrap();
+        let changes = random_positions(7, 3000);
+        for round in 0..4u8 {
+            for chunk in changes.chunks(50) {
+                let deeper = chunk
+                    .iter()
+                    .map(|change| match change.clone() {
+                        Change::Merge { key, mut node, children } => {
+                            for edge in &mut node.edges {
+                                edge.depth = edge.depth.saturating_add(round);
+                            }
+                            Change::Merge { key, node, children }
+                        }
+                        other => other,
+                    })
+                    .collect();
+                store.writer().submit(deeper).wait().unwrap();
+            }
+        }
+    }
+    let before = records(&db);
+    let size = || std::fs::metadata(db.join("data.mdb")).unwrap().len();
+    let size_before = size();
+
+    // A GUI's session has the store open: compaction is refused and changes nothing.
+    let mut session = deeptree().arg("--db").arg(&db).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
+    let mut stdin = session.stdin.take().unwrap();
+    let mut stdout = BufReader::new(session.stdout.take().unwrap());
+    std::io::Write::write_all(&mut stdin, b"uci\nisready\n").unwrap();
+    let mut line = String::new();
+    while !line.starts_with("readyok") {
+        line.clear();
+        assert!(stdout.read_line(&mut line).unwrap() > 0, "the session ended before readyok");
+    }
+    let refused = deeptree().arg("--db").arg(&db).arg("compact").output().unwrap();
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("open in another process"));
+    assert_eq!(size(), size_before);
+    std::io::Write::write_all(&mut stdin, b"quit\n").unwrap();
+    session.wait().unwrap();
+
+    let done = deeptree().arg("--db").arg(&db).args(["compact", "--json"]).output().unwrap();
+    assert!(done.status.success(), "{}", String::from_utf8_lossy(&done.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&done.stdout).unwrap();
+    assert_eq!(report["bytes_before"].as_u64(), Some(size_before));
+    assert_eq!(report["bytes_after"].as_u64(), Some(size()));
+    assert!(size() * 2 < size_before, "{} bytes after, {size_before} before", size());
+    assert_eq!(records(&db), before, "compaction changes no record");
+    assert!(!db.join("data.mdb.compact").exists());
+    // The compacted store is an ordinary store: it takes writes again.
+    let store = Store::open(&db, &StoreOptions::default()).unwrap();
+    let start = Chess::default();
+    store.writer().submit(vec![Change::merge(&start, node_with_edge(&start, "e2e4", 5, 30)).unwrap()]).wait().unwrap();
+    assert_eq!(store.stats().unwrap().positions, before.len() as u64 + 1);
+
+    let missing = deeptree().arg("--db").arg(dir.path().join("nothing")).arg("compact").output().unwrap();
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("no deeptree store"));
+}

@@ -36,7 +36,9 @@ pub mod node;
 mod writer;
 
 use std::{
-    fmt, io,
+    fmt,
+    fs::File,
+    io,
     path::{Path, PathBuf},
     sync::Arc,
 };
@@ -98,6 +100,8 @@ pub enum StoreError {
     WriterStopped { path: PathBuf },
     /// A command that only reads found no store where it was told to look (the path as given).
     Missing { path: PathBuf },
+    /// Another process has the store open, and the operation needs it alone (compaction).
+    InUse { path: PathBuf },
 }
 
 impl fmt::Display for StoreError {
@@ -128,6 +132,11 @@ impl fmt::Display for StoreError {
                 write!(f, "{}: the store writer has stopped", path.display())
             }
             StoreError::Missing { path } => write!(f, "no deeptree store at {}", path.display()),
+            StoreError::InUse { path } => write!(
+                f,
+                "{}: the store is open in another process (a GUI's session, an analysis, ...); close it and try again",
+                path.display()
+            ),
         }
     }
 }
@@ -167,6 +176,15 @@ pub fn play_uci(pos: &Chess, uci: &UciMove) -> Option<Chess> {
     Some(child)
 }
 
+/// What a compaction did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct Compaction {
+    /// Size of the data file before and after.
+    pub bytes_before: u64,
+    pub bytes_after: u64,
+    pub positions: u64,
+}
+
 /// What the store holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub struct Stats {
@@ -196,6 +214,37 @@ pub(crate) struct Shared {
     resize: RwLock<()>,
     /// The claims environment, opened on first use.
     claims: parking_lot::Mutex<Option<Arc<claims::ClaimsEnv>>>,
+    /// `deeptree.lock`, locked shared while the store is open (exclusive for compaction): tells whether another
+    /// process has the store open.
+    _lock: File,
+}
+
+/// How a process holds the store's lock file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Hold {
+    /// With other processes: every ordinary use.
+    Shared,
+    /// Alone, or not at all: compaction.
+    Alone,
+}
+
+const LOCK_FILE: &str = "deeptree.lock";
+
+/// Locks the store's lock file, shared (waiting for a compaction to finish) or exclusive (failing at once with
+/// [`StoreError::InUse`] when another process has the store open).
+fn lock_store(dir: &Path, hold: Hold) -> Result<File, StoreError> {
+    let path = dir.join(LOCK_FILE);
+    let io = |e| StoreError::Io { path: path.clone(), source: Arc::new(e) };
+    let file = File::options().read(true).write(true).create(true).truncate(false).open(&path).map_err(io)?;
+    match hold {
+        Hold::Shared => file.lock_shared().map_err(io)?,
+        Hold::Alone => match file.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => return Err(StoreError::InUse { path: dir.to_owned() }),
+            Err(std::fs::TryLockError::Error(e)) => return Err(io(e)),
+        },
+    }
+    Ok(file)
 }
 
 /// An open tree store. Dropping it lets the writer finish every submitted change, then closes it.
@@ -208,7 +257,7 @@ impl Store {
     /// Opens (creating when absent) the store in directory `dir`.
     pub fn open(dir: &Path, options: &StoreOptions) -> Result<Store, StoreError> {
         std::fs::create_dir_all(dir).map_err(|e| StoreError::Io { path: dir.to_owned(), source: Arc::new(e) })?;
-        Store::open_dir(dir, options)
+        Store::open_dir(dir, options, Hold::Shared)
     }
 
     /// Opens the store in directory `dir` only if one is there: [`StoreError::Missing`] otherwise, with nothing
@@ -217,10 +266,55 @@ impl Store {
         if !dir.join("data.mdb").is_file() {
             return Err(StoreError::Missing { path: dir.to_owned() });
         }
-        Store::open_dir(dir, options)
+        Store::open_dir(dir, options, Hold::Shared)
     }
 
-    fn open_dir(dir: &Path, options: &StoreOptions) -> Result<Store, StoreError> {
+    /// Rewrites the store in `dir` without its free pages (LMDB's compacting copy), then puts the copy in place of
+    /// the data file with an atomic rename. Refused with [`StoreError::InUse`] while another process has the store
+    /// open; nothing changes when any step fails.
+    pub fn compact(dir: &Path) -> Result<Compaction, StoreError> {
+        if !dir.join("data.mdb").is_file() {
+            return Err(StoreError::Missing { path: dir.to_owned() });
+        }
+        let store = Store::open_dir(dir, &StoreOptions::default(), Hold::Alone)?;
+        store.flush()?;
+        let data_file = store.shared.data_file.clone();
+        let copy = dir.join("data.mdb.compact");
+        let io = |path: &Path| {
+            let path = path.to_owned();
+            move |e| StoreError::Io { path, source: Arc::new(e) }
+        };
+        let bytes_before = std::fs::metadata(&data_file).map_err(io(&data_file))?.len();
+        let positions = store.stats()?.positions;
+        let copied = store.shared.env.copy_to_path(&copy, heed::CompactionOption::Enabled);
+        let file = match copied {
+            Ok(file) => file,
+            Err(e) => {
+                let _ = std::fs::remove_file(&copy);
+                return Err(store.shared.lmdb_error(e));
+            }
+        };
+        file.sync_all().map_err(io(&copy))?;
+        let bytes_after = file.metadata().map_err(io(&copy))?.len();
+        drop(file);
+        // The lock stays held while the environment closes and the copy takes the data file's place.
+        let Store { shared, writer } = store;
+        drop(writer);
+        let shared = Arc::into_inner(shared).ok_or_else(|| StoreError::InUse { path: dir.to_owned() })?;
+        let Shared { env, _lock: lock, .. } = shared;
+        env.prepare_for_closing().wait();
+        std::fs::rename(&copy, &data_file).map_err(io(&data_file))?;
+        // The reader table of the old file: no process has it open (the lock says so), and LMDB makes a new one.
+        let _ = std::fs::remove_file(dir.join("lock.mdb"));
+        if let Ok(directory) = File::open(dir) {
+            let _ = directory.sync_all();
+        }
+        drop(lock);
+        Ok(Compaction { bytes_before, bytes_after, positions })
+    }
+
+    fn open_dir(dir: &Path, options: &StoreOptions, hold: Hold) -> Result<Store, StoreError> {
+        let lock = lock_store(dir, hold)?;
         let data_file = dir.join("data.mdb");
         let lmdb = |source| StoreError::Lmdb { path: data_file.clone(), source: Arc::new(source) };
         let page = page_size();
@@ -269,6 +363,7 @@ impl Store {
             last_update_nanos: Default::default(),
             resize: RwLock::new(()),
             claims: parking_lot::Mutex::new(None),
+            _lock: lock,
         });
         let writer = writer::WriterThread::spawn(shared.clone(), options.max_batch.max(1));
         Ok(Store { shared, writer })
