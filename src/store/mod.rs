@@ -44,7 +44,7 @@ use std::{
 };
 
 use heed::{
-    Database, DatabaseFlags, Env, EnvOpenOptions, MdbError, RoTxn, RwTxn, WithoutTls,
+    Database, DatabaseFlags, Env, EnvOpenOptions, MdbError, PutFlags, RoTxn, RwTxn, WithoutTls,
     types::{Bytes, Str},
 };
 use parking_lot::{RwLock, RwLockReadGuard};
@@ -269,8 +269,8 @@ impl Store {
         Store::open_dir(dir, options, Hold::Shared)
     }
 
-    /// Rewrites the store in `dir` without its free pages (LMDB's compacting copy), then puts the copy in place of
-    /// the data file with an atomic rename. Refused with [`StoreError::InUse`] while another process has the store
+    /// Rewrites the store in `dir` into a new file, every record appended in key order (so every page is full and
+    /// no page is free), then puts it in place of the data file with an atomic rename. Refused with [`StoreError::InUse`] while another process has the store
     /// open; nothing changes when any step fails.
     pub fn compact(dir: &Path) -> Result<Compaction, StoreError> {
         if !dir.join("data.mdb").is_file() {
@@ -279,33 +279,38 @@ impl Store {
         let store = Store::open_dir(dir, &StoreOptions::default(), Hold::Alone)?;
         store.flush()?;
         let data_file = store.shared.data_file.clone();
-        let copy = dir.join("data.mdb.compact");
         let io = |path: &Path| {
             let path = path.to_owned();
             move |e| StoreError::Io { path, source: Arc::new(e) }
         };
         let bytes_before = std::fs::metadata(&data_file).map_err(io(&data_file))?.len();
         let positions = store.stats()?.positions;
-        let copied = store.shared.env.copy_to_path(&copy, heed::CompactionOption::Enabled);
-        let file = match copied {
-            Ok(file) => file,
+        let work = dir.join("compact.tmp");
+        let _ = std::fs::remove_dir_all(&work);
+        std::fs::create_dir_all(&work).map_err(io(&work))?;
+        let rewritten = store.shared.rewrite_into(&work, bytes_before);
+        let copy = work.join("data.mdb");
+        let bytes_after = match rewritten.and_then(|()| std::fs::metadata(&copy).map_err(io(&copy))) {
+            Ok(metadata) => metadata.len(),
             Err(e) => {
-                let _ = std::fs::remove_file(&copy);
-                return Err(store.shared.lmdb_error(e));
+                let _ = std::fs::remove_dir_all(&work);
+                return Err(e);
             }
         };
-        file.sync_all().map_err(io(&copy))?;
-        let bytes_after = file.metadata().map_err(io(&copy))?.len();
-        drop(file);
         // The lock stays held while the environment closes and the copy takes the data file's place.
         let Store { shared, writer } = store;
         drop(writer);
         let shared = Arc::into_inner(shared).ok_or_else(|| StoreError::InUse { path: dir.to_owned() })?;
         let Shared { env, _lock: lock, .. } = shared;
         env.prepare_for_closing().wait();
+        if let Ok(metadata) = std::fs::metadata(&data_file) {
+            // The new file keeps the old one's permissions (LMDB creates files readable by their owner only).
+            let _ = std::fs::set_permissions(&copy, metadata.permissions());
+        }
         std::fs::rename(&copy, &data_file).map_err(io(&data_file))?;
         // The reader table of the old file: no process has it open (the lock says so), and LMDB makes a new one.
         let _ = std::fs::remove_file(dir.join("lock.mdb"));
+        let _ = std::fs::remove_dir_all(&work);
         if let Ok(directory) = File::open(dir) {
             let _ = directory.sync_all();
         }
@@ -458,6 +463,62 @@ impl Store {
 }
 
 impl Shared {
+    /// Writes every record into a new environment in `work`, in key order with LMDB's append mode (pages are filled
+    /// to the brim instead of split in half), and syncs it to disk.
+    fn rewrite_into(&self, work: &Path, bytes: u64) -> Result<(), StoreError> {
+        let lmdb = |source| StoreError::Lmdb { path: work.join("data.mdb"), source: Arc::new(source) };
+        let page = page_size();
+        let map_size = (bytes as usize).saturating_add(64 << 20).div_ceil(page) * page;
+        // SAFETY: a new environment in a directory of its own, opened once and closed before it is used.
+        let env = unsafe { EnvOpenOptions::new().read_txn_without_tls().map_size(map_size).max_dbs(4).open(work) }
+            .map_err(lmdb)?;
+        let mut wtxn = env.write_txn().map_err(lmdb)?;
+        let nodes: Database<Bytes, Bytes> = env.create_database(&mut wtxn, Some("nodes")).map_err(lmdb)?;
+        let parents: Database<Bytes, Bytes> = env
+            .database_options()
+            .types::<Bytes, Bytes>()
+            .name("parents")
+            .flags(DatabaseFlags::DUP_SORT | DatabaseFlags::DUP_FIXED)
+            .create(&mut wtxn)
+            .map_err(lmdb)?;
+        let meta: Database<Str, Bytes> = env.create_database(&mut wtxn, Some("meta")).map_err(lmdb)?;
+        const PER_TXN: usize = 100_000;
+        let rtxn = self.env.read_txn().map_err(|e| self.lmdb_error(e))?;
+        for item in self.meta.iter(&rtxn).map_err(|e| self.lmdb_error(e))? {
+            let (key, value) = item.map_err(|e| self.lmdb_error(e))?;
+            meta.put(&mut wtxn, key, value).map_err(lmdb)?;
+        }
+        let mut written = 0usize;
+        for item in self.nodes.iter(&rtxn).map_err(|e| self.lmdb_error(e))? {
+            let (key, value) = item.map_err(|e| self.lmdb_error(e))?;
+            nodes.put_with_flags(&mut wtxn, PutFlags::APPEND, key, value).map_err(lmdb)?;
+            written += 1;
+            if written.is_multiple_of(PER_TXN) {
+                wtxn.commit().map_err(lmdb)?;
+                wtxn = env.write_txn().map_err(lmdb)?;
+            }
+        }
+        let mut last: Option<Vec<u8>> = None;
+        for item in self.parents.iter(&rtxn).map_err(|e| self.lmdb_error(e))? {
+            let (key, value) = item.map_err(|e| self.lmdb_error(e))?;
+            let flags = if last.as_deref() == Some(key) { PutFlags::APPEND_DUP } else { PutFlags::APPEND };
+            parents.put_with_flags(&mut wtxn, flags, key, value).map_err(lmdb)?;
+            if last.as_deref() != Some(key) {
+                last = Some(key.to_vec());
+            }
+            written += 1;
+            if written.is_multiple_of(PER_TXN) {
+                wtxn.commit().map_err(lmdb)?;
+                wtxn = env.write_txn().map_err(lmdb)?;
+            }
+        }
+        wtxn.commit().map_err(lmdb)?;
+        drop(rtxn);
+        env.force_sync().map_err(lmdb)?;
+        env.prepare_for_closing().wait();
+        Ok(())
+    }
+
     /// The list of engines as `txn` sees it.
     fn engines(&self, txn: &heed::RoTxn<'_>) -> Result<Vec<String>, StoreError> {
         let corrupt = || StoreError::CorruptMeta { path: self.data_file.clone(), entry: META_ENGINES };
