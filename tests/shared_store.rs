@@ -131,7 +131,7 @@ fn two_analyses_of_one_root_share_their_searches_and_build_one_processs_tree() {
     let asked = asked_a.len() + asked_b.len();
     let both = asked_by_both(&asked_a, &asked_b);
     eprintln!(
-        "alone: {} searches ({} of them asked again); shared: {} + {} = {asked}, {both} asked by both; answers taken \
+        "alone: {} searches ({} asked again after being stopped); shared: {} + {} = {asked}, {both} asked by both; answers taken \
          from the other: {} + {}",
         one.len(),
         asked_twice(&[&one]),
@@ -142,7 +142,6 @@ fn two_analyses_of_one_root_share_their_searches_and_build_one_processs_tree() {
     );
     assert!(both * 20 <= asked, "{both} of {asked} searches were asked by both processes (more than 5 %)");
     assert!(asked * 100 <= one.len() * 105, "together they asked {asked} searches, one alone {}", one.len());
-    assert_eq!(asked_twice(&[&one]), 0, "a single run asks no search twice");
     assert!(
         a["shared"].as_u64().unwrap_or(0) + b["shared"].as_u64().unwrap_or(0) > 0,
         "neither process took an answer from the other"

@@ -207,7 +207,7 @@ fn a_schema_1_store_is_upgraded_and_its_records_read_as_before() {
     let rtxn = env.read_txn().unwrap();
     let meta: heed::Database<Str, Bytes> = env.open_database(&rtxn, Some("meta")).unwrap().unwrap();
     assert_eq!(meta.get(&rtxn, "schema_version").unwrap(), Some(&SCHEMA_VERSION.to_be_bytes()[..]));
-    assert_eq!(SCHEMA_VERSION, 2);
+    assert_eq!(SCHEMA_VERSION, 3);
 }
 
 #[test]
@@ -383,4 +383,49 @@ fn compact_rewrites_the_store_without_free_pages_and_refuses_while_it_is_open_el
 
     let missing = deeptree().arg("--db").arg(dir.path().join("nothing")).arg("compact").output().unwrap();
     assert!(String::from_utf8_lossy(&missing.stderr).contains("no deeptree store"));
+}
+
+/// A small store written by deeptree with schema 2 (a knight shuffle from 1. e4 e5, settled to software depth 1
+/// with the fake engine; one LMDB entry per parent link), kept as a fixture: opening it migrates it to packed links.
+#[test]
+fn a_schema_2_store_is_migrated_to_packed_links_when_opened() {
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/schema2/data.mdb");
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(&fixture, dir.path().join("data.mdb")).unwrap();
+    {
+        let env = unsafe { EnvOpenOptions::new().map_size(1 << 30).max_dbs(4).open(dir.path()).unwrap() };
+        let rtxn = env.read_txn().unwrap();
+        let meta: heed::Database<Str, Bytes> = env.open_database(&rtxn, Some("meta")).unwrap().unwrap();
+        assert_eq!(meta.get(&rtxn, "schema_version").unwrap(), Some(&2u32.to_be_bytes()[..]));
+        drop(rtxn);
+        env.prepare_for_closing().wait();
+    }
+    let store = Store::open(dir.path(), &StoreOptions::default()).unwrap();
+    let stats = store.stats().unwrap();
+    assert_eq!((stats.positions, stats.edges), (34, 62), "the fixture's positions and links");
+    let view = store.read().unwrap();
+    let mut links = 0;
+    for item in view.nodes().unwrap() {
+        let (key, node) = item.unwrap();
+        let position = node.position.to_position().unwrap();
+        for edge in &node.edges {
+            let child = PositionKey::of(&deeptree::store::play_uci(&position, &edge.uci).unwrap());
+            assert!(view.parents(child).unwrap().contains(&key), "link {key} -> {child} ({})", edge.uci);
+            links += 1;
+        }
+    }
+    assert_eq!(links, 62);
+    drop(view);
+    drop(store);
+    // Migrated once: the store now says schema 3, and opens again as it is.
+    let store = Store::open(dir.path(), &StoreOptions::default()).unwrap();
+    assert_eq!(store.stats().unwrap().edges, 62);
+    let env_meta = {
+        drop(store);
+        let env = unsafe { EnvOpenOptions::new().map_size(1 << 30).max_dbs(4).open(dir.path()).unwrap() };
+        let rtxn = env.read_txn().unwrap();
+        let meta: heed::Database<Str, Bytes> = env.open_database(&rtxn, Some("meta")).unwrap().unwrap();
+        meta.get(&rtxn, "schema_version").unwrap().map(<[u8]>::to_vec)
+    };
+    assert_eq!(env_meta, Some(3u32.to_be_bytes().to_vec()));
 }

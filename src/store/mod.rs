@@ -19,10 +19,10 @@
 //! # Ok::<_, Box<dyn std::error::Error>>(())
 //! ```
 //!
-//! Layout: database `nodes` maps a [`PositionKey`] (8 bytes, big-endian) to a [`Node`] record; database `parents`
-//! (sorted duplicates of fixed size) maps a child's key to the key of every node with an edge into it, so a change can
-//! be carried upward without a scan; database `meta` holds the schema version, the inner engine's identity and the
-//! list of engines whose numbers evaluations record (`engines/0`, `engines/1`, ...).
+//! Layout: database `nodes` maps a [`PositionKey`] (8 bytes, big-endian) to a [`Node`] record; database `links`
+//! maps a child's key to the packed, sorted keys of every node with an edge into it ([`links`]), so a change can be
+//! carried upward without a scan; database `meta` holds the schema version, the inner engine's identity, the number
+//! of parent links and the list of engines whose numbers evaluations record (`engines/0`, `engines/1`, ...).
 //!
 //! All writes go through one writer thread per process that batches many changes per transaction; LMDB serialises
 //! writers across processes, and readers never block a writer. The memory map grows on demand.
@@ -32,6 +32,7 @@
 
 pub mod claims;
 pub mod key;
+pub mod links;
 pub mod node;
 mod writer;
 
@@ -56,11 +57,15 @@ pub use self::writer::{Receipt, StoreWriter};
 
 /// Schema of the whole store (databases and their meanings). Bumped when a migration is needed, or when data an
 /// earlier deeptree cannot read may be written. Version 2: records may carry engine numbers (record format 2), and
-/// `meta` holds the list of engines. A version 1 store is upgraded when opened: its records stay as they are.
-pub const SCHEMA_VERSION: u32 = 2;
+/// `meta` holds the list of engines. Version 3: parent links are packed, one record per child in `links`, and
+/// `meta` counts them. A store of an earlier version is migrated when opened (version 1 and 2 records stay as
+/// they are; the links of `parents` are packed into `links` in one transaction).
+pub const SCHEMA_VERSION: u32 = 3;
 
 const META_SCHEMA: &str = "schema_version";
 const META_ENGINE: &str = "engine";
+/// How many parent links the store holds (u64, big-endian), kept by the writer.
+const META_LINKS: &str = "link_count";
 /// Prefix of the list of engines: `engines/N` holds the name of engine number N (N in decimal, from 0).
 const META_ENGINES: &str = "engines/";
 
@@ -203,7 +208,8 @@ pub struct Stats {
 pub(crate) struct Shared {
     env: Env<WithoutTls>,
     nodes: Database<Bytes, Bytes>,
-    parents: Database<Bytes, Bytes>,
+    /// Parent links, one packed record per child ([`links`]).
+    links: Database<Bytes, Bytes>,
     meta: Database<Str, Bytes>,
     dir: PathBuf,
     data_file: PathBuf,
@@ -329,39 +335,77 @@ impl Store {
             EnvOpenOptions::new().read_txn_without_tls().map_size(map_size).max_dbs(4).max_readers(254).open(dir)
         }
         .map_err(lmdb)?;
-        let mut wtxn = env.write_txn().map_err(lmdb)?;
-        let nodes = env.create_database(&mut wtxn, Some("nodes")).map_err(lmdb)?;
-        let parents = env
-            .database_options()
-            .types::<Bytes, Bytes>()
-            .name("parents")
-            .flags(DatabaseFlags::DUP_SORT | DatabaseFlags::DUP_FIXED)
-            .create(&mut wtxn)
-            .map_err(lmdb)?;
-        let meta: Database<Str, Bytes> = env.create_database(&mut wtxn, Some("meta")).map_err(lmdb)?;
-        match meta.get(&wtxn, META_SCHEMA).map_err(lmdb)? {
-            None => meta.put(&mut wtxn, META_SCHEMA, &SCHEMA_VERSION.to_be_bytes()).map_err(lmdb)?,
-            Some(bytes) => {
-                let found = u32::from_be_bytes(
+        let found = {
+            let rtxn = env.read_txn().map_err(lmdb)?;
+            let meta: Option<Database<Str, Bytes>> = env.open_database(&rtxn, Some("meta")).map_err(lmdb)?;
+            match meta.map(|meta| meta.get(&rtxn, META_SCHEMA)).transpose().map_err(lmdb)?.flatten() {
+                None => None,
+                Some(bytes) => Some(u32::from_be_bytes(
                     bytes
                         .try_into()
                         .map_err(|_| StoreError::CorruptMeta { path: data_file.clone(), entry: META_SCHEMA })?,
-                );
-                if found > SCHEMA_VERSION {
-                    return Err(StoreError::NewerSchema { path: data_file.clone(), found, supported: SCHEMA_VERSION });
-                }
-                if found < SCHEMA_VERSION {
-                    // Every older version's data is this version's data too: only the number changes, so that an
-                    // earlier deeptree refuses the store instead of meeting records it cannot read.
-                    meta.put(&mut wtxn, META_SCHEMA, &SCHEMA_VERSION.to_be_bytes()).map_err(lmdb)?;
-                }
+                )),
             }
+        };
+        if let Some(found) = found
+            && found > SCHEMA_VERSION
+        {
+            return Err(StoreError::NewerSchema { path: data_file.clone(), found, supported: SCHEMA_VERSION });
+        }
+        let migrate = found.is_some_and(|found| found < 3);
+        if migrate {
+            // Room for the packed links beside the old ones until the old ones are cleared.
+            let bytes = std::fs::metadata(&data_file).map(|m| m.len() as usize).unwrap_or(0);
+            let needed = (env.info().map_size.max(bytes.saturating_mul(2)) + (64 << 20)).div_ceil(page) * page;
+            // SAFETY: no transaction of this environment is open here.
+            unsafe { env.resize(needed) }.map_err(lmdb)?;
+        }
+        let mut wtxn = env.write_txn().map_err(lmdb)?;
+        let nodes = env.create_database(&mut wtxn, Some("nodes")).map_err(lmdb)?;
+        let links: Database<Bytes, Bytes> = env.create_database(&mut wtxn, Some("links")).map_err(lmdb)?;
+        let meta: Database<Str, Bytes> = env.create_database(&mut wtxn, Some("meta")).map_err(lmdb)?;
+        if migrate {
+            // Schema 2 and earlier: one entry per link in `parents` (sorted duplicates). They become one packed
+            // record per child, in this same transaction: a crash leaves the store as it was.
+            let parents = env
+                .database_options()
+                .types::<Bytes, Bytes>()
+                .name("parents")
+                .flags(DatabaseFlags::DUP_SORT | DatabaseFlags::DUP_FIXED)
+                .open(&wtxn)
+                .map_err(lmdb)?;
+            let mut count = 0u64;
+            if let Some(parents) = parents {
+                let mut grouped: Vec<(Vec<u8>, Vec<PositionKey>)> = Vec::new();
+                for item in parents.iter(&wtxn).map_err(lmdb)? {
+                    let (child, parent) = item.map_err(lmdb)?;
+                    let parent = PositionKey::from_slice(parent)
+                        .ok_or(StoreError::CorruptMeta { path: data_file.clone(), entry: "parents" })?;
+                    match grouped.last_mut() {
+                        Some((last, list)) if last.as_slice() == child => list.push(parent),
+                        _ => grouped.push((child.to_vec(), vec![parent])),
+                    }
+                }
+                for (child, list) in grouped {
+                    let record = links::encode(&list);
+                    count += (record.len() / PositionKey::SIZE) as u64;
+                    links.put(&mut wtxn, &child, &record).map_err(lmdb)?;
+                }
+                parents.clear(&mut wtxn).map_err(lmdb)?;
+                log::info!("{}: {count} parent links packed (schema 3)", data_file.display());
+            }
+            meta.put(&mut wtxn, META_LINKS, &count.to_be_bytes()).map_err(lmdb)?;
+        }
+        if found != Some(SCHEMA_VERSION) {
+            // Every older version's records are this version's records too; an earlier deeptree refuses the store
+            // instead of meeting data it cannot read.
+            meta.put(&mut wtxn, META_SCHEMA, &SCHEMA_VERSION.to_be_bytes()).map_err(lmdb)?;
         }
         wtxn.commit().map_err(lmdb)?;
         let shared = Arc::new(Shared {
             env,
             nodes,
-            parents,
+            links,
             meta,
             dir: dir.to_owned(),
             data_file,
@@ -405,14 +449,20 @@ impl Store {
         let view = self.read()?;
         let lmdb = |e| self.shared.lmdb_error(e);
         let positions = self.shared.nodes.len(&view.txn).map_err(lmdb)?;
-        let edges = self.shared.parents.len(&view.txn).map_err(lmdb)?;
+        let edges = match self.shared.meta.get(&view.txn, META_LINKS).map_err(lmdb)? {
+            None => 0,
+            Some(bytes) => u64::from_be_bytes(
+                bytes
+                    .try_into()
+                    .map_err(|_| StoreError::CorruptMeta { path: self.shared.data_file.clone(), entry: META_LINKS })?,
+            ),
+        };
         let info = self.shared.env.info();
         let bytes = std::fs::metadata(&self.shared.data_file)
             .map_err(|e| StoreError::Io { path: self.shared.data_file.clone(), source: Arc::new(e) })?
             .len();
         let mut used_pages = 0u64;
-        for stat in
-            [self.shared.nodes.stat(&view.txn).map_err(lmdb)?, self.shared.parents.stat(&view.txn).map_err(lmdb)?]
+        for stat in [self.shared.nodes.stat(&view.txn).map_err(lmdb)?, self.shared.links.stat(&view.txn).map_err(lmdb)?]
         {
             log::debug!("database pages: {stat:?}");
             used_pages += (stat.branch_pages + stat.leaf_pages + stat.overflow_pages) as u64;
@@ -474,13 +524,7 @@ impl Shared {
             .map_err(lmdb)?;
         let mut wtxn = env.write_txn().map_err(lmdb)?;
         let nodes: Database<Bytes, Bytes> = env.create_database(&mut wtxn, Some("nodes")).map_err(lmdb)?;
-        let parents: Database<Bytes, Bytes> = env
-            .database_options()
-            .types::<Bytes, Bytes>()
-            .name("parents")
-            .flags(DatabaseFlags::DUP_SORT | DatabaseFlags::DUP_FIXED)
-            .create(&mut wtxn)
-            .map_err(lmdb)?;
+        let links: Database<Bytes, Bytes> = env.create_database(&mut wtxn, Some("links")).map_err(lmdb)?;
         let meta: Database<Str, Bytes> = env.create_database(&mut wtxn, Some("meta")).map_err(lmdb)?;
         const PER_TXN: usize = 100_000;
         let rtxn = self.env.read_txn().map_err(|e| self.lmdb_error(e))?;
@@ -489,27 +533,15 @@ impl Shared {
             meta.put(&mut wtxn, key, value).map_err(lmdb)?;
         }
         let mut written = 0usize;
-        for item in self.nodes.iter(&rtxn).map_err(|e| self.lmdb_error(e))? {
-            let (key, value) = item.map_err(|e| self.lmdb_error(e))?;
-            nodes.put_with_flags(&mut wtxn, PutFlags::APPEND, key, value).map_err(lmdb)?;
-            written += 1;
-            if written.is_multiple_of(PER_TXN) {
-                wtxn.commit().map_err(lmdb)?;
-                wtxn = env.write_txn().map_err(lmdb)?;
-            }
-        }
-        let mut last: Option<Vec<u8>> = None;
-        for item in self.parents.iter(&rtxn).map_err(|e| self.lmdb_error(e))? {
-            let (key, value) = item.map_err(|e| self.lmdb_error(e))?;
-            let flags = if last.as_deref() == Some(key) { PutFlags::APPEND_DUP } else { PutFlags::APPEND };
-            parents.put_with_flags(&mut wtxn, flags, key, value).map_err(lmdb)?;
-            if last.as_deref() != Some(key) {
-                last = Some(key.to_vec());
-            }
-            written += 1;
-            if written.is_multiple_of(PER_TXN) {
-                wtxn.commit().map_err(lmdb)?;
-                wtxn = env.write_txn().map_err(lmdb)?;
+        for (from, to) in [(&self.nodes, &nodes), (&self.links, &links)] {
+            for item in from.iter(&rtxn).map_err(|e| self.lmdb_error(e))? {
+                let (key, value) = item.map_err(|e| self.lmdb_error(e))?;
+                to.put_with_flags(&mut wtxn, PutFlags::APPEND, key, value).map_err(lmdb)?;
+                written += 1;
+                if written.is_multiple_of(PER_TXN) {
+                    wtxn.commit().map_err(lmdb)?;
+                    wtxn = env.write_txn().map_err(lmdb)?;
+                }
             }
         }
         wtxn.commit().map_err(lmdb)?;
@@ -697,18 +729,14 @@ impl ReadView<'_> {
     /// Keys of every node with an edge into `child`, in key order.
     pub fn parents(&self, child: PositionKey) -> Result<Vec<PositionKey>, StoreError> {
         let lmdb = |e| self.shared.lmdb_error(e);
-        let mut out = Vec::new();
-        if let Some(iter) = self.shared.parents.get_duplicates(&self.txn, &child.to_bytes()).map_err(lmdb)? {
-            for item in iter {
-                let (_, parent) = item.map_err(lmdb)?;
-                out.push(PositionKey::from_slice(parent).ok_or_else(|| StoreError::Corrupt {
-                    path: self.shared.data_file.clone(),
-                    key: child,
-                    source: DecodeError::Corrupt { reason: "parent link is not a key", offset: 0 },
-                })?);
-            }
+        match self.shared.links.get(&self.txn, &child.to_bytes()).map_err(lmdb)? {
+            None => Ok(Vec::new()),
+            Some(record) => links::decode(record).map_err(|source| StoreError::Corrupt {
+                path: self.shared.data_file.clone(),
+                key: child,
+                source,
+            }),
         }
-        Ok(out)
     }
 
     /// Every stored node in key order (errors for records that do not decode).

@@ -3,7 +3,7 @@
 use std::{cell::RefCell, collections::HashMap, sync::Arc, thread::JoinHandle};
 
 use crossbeam_channel::{Receiver, Sender, bounded, unbounded};
-use heed::{MdbError, PutFlags, RwTxn};
+use heed::RwTxn;
 
 use crate::{
     score::Score,
@@ -14,7 +14,7 @@ use crate::{
 };
 
 use super::{
-    Change, META_ENGINE, Shared, StoreError,
+    Change, META_ENGINE, META_LINKS, Shared, StoreError,
     key::{KeyMap, PositionKey},
     node::{Node, PackedPosition},
 };
@@ -175,11 +175,32 @@ fn apply_batch(
     }
     links.sort_unstable();
     links.dedup();
-    for (child, parent) in links {
-        match shared.parents.put_with_flags(txn, PutFlags::NO_DUP_DATA, &child, &parent) {
-            Ok(()) | Err(heed::Error::Mdb(MdbError::KeyExist)) => {}
-            Err(e) => return Err(shared.lmdb_error(e)),
+    let mut added = 0u64;
+    for group in links.chunk_by(|a, b| a.0 == b.0) {
+        let child = group[0].0;
+        let mut record =
+            shared.links.get(txn, &child).map_err(|e| shared.lmdb_error(e))?.map(<[u8]>::to_vec).unwrap_or_default();
+        let before = added;
+        for (_, parent) in group {
+            let inserted = super::links::insert(&mut record, PositionKey::from_bytes(*parent)).map_err(|source| {
+                StoreError::Corrupt { path: shared.data_file.clone(), key: PositionKey::from_bytes(child), source }
+            })?;
+            added += u64::from(inserted);
         }
+        if added > before {
+            shared.links.put(txn, &child, &record).map_err(|e| shared.lmdb_error(e))?;
+        }
+    }
+    if added > 0 {
+        let count = match shared.meta.get(txn, META_LINKS).map_err(|e| shared.lmdb_error(e))? {
+            None => 0,
+            Some(bytes) => u64::from_be_bytes(
+                bytes
+                    .try_into()
+                    .map_err(|_| StoreError::CorruptMeta { path: shared.data_file.clone(), entry: META_LINKS })?,
+            ),
+        };
+        shared.meta.put(txn, META_LINKS, &(count + added).to_be_bytes()).map_err(|e| shared.lmdb_error(e))?;
     }
     write_with_cached_values(shared, txn, merged)?;
     Ok(results)
@@ -291,11 +312,13 @@ impl Graph for TxnGraph<'_, '_> {
     }
 
     fn parents(&self, key: PositionKey) -> Vec<PositionKey> {
-        let mut out = Vec::new();
-        if let Ok(Some(iter)) = self.shared.parents.get_duplicates(self.txn, &key.to_bytes()) {
-            out.extend(iter.filter_map(|item| item.ok().and_then(|(_, parent)| PositionKey::from_slice(parent))));
+        match self.shared.links.get(self.txn, &key.to_bytes()) {
+            Ok(Some(record)) => super::links::decode(record).unwrap_or_else(|e| {
+                log::warn!("{}: parent links of {key} unreadable: {e}", self.shared.data_file.display());
+                Vec::new()
+            }),
+            _ => Vec::new(),
         }
-        out
     }
 }
 
