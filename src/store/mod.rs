@@ -243,7 +243,14 @@ fn lock_store(dir: &Path, hold: Hold) -> Result<File, StoreError> {
     let io = |e| StoreError::Io { path: path.clone(), source: Arc::new(e) };
     let file = File::options().read(true).write(true).create(true).truncate(false).open(&path).map_err(io)?;
     match hold {
-        Hold::Shared => file.lock_shared().map_err(io)?,
+        Hold::Shared => match file.lock_shared() {
+            Ok(()) => {}
+            // A file system without locks: the store is used all the same; only `compact` needs the lock.
+            Err(e) if e.kind() == io::ErrorKind::Unsupported => {
+                log::warn!("{}: file locks are not supported here: {e}", path.display())
+            }
+            Err(e) => return Err(io(e)),
+        },
         Hold::Alone => match file.try_lock() {
             Ok(()) => {}
             Err(std::fs::TryLockError::WouldBlock) => return Err(StoreError::InUse { path: dir.to_owned() }),
