@@ -277,7 +277,7 @@ fn grow_book(store: &Store, configs: Vec<crate::engine::EngineConfig>, book: Boo
         );
         if json { eprintln!("{text}") } else { println!("{text}") }
     };
-    let report = grow(store, pools, &roots, &params, look_ahead, &stop, row)?;
+    let report = grow(store, pools, &roots, &params, look_ahead, &stop, true, row)?;
     if json {
         let mut value = serde_json::to_value(&report)?;
         value["skipped"] = serde_json::to_value(&skipped)?;

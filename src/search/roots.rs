@@ -14,7 +14,8 @@
 //! let params = Params { engine_depth: 8, move_distance: 20, max_depth: 1, time: None };
 //! // Two groups of engines, one scripted engine each: the two roots grow at once.
 //! let engines = vec![ScriptedEvaluator::new(1, 7), ScriptedEvaluator::new(1, 7)];
-//! let report = grow(&store, engines, &roots, &params, None, &Arc::new(AtomicBool::new(false)), |_| {})?;
+//! let stop = Arc::new(AtomicBool::new(false));
+//! let report = grow(&store, engines, &roots, &params, None, &stop, false, |_| {})?;
 //! assert!(report.roots.iter().all(|root| root.settled_depth == Some(1)));
 //! # Ok::<_, Box<dyn std::error::Error>>(())
 //! ```
@@ -104,6 +105,15 @@ struct Schedule {
     error: Option<AnalysisError>,
 }
 
+/// Counts a group down when it ends.
+struct Countdown<'a>(&'a std::sync::atomic::AtomicUsize);
+
+impl Drop for Countdown<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
 enum Next {
     Grow { root: usize, depth: u8 },
     Wait,
@@ -114,6 +124,29 @@ impl Schedule {
     /// The next depth to settle at root `i`.
     fn level(&self, i: usize) -> u8 {
         self.progress[i].settled_depth.map_or(0, |d| d.saturating_add(1))
+    }
+
+    /// One line on what is being grown: the roots and the depth each is settling, and the settled depths so far.
+    fn status_line(&self, elapsed: Duration) -> String {
+        let busy: Vec<usize> = (0..self.progress.len()).filter(|&i| self.busy[i]).collect();
+        // A few names keep the line on one terminal row.
+        let mut growing: Vec<String> =
+            busy.iter().take(3).map(|&i| format!("{} to depth {}", self.progress[i].label, self.level(i))).collect();
+        if busy.len() > 3 {
+            growing.push(format!("{} more", busy.len() - 3));
+        }
+        let settled: Vec<u8> = self.progress.iter().filter_map(|p| p.settled_depth).collect();
+        let secs = elapsed.as_secs();
+        format!(
+            "{}:{:02}:{:02} growing {}; settled depth {} to {} over {} roots",
+            secs / 3600,
+            secs / 60 % 60,
+            secs % 60,
+            if growing.is_empty() { "nothing".to_owned() } else { growing.join(", ") },
+            settled.iter().min().map_or("-".to_owned(), ToString::to_string),
+            settled.iter().max().map_or("-".to_owned(), ToString::to_string),
+            self.progress.len()
+        )
     }
 
     fn next(&self, max_depth: u8) -> Next {
@@ -138,7 +171,9 @@ impl Schedule {
 
 /// Grows `roots` with the groups of engines in `groups` (each group grows one root at a time), up to
 /// `params.max_depth` or until `params.time` is spent or `stop` is set. `on_step` is called after each step with the
-/// root's progress.
+/// root's progress. With `show_status`, a status line on stderr (when it is a terminal) names the roots being grown
+/// every second.
+#[allow(clippy::too_many_arguments)]
 pub fn grow<E: Evaluator + Send>(
     store: &Store,
     groups: Vec<E>,
@@ -146,6 +181,7 @@ pub fn grow<E: Evaluator + Send>(
     params: &Params,
     look_ahead: Option<u8>,
     stop: &Arc<AtomicBool>,
+    show_status: bool,
     on_step: impl Fn(&RootProgress) + Sync,
 ) -> Result<BookReport, AnalysisError> {
     let started = Instant::now();
@@ -173,10 +209,26 @@ pub fn grow<E: Evaluator + Send>(
     let schedule = Mutex::new(Schedule { busy: vec![false; roots.len()], progress, stopped: false, error: None });
     let changed = Condvar::new();
     let out_of_time = || stop.load(Ordering::Relaxed) || params.time.is_some_and(|t| started.elapsed() >= t);
+    let running = std::sync::atomic::AtomicUsize::new(group_count);
+    let terminal = show_status && std::io::IsTerminal::is_terminal(&std::io::stderr());
     std::thread::scope(|scope| {
+        if terminal {
+            let (schedule, running) = (&schedule, &running);
+            scope.spawn(move || {
+                while running.load(Ordering::Relaxed) > 0 {
+                    std::thread::sleep(Duration::from_millis(250));
+                    let line = schedule.lock().status_line(started.elapsed());
+                    eprint!("\r\x1b[2K{line}");
+                }
+                eprint!("\r\x1b[2K");
+            });
+        }
         for mut evaluator in groups {
             let (schedule, changed, on_step, out_of_time) = (&schedule, &changed, &on_step, &out_of_time);
+            let running = &running;
             scope.spawn(move || {
+                // Counted down however the group ends, so that the status line stops.
+                let _done = Countdown(running);
                 loop {
                     let (root, depth) = {
                         let mut guard = schedule.lock();
@@ -226,6 +278,9 @@ pub fn grow<E: Evaluator + Send>(
                                     entry.label
                                 );
                                 entry.stuck = true;
+                            }
+                            if terminal {
+                                eprint!("\r\x1b[2K");
                             }
                             on_step(entry);
                             if timed_out {
@@ -307,6 +362,20 @@ mod tests {
         assert_eq!(pick(&s, 5), Some((1, 1)));
         let s = schedule(&[Some(0), Some(2)], &[true, false]);
         assert_eq!(pick(&s, 5), None, "wait for the shallowest root");
+    }
+
+    #[test]
+    fn the_status_line_names_a_few_roots_being_grown_and_the_settled_range() {
+        let mut s = schedule(&[Some(1), Some(2), None, Some(1), Some(1)], &[true, false, true, true, true]);
+        for (i, p) in s.progress.iter_mut().enumerate() {
+            p.label = format!("line {}", i + 1);
+        }
+        let line = s.status_line(Duration::from_secs(3725));
+        assert_eq!(
+            line,
+            "1:02:05 growing line 1 to depth 2, line 3 to depth 0, line 4 to depth 2, 1 more; settled depth 1 to 2 \
+             over 5 roots"
+        );
     }
 
     #[test]
