@@ -1,8 +1,11 @@
-//! The protocol loop and the options: one thread reads the GUI's commands and never blocks on a search.
+//! The protocol loop: one thread reads the GUI's commands and never blocks on a search.
 //!
 //! `go` starts a search thread (`policy`); `stop` and `ponderhit` reach it through flags. `isready` is answered at
 //! once while a search runs; otherwise, as a bare engine would, once the direct engine (`direct`) has taken every
 //! `setoption` and `ucinewgame` sent so far, so that the first `go` finds it started and ready.
+//!
+//! Here: the loop, the commands' dispatch, `uci`, `isready` and `ucinewgame`. What `setoption` configures is in
+//! `settings`; `go`, its search thread and background growth are in `searches`.
 
 use std::{
     io::{BufRead, Write},
@@ -24,6 +27,9 @@ use crate::{
     search::{analysis::Line, evaluator::PoolEvaluator},
     store::Store,
 };
+
+mod searches;
+mod settings;
 
 use super::{
     command::{Go, GuiCommand, parse},
@@ -377,261 +383,6 @@ impl Session {
         // Sent to the engine now, without waiting: it clears its state while the GUI sends `isready`.
         if self.direct_error.is_none() {
             self.prepare_direct(false);
-        }
-    }
-
-    fn set_option(&mut self, name: &str, value: &str) {
-        self.await_stopped();
-        if self.searching() {
-            self.out.error(&format!("setoption {name} ignored while searching"));
-            return;
-        }
-        self.finish_search();
-        self.direct_error = None;
-        if OWN.iter().any(|own| own.eq_ignore_ascii_case(name)) {
-            let before = self.options.clone();
-            if let Err(e) = self.options.set_own(name, value) {
-                self.out.error(&e);
-                return;
-            }
-            if before.tree_path != self.options.tree_path {
-                self.store = None;
-                self.store_error = None;
-            }
-            if before.inner_engine != self.options.inner_engine {
-                self.inner_declared.clear();
-                self.direct.lock().close();
-            }
-            if before.chess960 != self.options.chess960 {
-                // Castling notation changes: fresh engines rather than an option turned in a running one.
-                self.direct.lock().close();
-                *self.pool.lock() = None;
-            }
-            if (before.inner_engine, before.threads, before.hash_mib)
-                != (self.options.inner_engine.clone(), self.options.threads, self.options.hash_mib)
-            {
-                // The direct engine takes new values with `setoption` before its next search; the workers restart.
-                *self.pool.lock() = None;
-            }
-            return;
-        }
-        let Some(declared) = self.inner_declared.iter().find(|o| o.name.eq_ignore_ascii_case(name)).cloned() else {
-            self.out.error(&format!("unknown option '{name}'"));
-            return;
-        };
-        match check_value(&declared, value) {
-            Ok(value) => {
-                self.options.inner.retain(|(n, _)| n != &declared.name);
-                self.options.inner.push((declared.name.clone(), value));
-                *self.pool.lock() = None;
-            }
-            Err(e) => self.out.error(&e),
-        }
-    }
-
-    fn engine_config(&self, threads: u32, hash_mib: u32) -> EngineConfig {
-        let mut config = EngineConfig::from_config(&self.base);
-        config.command = self.options.inner_engine.clone();
-        config.options = vec![("Threads".into(), threads.to_string()), ("Hash".into(), hash_mib.max(1).to_string())];
-        config.options.extend(self.options.inner.iter().filter(|(n, _)| !Overhead::is_option(n)).cloned());
-        if self.chess960() {
-            // Forwarded: the engines read and write castling as king takes rook from now on.
-            config.options.push(("UCI_Chess960".into(), "true".into()));
-        }
-        config
-    }
-
-    /// Chess960 is on: set by the GUI, or implied by the position it sent.
-    fn chess960(&self) -> bool {
-        self.options.chess960 || self.line.as_ref().is_some_and(|l| l.chess960)
-    }
-
-    /// The direct engine: all `Threads` and all of `Hash`.
-    fn direct_config(&self) -> EngineConfig {
-        self.engine_config(self.options.threads, self.options.hash_mib)
-    }
-
-    /// The tree's workers: the `Engines` option's, else `InnerEngine` as many as `Threads`, one thread each, `Hash`
-    /// shared out.
-    fn tree_configs(&self) -> Vec<EngineConfig> {
-        let base = self.engine_config(1, (self.options.hash_mib / self.options.threads.max(1)).max(16));
-        match EngineSpec::parse_list(&self.options.engines) {
-            Ok(specs) if !specs.is_empty() => EngineSpec::configs(&specs, &base),
-            // A bad list was refused when it was set; the settings' own is checked at start.
-            _ => vec![base; self.options.threads.max(1) as usize],
-        }
-    }
-
-    fn overhead(&self) -> Overhead {
-        let gui_ms = self.options.inner.iter().find(|(n, _)| Overhead::is_option(n)).and_then(|(_, v)| v.parse().ok());
-        Overhead { gui_ms, relay_ms: self.relay_ms }
-    }
-
-    /// Opens the tree store if needed; false (with an error shown once) when it cannot be opened.
-    fn ensure_store(&mut self) -> bool {
-        if self.store.is_some() {
-            return true;
-        }
-        if self.store_error.is_some() {
-            return false;
-        }
-        let dir = PathBuf::from(&self.options.tree_path);
-        match Store::open(&dir, &self.base.store_options()) {
-            Ok(store) => {
-                self.store = Some(Arc::new(store));
-                true
-            }
-            Err(e) => {
-                let message = format!("tree store unavailable, searching without it: {e}");
-                self.out.error(&message);
-                self.store_error = Some(message);
-                false
-            }
-        }
-    }
-
-    fn shared(&self, answered: Arc<AtomicBool>) -> Shared {
-        Shared {
-            out: self.out.clone(),
-            store: self.store.clone(),
-            direct: self.direct.clone(),
-            pool: self.pool.clone(),
-            options: self.options.clone(),
-            config_direct: self.direct_config(),
-            config_tree: self.tree_configs(),
-            overhead: self.overhead(),
-            depth_model: self.depth_model.clone(),
-            relay: self.relay.clone(),
-            chess960: self.chess960(),
-            answered,
-        }
-    }
-
-    /// A search told to `stop` has its `bestmove` due at once: commands that need it over (`setoption`, `go`) wait for
-    /// it, as GUIs that send `stop` and the next command back to back expect.
-    fn await_stopped(&mut self) {
-        if self.search.as_ref().is_some_and(|s| s.stop.load(Ordering::SeqCst)) {
-            self.finish_search();
-        }
-    }
-
-    /// A `go infinite` or `go ponder` is under way: only `stop` or `ponderhit` ends it.
-    fn released_only(&self) -> bool {
-        self.searching() && self.search.as_ref().is_some_and(|s| s.until_released)
-    }
-
-    /// A search is under way and has not answered yet.
-    fn searching(&self) -> bool {
-        self.search.as_ref().is_some_and(|s| !s.thread.is_finished() && !s.answered.load(Ordering::SeqCst))
-    }
-
-    fn go(&mut self, go: Go, received: Instant) {
-        self.await_stopped();
-        if self.searching() {
-            self.out.error("go while a search is running: ignored (send stop first)");
-            return;
-        }
-        if self.new_game_pending {
-            self.begin_new_game();
-        }
-        self.finish_search();
-        let Some(line) = self.line.clone() else {
-            // Nothing is searched: the error is the `info` line, with no score.
-            self.out.error("go without a valid position");
-            if go.infinite || go.ponder {
-                self.spawn_waiting_bestmove(go);
-            } else {
-                self.out.send("bestmove 0000");
-            }
-            return;
-        };
-        self.last_go_timed = go.is_timed();
-        self.ensure_store();
-        let answered = Arc::new(AtomicBool::new(false));
-        let shared = self.shared(answered.clone());
-        let stop = Arc::new(AtomicBool::new(false));
-        let ponderhit = Arc::new(AtomicBool::new(false));
-        let direct_stop = Arc::new(Mutex::new(None));
-        let control =
-            Control { stop: stop.clone(), ponderhit: ponderhit.clone(), direct_stop: direct_stop.clone(), received };
-        let until_released = go.infinite || go.ponder;
-        let thread =
-            std::thread::Builder::new().name("uci-search".into()).spawn(move || search(shared, line, go, control));
-        match thread {
-            Ok(thread) => {
-                self.search = Some(Running { thread, until_released, answered, stop, ponderhit, direct_stop })
-            }
-            Err(e) => {
-                self.out.error(&format!("cannot start a search: {e}"));
-                self.out.send("bestmove 0000");
-            }
-        }
-    }
-
-    /// A `go infinite`/`go ponder` that cannot search: `bestmove 0000` once `stop` or `ponderhit` comes.
-    fn spawn_waiting_bestmove(&mut self, go: Go) {
-        let control = Control {
-            stop: Arc::default(),
-            ponderhit: Arc::default(),
-            direct_stop: Arc::default(),
-            received: Instant::now(),
-        };
-        let (stop, ponderhit, direct_stop) =
-            (control.stop.clone(), control.ponderhit.clone(), control.direct_stop.clone());
-        let out = self.out.clone();
-        let answered = Arc::new(AtomicBool::new(false));
-        let thread_answered = answered.clone();
-        let thread = std::thread::Builder::new().name("uci-search".into()).spawn(move || {
-            wait_for_release(&go, &control);
-            thread_answered.store(true, Ordering::SeqCst);
-            out.send("bestmove 0000");
-        });
-        match thread {
-            Ok(thread) => {
-                self.search = Some(Running { thread, until_released: true, answered, stop, ponderhit, direct_stop })
-            }
-            Err(_) => self.out.send("bestmove 0000"),
-        }
-    }
-
-    /// Ends the search: a running one is stopped and waited for; one that has answered is left to store what it
-    /// found (joined later), so that the next command is never held up by a write.
-    fn finish_search(&mut self) {
-        if let Some(search) = self.search.take() {
-            if search.answered.load(Ordering::SeqCst) {
-                self.finishing.push(search.thread);
-                return;
-            }
-            search.stop();
-            let _ = search.thread.join();
-        }
-    }
-
-    fn start_background(&mut self) {
-        let Some(line) = self.line.clone() else { return };
-        let shared = self.shared(Arc::default());
-        let stop = Arc::new(AtomicBool::new(false));
-        let thread_stop = stop.clone();
-        let thread = std::thread::Builder::new().name("uci-background".into()).spawn(move || {
-            log::info!("background analysis of the last position");
-            grow_tree(&shared, &line, &thread_stop, None, false);
-        });
-        if let Ok(thread) = thread {
-            self.background = Some(Running {
-                thread,
-                until_released: false,
-                answered: Arc::default(),
-                stop,
-                ponderhit: Arc::default(),
-                direct_stop: Arc::default(),
-            });
-        }
-    }
-
-    fn stop_background(&mut self) {
-        if let Some(background) = self.background.take() {
-            background.stop.store(true, Ordering::SeqCst);
-            let _ = background.thread.join();
         }
     }
 

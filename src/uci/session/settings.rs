@@ -1,0 +1,116 @@
+//! The options a GUI sets (`setoption`) and what they configure: the direct engine's and the tree's engine
+//! configurations, the clock's overhead, and the tree store, opened when first needed.
+
+use super::*;
+
+impl Session {
+    pub(super) fn set_option(&mut self, name: &str, value: &str) {
+        self.await_stopped();
+        if self.searching() {
+            self.out.error(&format!("setoption {name} ignored while searching"));
+            return;
+        }
+        self.finish_search();
+        self.direct_error = None;
+        if OWN.iter().any(|own| own.eq_ignore_ascii_case(name)) {
+            let before = self.options.clone();
+            if let Err(e) = self.options.set_own(name, value) {
+                self.out.error(&e);
+                return;
+            }
+            if before.tree_path != self.options.tree_path {
+                self.store = None;
+                self.store_error = None;
+            }
+            if before.inner_engine != self.options.inner_engine {
+                self.inner_declared.clear();
+                self.direct.lock().close();
+            }
+            if before.chess960 != self.options.chess960 {
+                // Castling notation changes: fresh engines rather than an option turned in a running one.
+                self.direct.lock().close();
+                *self.pool.lock() = None;
+            }
+            if (before.inner_engine, before.threads, before.hash_mib)
+                != (self.options.inner_engine.clone(), self.options.threads, self.options.hash_mib)
+            {
+                // The direct engine takes new values with `setoption` before its next search; the workers restart.
+                *self.pool.lock() = None;
+            }
+            return;
+        }
+        let Some(declared) = self.inner_declared.iter().find(|o| o.name.eq_ignore_ascii_case(name)).cloned() else {
+            self.out.error(&format!("unknown option '{name}'"));
+            return;
+        };
+        match check_value(&declared, value) {
+            Ok(value) => {
+                self.options.inner.retain(|(n, _)| n != &declared.name);
+                self.options.inner.push((declared.name.clone(), value));
+                *self.pool.lock() = None;
+            }
+            Err(e) => self.out.error(&e),
+        }
+    }
+
+    pub(super) fn engine_config(&self, threads: u32, hash_mib: u32) -> EngineConfig {
+        let mut config = EngineConfig::from_config(&self.base);
+        config.command = self.options.inner_engine.clone();
+        config.options = vec![("Threads".into(), threads.to_string()), ("Hash".into(), hash_mib.max(1).to_string())];
+        config.options.extend(self.options.inner.iter().filter(|(n, _)| !Overhead::is_option(n)).cloned());
+        if self.chess960() {
+            // Forwarded: the engines read and write castling as king takes rook from now on.
+            config.options.push(("UCI_Chess960".into(), "true".into()));
+        }
+        config
+    }
+
+    /// Chess960 is on: set by the GUI, or implied by the position it sent.
+    pub(super) fn chess960(&self) -> bool {
+        self.options.chess960 || self.line.as_ref().is_some_and(|l| l.chess960)
+    }
+
+    /// The direct engine: all `Threads` and all of `Hash`.
+    pub(super) fn direct_config(&self) -> EngineConfig {
+        self.engine_config(self.options.threads, self.options.hash_mib)
+    }
+
+    /// The tree's workers: the `Engines` option's, else `InnerEngine` as many as `Threads`, one thread each, `Hash`
+    /// shared out.
+    pub(super) fn tree_configs(&self) -> Vec<EngineConfig> {
+        let base = self.engine_config(1, (self.options.hash_mib / self.options.threads.max(1)).max(16));
+        match EngineSpec::parse_list(&self.options.engines) {
+            Ok(specs) if !specs.is_empty() => EngineSpec::configs(&specs, &base),
+            // A bad list was refused when it was set; the settings' own is checked at start.
+            _ => vec![base; self.options.threads.max(1) as usize],
+        }
+    }
+
+    pub(super) fn overhead(&self) -> Overhead {
+        let gui_ms = self.options.inner.iter().find(|(n, _)| Overhead::is_option(n)).and_then(|(_, v)| v.parse().ok());
+        Overhead { gui_ms, relay_ms: self.relay_ms }
+    }
+
+    /// Opens the tree store if needed; false (with an error shown once) when it cannot be opened.
+    pub(super) fn ensure_store(&mut self) -> bool {
+        if self.store.is_some() {
+            return true;
+        }
+        if self.store_error.is_some() {
+            return false;
+        }
+        let dir = PathBuf::from(&self.options.tree_path);
+        match Store::open(&dir, &self.base.store_options()) {
+            Ok(store) => {
+                self.store = Some(Arc::new(store));
+                true
+            }
+            Err(e) => {
+                let message = format!("tree store unavailable, searching without it: {e}");
+                self.out.error(&message);
+                self.store_error = Some(message);
+                false
+            }
+        }
+    }
+}
