@@ -148,8 +148,10 @@ fn apply_batch(
     let mut results = Vec::with_capacity(batch.len());
     let mut merges: Vec<(PositionKey, &Node)> = Vec::new();
     let mut links: Vec<([u8; 8], [u8; 8])> = Vec::new();
+    // Records read while checking, kept for the merge: each is read and decoded once.
+    let mut stored: KeyMap<Option<Node>> = KeyMap::default();
     for (changes, _) in batch {
-        let verdict = check(shared, txn, changes, &accepted_positions)?;
+        let verdict = check(shared, txn, changes, &accepted_positions, &mut stored)?;
         if verdict.is_ok() {
             for change in changes {
                 match change {
@@ -171,7 +173,7 @@ fn apply_batch(
     merges.sort_by_key(|(key, _)| *key);
     let mut merged: KeyMap<Node> = KeyMap::default();
     for (key, node) in merges {
-        merge(shared, txn, key, node, &mut merged)?;
+        merge(shared, txn, key, node, &mut merged, &mut stored)?;
     }
     links.sort_unstable();
     links.dedup();
@@ -213,6 +215,7 @@ fn check(
     txn: &RwTxn,
     changes: &[Change],
     accepted: &HashMap<PositionKey, &PackedPosition>,
+    stored: &mut KeyMap<Option<Node>>,
 ) -> Result<Result<(), StoreError>, StoreError> {
     for change in changes {
         let Change::Merge { key, node, .. } = change else {
@@ -220,15 +223,25 @@ fn check(
         };
         let stored_position = match accepted.get(key) {
             Some(position) => Some((*position).clone()),
-            None => match shared.nodes.get(txn, &key.to_bytes()).map_err(|e| shared.lmdb_error(e))? {
-                None => None,
-                Some(bytes) => match Node::decode(bytes) {
-                    Ok(stored) => Some(stored.position),
-                    Err(source) => {
-                        return Ok(Err(StoreError::Corrupt { path: shared.data_file.clone(), key: *key, source }));
-                    }
-                },
-            },
+            None => {
+                if !stored.contains_key(key) {
+                    let record = match shared.nodes.get(txn, &key.to_bytes()).map_err(|e| shared.lmdb_error(e))? {
+                        None => None,
+                        Some(bytes) => match Node::decode(bytes) {
+                            Ok(record) => Some(record),
+                            Err(source) => {
+                                return Ok(Err(StoreError::Corrupt {
+                                    path: shared.data_file.clone(),
+                                    key: *key,
+                                    source,
+                                }));
+                            }
+                        },
+                    };
+                    stored.insert(*key, record);
+                }
+                stored.get(key).and_then(|record| record.as_ref().map(|r| r.position.clone()))
+            }
         };
         if let Some(stored) = stored_position.filter(|stored| *stored != node.position) {
             return Ok(Err(StoreError::Collision {
@@ -250,21 +263,28 @@ fn merge(
     key: PositionKey,
     node: &Node,
     merged: &mut KeyMap<Node>,
+    stored: &mut KeyMap<Option<Node>>,
 ) -> Result<(), StoreError> {
     if let Some(pending) = merged.get_mut(&key) {
         pending.merge(node);
         return Ok(());
     }
-    match shared.nodes.get(txn, &key.to_bytes()).map_err(|e| shared.lmdb_error(e))? {
-        None => {
-            merged.insert(key, node.clone());
-        }
-        Some(bytes) => {
-            let stored = Node::decode(bytes).map_err(|source| StoreError::Corrupt {
+    let record = match stored.remove(&key) {
+        Some(record) => record,
+        None => match shared.nodes.get(txn, &key.to_bytes()).map_err(|e| shared.lmdb_error(e))? {
+            None => None,
+            Some(bytes) => Some(Node::decode(bytes).map_err(|source| StoreError::Corrupt {
                 path: shared.data_file.clone(),
                 key,
                 source,
-            })?;
+            })?),
+        },
+    };
+    match record {
+        None => {
+            merged.insert(key, node.clone());
+        }
+        Some(stored) => {
             let mut updated = stored.clone();
             updated.merge(node);
             if updated != stored {
