@@ -231,6 +231,16 @@ fn a_claim_of_a_killed_process_does_not_hold() {
     }
     let claimed = searches(&hung_log);
     assert!(!claimed.is_empty(), "the first process started no search");
+    // `stats` shows the searches it runs, and whose they are.
+    let stats = Command::new(env!("CARGO_BIN_EXE_deeptree"))
+        .arg("--db")
+        .arg(&dirs.shared)
+        .args(["stats", "--json"])
+        .output()
+        .expect("deeptree runs");
+    let stats: serde_json::Value = serde_json::from_slice(&stats.stdout).expect("stats --json prints JSON");
+    assert!(stats["claims"]["running"].as_u64().unwrap_or(0) >= 1, "{stats}");
+    assert_eq!(stats["claims"]["processes"], serde_json::json!([hung.id()]));
     hung.kill().expect("killed");
     hung.wait().expect("reaped");
     // Its claims would hold for a lease (30 s) were its death not seen; the second run's budget is shorter.

@@ -21,6 +21,7 @@ pub fn run(db: Option<&Path>, config: &Config, args: StatsArgs) -> CommandResult
     let stats = store.stats()?;
     let engine = store.engine_identity()?;
     let (per_engine, unrecorded) = evaluations_by_engine(&store)?;
+    let claims = store.claims_summary()?;
     if json {
         let mut value = serde_json::to_value(stats)?;
         value["path"] = store.dir().display().to_string().into();
@@ -32,6 +33,7 @@ pub fn run(db: Option<&Path>, config: &Config, args: StatsArgs) -> CommandResult
             .collect::<Vec<_>>()
             .into();
         value["evaluations_without_engine"] = unrecorded.into();
+        value["claims"] = serde_json::to_value(&claims)?;
         println!("{value}");
     } else {
         println!("tree       {}", store.dir().display());
@@ -44,6 +46,15 @@ pub fn run(db: Option<&Path>, config: &Config, args: StatsArgs) -> CommandResult
         }
         if unrecorded > 0 {
             println!("no engine  {unrecorded:>10} evaluations (imported, or stored before engines were recorded)");
+        }
+        if let Some(claims) = claims {
+            let processes: Vec<String> = claims.processes.iter().map(ToString::to_string).collect();
+            println!(
+                "claims     {} searches running{}, {} answers kept for other processes",
+                claims.running,
+                if processes.is_empty() { String::new() } else { format!(" in processes {}", processes.join(", ")) },
+                claims.answers
+            );
         }
     }
     Ok(())

@@ -187,11 +187,45 @@ pub struct Claims {
     env: Arc<ClaimsEnv>,
     owner: u64,
     pid: u32,
+    /// Whether this owner ever claimed a search (only then is there anything to release).
+    claimed: std::sync::atomic::AtomicBool,
+}
+
+/// What the claims of a store hold now, as `stats` shows it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct ClaimsSummary {
+    /// Searches running, claimed by live processes.
+    pub running: u64,
+    /// The processes that run them.
+    pub processes: Vec<u32>,
+    /// Answers kept for other processes.
+    pub answers: u64,
 }
 
 impl Claims {
     pub(crate) fn new(env: Arc<ClaimsEnv>) -> Claims {
-        Claims { env, owner: fastrand::u64(1..), pid: std::process::id() }
+        Claims { env, owner: fastrand::u64(1..), pid: std::process::id(), claimed: Default::default() }
+    }
+
+    /// What the claims hold now: running searches of live processes, and answers kept.
+    pub fn summary(&self) -> Result<ClaimsSummary, StoreError> {
+        let txn = self.env.env.read_txn().map_err(|e| self.env.lmdb_error(e))?;
+        let now = now_ms();
+        let mut summary = ClaimsSummary::default();
+        for item in self.env.claims.iter(&txn).map_err(|e| self.env.lmdb_error(e))? {
+            let (_, value) = item.map_err(|e| self.env.lmdb_error(e))?;
+            let Some(record) = decode(value).filter(|r| r.expires_ms > now) else { continue };
+            if record.answered.is_some() {
+                summary.answers += 1;
+            } else if alive(record.pid) {
+                summary.running += 1;
+                if !summary.processes.contains(&record.pid) {
+                    summary.processes.push(record.pid);
+                }
+            }
+        }
+        summary.processes.sort_unstable();
+        Ok(summary)
     }
 
     /// Claims `search` unless another owner holds it or answered it.
@@ -215,6 +249,9 @@ impl Claims {
             self.env.claims.put(txn, search, &encode(&record))?;
             Ok(Claim::Granted)
         })?;
+        if claim == Claim::Granted {
+            self.claimed.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
         self.count_write()?;
         Ok(claim)
     }
@@ -310,6 +347,9 @@ impl Claims {
 impl Drop for Claims {
     /// Releases every running claim this owner still holds: its searches will not be answered.
     fn drop(&mut self) {
+        if !self.claimed.load(std::sync::atomic::Ordering::Relaxed) {
+            return;
+        }
         let owner = self.owner;
         let released = self.env.write(|txn| {
             let mut mine = Vec::new();

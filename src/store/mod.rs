@@ -441,6 +441,15 @@ impl Store {
         Ok(claims::Claims::new(env))
     }
 
+    /// What the claims of processes sharing this store hold now; `None` when no process ever claimed a search here
+    /// (nothing is created to find out).
+    pub fn claims_summary(&self) -> Result<Option<claims::ClaimsSummary>, StoreError> {
+        if self.shared.claims.lock().is_none() && !self.shared.dir.join("claims").join("data.mdb").is_file() {
+            return Ok(None);
+        }
+        self.claims()?.summary().map(Some)
+    }
+
     /// A handle to submit changes from any thread.
     pub fn writer(&self) -> StoreWriter {
         self.writer.handle()
