@@ -27,7 +27,9 @@
 //!
 //! Claims live in their own LMDB environment, the `claims` directory beside the store's data file, opened without
 //! syncing to disk: they describe running processes, so a crash loses nothing that matters (a claim of a dead
-//! process is not held), and a claim costs no disk flush. The tree itself is never written here.
+//! process is not held), and a claim costs no disk flush. The tree itself is never written here. After a crash of
+//! the system (not of a process) the directory may be damaged: deleting it while no deeptree runs is always safe,
+//! and an analysis that cannot open it runs on without sharing its searches.
 //!
 //! Keys are the caller's bytes (the search module's description of a search: position key, engine depth and moves,
 //! big-endian). Value format 1, all integers big-endian:
