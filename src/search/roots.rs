@@ -81,6 +81,24 @@ pub struct RootProgress {
     pub stuck: bool,
 }
 
+impl RootProgress {
+    /// A root before this run grew it: `settled_depth` is what the store says.
+    fn new(root: usize, label: String, fen: String, moves: Vec<String>, settled_depth: Option<u8>) -> RootProgress {
+        RootProgress {
+            root,
+            label,
+            fen,
+            moves,
+            settled_depth,
+            evaluations: 0,
+            shared: 0,
+            failed: 0,
+            seconds: 0.0,
+            stuck: false,
+        }
+    }
+}
+
 /// What a run of many roots did.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct BookReport {
@@ -191,18 +209,13 @@ pub fn grow<E: Evaluator + Send>(
         for (i, root) in roots.iter().enumerate() {
             let position = root.line.root();
             let settled_depth = view.node(PositionKey::of(position))?.and_then(|node| node.settled_depth);
-            progress.push(RootProgress {
-                root: i + 1,
-                label: root.label.clone(),
-                fen: shakmaty::fen::Fen::from_position(position, shakmaty::EnPassantMode::Legal).to_string(),
-                moves: root.line.moves.iter().map(ToString::to_string).collect(),
+            progress.push(RootProgress::new(
+                i + 1,
+                root.label.clone(),
+                shakmaty::fen::Fen::from_position(position, shakmaty::EnPassantMode::Legal).to_string(),
+                root.line.moves.iter().map(ToString::to_string).collect(),
                 settled_depth,
-                evaluations: 0,
-                shared: 0,
-                failed: 0,
-                seconds: 0.0,
-                stuck: false,
-            });
+            ));
         }
     }
     let group_count = groups.len();
@@ -323,17 +336,8 @@ mod tests {
         let progress = depths
             .iter()
             .enumerate()
-            .map(|(i, &settled_depth)| RootProgress {
-                root: i + 1,
-                label: String::new(),
-                fen: String::new(),
-                moves: Vec::new(),
-                settled_depth,
-                evaluations: 0,
-                shared: 0,
-                failed: 0,
-                seconds: 0.0,
-                stuck: false,
+            .map(|(i, &settled_depth)| {
+                RootProgress::new(i + 1, String::new(), String::new(), Vec::new(), settled_depth)
             })
             .collect();
         Schedule { progress, busy: busy.to_vec(), stopped: false, error: None }

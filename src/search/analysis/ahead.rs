@@ -12,7 +12,7 @@ use std::{
 
 use crate::store::{
     Change,
-    claims::{Claim, LEASE, Seen},
+    claims::{Claim, ClaimedAnswer, LEASE, Seen},
 };
 
 use super::{Analysis, AnalysisError, Trace, change_for, claimed, from_claim, walk::walk_tree};
@@ -204,10 +204,9 @@ impl<E: Evaluator> Analysis<'_, E> {
                 Some(false) => {}
                 None => match self.seen_elsewhere(&job) {
                     Seen::Answered(answer) => {
-                        trace!(self.trace, "shared {} {:?}: answered by another process", plan.key, plan.purpose);
-                        self.shared += 1;
-                        from_others.extend(change_for(plan, &from_claim(answer.clone()), None));
-                        pass.answer(i, Ok(from_claim(answer)));
+                        pass.waiting.entry(job).or_default().push(Waiter::Plan(i));
+                        pass.outstanding += 1;
+                        from_others.extend(self.take_from_other(plan, answer, &mut pass));
                         continue;
                     }
                     Seen::Held { pid } => {
@@ -351,9 +350,7 @@ impl<E: Evaluator> Analysis<'_, E> {
                         continue;
                     }
                     Claim::Answered(answer) => {
-                        trace!(self.trace, "shared {} {:?}: answered by another process", plan.key, plan.purpose);
-                        self.shared += 1;
-                        let change = self.deliver(job, &plan, Ok(from_claim(answer)), pass);
+                        let change = self.take_from_other(&plan, answer, pass);
                         self.lay_over(&Vec::from_iter(change))?;
                         continue;
                     }
@@ -441,6 +438,14 @@ impl<E: Evaluator> Analysis<'_, E> {
         }
     }
 
+    /// The answer another process found for a planned search, handed to whoever waits for it in this pass.
+    /// Returns the change that lays it over the tree.
+    fn take_from_other(&mut self, plan: &Planned, answer: ClaimedAnswer, pass: &mut Pass) -> Option<Change> {
+        trace!(self.trace, "shared {} {:?}: answered by another process", plan.key, plan.purpose);
+        self.shared += 1;
+        self.deliver(JobKey::of(plan), plan, Ok(from_claim(answer)), pass)
+    }
+
     /// What other processes sharing the store say of `job`, without claiming it.
     fn seen_elsewhere(&self, job: &JobKey) -> Seen {
         let Some(claims) = &self.claims else { return Seen::Free };
@@ -499,12 +504,7 @@ impl<E: Evaluator> Analysis<'_, E> {
         for (i, seen) in std::mem::take(&mut pass.foreign).into_iter().zip(seen) {
             match seen {
                 Seen::Held { .. } => pass.foreign.push(i),
-                Seen::Answered(answer) => {
-                    let plan = &planned[i];
-                    trace!(self.trace, "shared {} {:?}: answered by another process", plan.key, plan.purpose);
-                    self.shared += 1;
-                    changes.extend(self.deliver(JobKey::of(plan), plan, Ok(from_claim(answer)), pass));
-                }
+                Seen::Answered(answer) => changes.extend(self.take_from_other(&planned[i], answer, pass)),
                 Seen::Free | Seen::Mine => to_start.push_front(i),
             }
         }
