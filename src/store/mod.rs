@@ -465,14 +465,7 @@ impl Store {
         let view = self.read()?;
         let lmdb = |e| self.shared.lmdb_error(e);
         let positions = self.shared.nodes.len(&view.txn).map_err(lmdb)?;
-        let edges = match self.shared.meta.get(&view.txn, META_LINKS).map_err(lmdb)? {
-            None => 0,
-            Some(bytes) => u64::from_be_bytes(
-                bytes
-                    .try_into()
-                    .map_err(|_| StoreError::CorruptMeta { path: self.shared.data_file.clone(), entry: META_LINKS })?,
-            ),
-        };
+        let edges = self.shared.link_count(&view.txn)?;
         let info = self.shared.env.info();
         let bytes = std::fs::metadata(&self.shared.data_file)
             .map_err(|e| StoreError::Io { path: self.shared.data_file.clone(), source: Arc::new(e) })?
@@ -529,6 +522,17 @@ impl Store {
 }
 
 impl Shared {
+    /// How many parent links the store holds, as `txn` sees it.
+    fn link_count(&self, txn: &heed::RoTxn<'_>) -> Result<u64, StoreError> {
+        match self.meta.get(txn, META_LINKS).map_err(|e| self.lmdb_error(e))? {
+            None => Ok(0),
+            Some(bytes) => bytes
+                .try_into()
+                .map(u64::from_be_bytes)
+                .map_err(|_| StoreError::CorruptMeta { path: self.data_file.clone(), entry: META_LINKS }),
+        }
+    }
+
     /// Writes every record into a new environment in `work`, in key order with LMDB's append mode (pages are filled
     /// to the brim instead of split in half), and syncs it to disk.
     fn rewrite_into(&self, work: &Path, bytes: u64) -> Result<(), StoreError> {

@@ -194,14 +194,7 @@ fn apply_batch(
         }
     }
     if added > 0 {
-        let count = match shared.meta.get(txn, META_LINKS).map_err(|e| shared.lmdb_error(e))? {
-            None => 0,
-            Some(bytes) => u64::from_be_bytes(
-                bytes
-                    .try_into()
-                    .map_err(|_| StoreError::CorruptMeta { path: shared.data_file.clone(), entry: META_LINKS })?,
-            ),
-        };
+        let count = shared.link_count(txn)?;
         shared.meta.put(txn, META_LINKS, &(count + added).to_be_bytes()).map_err(|e| shared.lmdb_error(e))?;
     }
     write_with_cached_values(shared, txn, merged)?;
