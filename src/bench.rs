@@ -110,7 +110,8 @@ pub fn change_key(change: &Change) -> Option<PositionKey> {
     }
 }
 
-/// Writes `changes` in submissions of `batch`, all queued at once (the writer batches across them).
+/// Writes `changes` in submissions of `batch`, all queued at once (the writer batches across them), as a bulk
+/// load: values deferred, then brought up to date in one pass at the end.
 /// Calls `on_commit` with the number of changes known committed after each submission.
 pub fn write_all(
     store: &Store,
@@ -126,12 +127,12 @@ pub fn write_all(
         chunk.push(change);
         if chunk.len() == batch {
             sizes.push(chunk.len());
-            receipts.push(writer.submit(std::mem::take(&mut chunk)));
+            receipts.push(writer.submit_deferred(std::mem::take(&mut chunk)));
         }
     }
     if !chunk.is_empty() {
         sizes.push(chunk.len());
-        receipts.push(writer.submit(chunk));
+        receipts.push(writer.submit_deferred(chunk));
     }
     let mut committed = 0;
     for (receipt, size) in receipts.into_iter().zip(sizes) {
@@ -139,7 +140,7 @@ pub fn write_all(
         committed += size;
         on_commit(committed);
     }
-    Ok(())
+    writer.settle().wait()
 }
 
 /// Results of the store benchmark.
@@ -250,7 +251,7 @@ fn median(mut values: Vec<f64>) -> f64 {
 
 /// Measures alpha scores and idea updates on a generated tree of `positions` positions.
 pub fn search_bench(store: &Store, positions: usize, samples: usize, seed: u64) -> Result<SearchBench, StoreError> {
-    use crate::search::{graph::StoreGraph, minimax::alpha_of_edges};
+    use crate::{search::alpha::alpha_of_edges, values::graph::StoreGraph};
 
     let changes = generated_tree(seed, positions);
     // Each stored position with the first of its moves.

@@ -11,14 +11,19 @@
 //!   (castling, Chess960), settings, logging. No chess engine, no store.
 //! - [`engine`]: inner-engine processes. `process` owns one engine (the handle and its watchdog), `jobs` is the job
 //!   board, `worker` runs one engine's loop, `pool` hands jobs to workers. Uses the layers above only.
-//! - [`store`]: keys, the node codec, the LMDB environment and the one writer. Exception, to be moved into a layer
-//!   of its own: the writer carries idea values upward after each merge with `search::graph` and
-//!   `search::minimax::propagate`.
-//! - [`search`]: the deep-analysis search over the store and an evaluator (the engine pool, or a scripted one):
-//!   the graph view, idea and alpha minimax, passes, settling, `show`, and the host's benchmark. The host's book of
-//!   searches (`search::host`) and the answers laid over the store for looking ahead (`search::overlay`, memory
-//!   only: nothing in it is written) belong here too.
-//! - [`interop`]: PGN, EPD, Polyglot and HTML in and out, and `merge`. Uses the store and the search.
+//! - [`store`]: keys, the record codecs, the LMDB environment, its transactions and the one writer. It knows bytes
+//!   and records, not what they are worth: the writer runs an [`Upkeep`](store::upkeep::Upkeep) handed to it at
+//!   open inside every transaction, over the records the transaction changed, and bulk loads defer it to one pass
+//!   at their end. Imports nothing from the layers below.
+//! - [`values`]: what the tree is worth. The graph view of the store (`values::graph`), the path-independent idea
+//!   value of every node with its cycle handling and its propagation up the parent links (`values::idea`), and the
+//!   upkeep the store's writer runs (`values::upkeep`), where `Store::open` is defined: it opens a store with that
+//!   upkeep. Uses the store.
+//! - [`search`]: the deep-analysis search over the store, the values and an evaluator (the engine pool, or a
+//!   scripted one): root-relative alpha values (`search::alpha`), passes, settling, `show`, and the host's
+//!   benchmark. The host's book of searches (`search::host`) and the answers laid over the store for looking ahead
+//!   (`search::overlay`, memory only: nothing in it is written) belong here too.
+//! - [`interop`]: PGN, EPD, Polyglot and HTML in and out, and `merge`. Uses the store, the values and the search.
 //! - [`uci`]: the GUI's face: the protocol loop, the `go` policy (tree against search), the direct engine's
 //!   relay, tree growth. Uses everything below.
 //! - [`commands`] and [`bench`](mod@bench): the bodies of the `deeptree` commands and the measurements; `main.rs` parses the
@@ -35,3 +40,4 @@ pub mod score;
 pub mod search;
 pub mod store;
 pub mod uci;
+pub mod values;

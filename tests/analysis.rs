@@ -276,9 +276,9 @@ fn a_time_limit_stops_cleanly_keeping_what_was_stored() {
 
 #[test]
 fn stored_idea_values_equal_a_from_scratch_recomputation() {
-    use deeptree::search::{
+    use deeptree::values::{
         graph::{Graph, GraphNode, MemGraph},
-        minimax::{idea_brute, recompute_all},
+        idea::{idea_brute, recompute_all},
     };
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path(), &StoreOptions::default()).unwrap();

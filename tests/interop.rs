@@ -20,14 +20,16 @@ use deeptree::{
     search::{
         analysis::{Analysis, Line, Params, Trace, move_distance_at},
         evaluator::ScriptedEvaluator,
-        graph::{Graph, GraphNode, MemGraph},
-        minimax::recompute_all,
         show,
     },
     store::{
         Change, Store, StoreOptions,
         key::PositionKey,
         node::{Edge, Node, PackedPosition},
+    },
+    values::{
+        graph::{Graph, GraphNode, MemGraph},
+        idea::recompute_all,
     },
 };
 use serde_json::Value;

@@ -3,11 +3,12 @@
 
 use deeptree::{
     score::Score,
-    search::{
-        graph::{Graph, GraphEdge, GraphNode, MemGraph},
-        minimax::{alpha_brute, alpha_of_edges, idea_brute, propagate, recompute_all},
-    },
+    search::alpha::{alpha_brute, alpha_of_edges},
     store::key::PositionKey,
+    values::{
+        graph::{Graph, GraphEdge, GraphNode, MemGraph},
+        idea::{idea_brute, propagate, recompute_all},
+    },
 };
 use proptest::prelude::*;
 

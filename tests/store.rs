@@ -8,7 +8,7 @@ use std::{
 };
 
 use deeptree::{
-    bench::{change_key, random_positions},
+    bench::{change_key, generated_tree, random_positions, write_all},
     score::{Bound, Score},
     store::{
         Change, SCHEMA_VERSION, Store, StoreError, StoreOptions,
@@ -309,6 +309,48 @@ fn a_writer_killed_mid_run_loses_nothing_committed() {
     drop(view);
     let positions = store.stats().unwrap().positions;
     assert!(positions >= committed as u64 && positions < 60_000, "{positions} positions after the kill");
+    // `fill` is a bulk load: its values were owed when it was killed, and opening the store brought them up to date.
+    assert_values_as_recomputed(&store);
+}
+
+/// Asserts that every stored idea value and cyclic flag equals a from-scratch recomputation over the stored graph.
+fn assert_values_as_recomputed(store: &Store) {
+    use deeptree::values::{
+        graph::{Graph, GraphNode, MemGraph},
+        idea::recompute_all,
+    };
+    let view = store.read().unwrap();
+    let mut graph = MemGraph::default();
+    let mut keys = Vec::new();
+    for item in view.nodes().unwrap() {
+        let (key, node) = item.unwrap();
+        graph.insert(GraphNode::from_node(key, &node));
+        keys.push(key);
+    }
+    let mut scratch = graph.clone();
+    recompute_all(&mut scratch, &keys);
+    for key in &keys {
+        let stored = graph.node(*key).unwrap();
+        assert!(stored.idea.is_some(), "idea of {key} missing");
+        assert_eq!(stored.idea, scratch.node(*key).unwrap().idea, "idea of {key}");
+        assert_eq!(stored.cyclic, scratch.node(*key).unwrap().cyclic, "cyclic flag of {key}");
+    }
+}
+
+#[test]
+fn a_bulk_load_brings_every_value_up_to_date_in_one_pass_at_its_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), &StoreOptions::default()).unwrap();
+    // Breadth first: parents are written before their children, so every value depends on records written later.
+    let changes = generated_tree(5, 20_000);
+    write_all(&store, changes, 1_000, |_| {}).unwrap();
+    assert_eq!(store.stats().unwrap().positions, 20_000);
+    assert_values_as_recomputed(&store);
+    // The same load again changes nothing: a second bulk pass finds every value already right.
+    let before: Vec<_> = store.read().unwrap().nodes().unwrap().map(Result::unwrap).collect();
+    write_all(&store, generated_tree(5, 20_000), 1_000, |_| {}).unwrap();
+    let after: Vec<_> = store.read().unwrap().nodes().unwrap().map(Result::unwrap).collect();
+    assert!(before == after, "a repeated bulk load changed records");
 }
 
 /// Every record of the store in `dir`, in key order.

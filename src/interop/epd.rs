@@ -312,7 +312,7 @@ pub fn import_epd(
         }
     }
     writer.submit(to_changes(batch)?, &mut refused)?;
-    writer.wait(&mut refused)?;
+    writer.finish(&mut refused)?;
     summary.positions = seen.len() as u64;
     summary.new_nodes = store.stats()?.positions.saturating_sub(before.positions);
     summary.refused = writer.refused;

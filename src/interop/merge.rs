@@ -113,7 +113,7 @@ pub fn merge_store(
         }
     }
     writer.submit(batch, &mut refused_by_store)?;
-    writer.wait(&mut refused_by_store)?;
+    writer.finish(&mut refused_by_store)?;
     drop(other);
     let after = store.stats()?;
     summary.new_nodes = after.positions.saturating_sub(before.positions);

@@ -112,6 +112,11 @@ impl InteropError {
 /// Submits merges in batches, one batch in flight while the next is gathered. A batch the writer refuses (a key
 /// collision) is retried one change at a time, so that only the offending positions are left out; each of those is
 /// reported through `on_refused`.
+///
+/// A bulk load: the batches are submitted with deferred values ([`StoreWriter::submit_deferred`]), and
+/// [`finish`](Self::finish) brings the values of every record they changed up to date in one pass.
+///
+/// [`StoreWriter::submit_deferred`]: crate::store::StoreWriter::submit_deferred
 pub(crate) struct BatchWriter<'s> {
     store: &'s Store,
     in_flight: Option<(Vec<Change>, crate::store::Receipt)>,
@@ -132,9 +137,16 @@ impl<'s> BatchWriter<'s> {
     ) -> Result<(), InteropError> {
         self.wait(on_refused)?;
         if !changes.is_empty() {
-            let receipt = self.store.writer().submit(changes.clone());
+            let receipt = self.store.writer().submit_deferred(changes.clone());
             self.in_flight = Some((changes, receipt));
         }
+        Ok(())
+    }
+
+    /// Waits for the last batch, then brings the cached values of everything written up to date.
+    pub(crate) fn finish(&mut self, on_refused: &mut dyn FnMut(PositionKey, &StoreError)) -> Result<(), InteropError> {
+        self.wait(on_refused)?;
+        self.store.writer().settle().wait()?;
         Ok(())
     }
 
@@ -151,7 +163,7 @@ impl<'s> BatchWriter<'s> {
                 }
                 for change in changes {
                     let key = change_key(&change);
-                    if let Err(e) = self.store.writer().submit(vec![change]).wait() {
+                    if let Err(e) = self.store.writer().submit_deferred(vec![change]).wait() {
                         match e {
                             StoreError::Collision { .. } | StoreError::Corrupt { .. } => {
                                 self.refused += 1;

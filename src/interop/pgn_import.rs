@@ -110,7 +110,7 @@ pub fn import_pgn(
         }
     }
     writer.submit(changes(batch)?, &mut refused)?;
-    writer.wait(&mut refused)?;
+    writer.finish(&mut refused)?;
     let after = store.stats()?;
     summary.edges = edges_seen.len() as u64;
     summary.positions = positions_seen.len() as u64;

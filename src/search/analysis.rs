@@ -36,9 +36,10 @@ use crate::store::{
     node::{Edge, Eval, Node, PackedPosition, RestBound},
 };
 
+use crate::values::graph::StoreGraph;
+
 use super::{
     evaluator::{Answer, Evaluator, Job},
-    graph::StoreGraph,
     host::{Flights, Planned, Purpose},
     overlay::Overlay,
     show::san_of as san,

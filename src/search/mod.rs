@@ -1,11 +1,10 @@
 //! The deep-analysis search: expansion, passes, settling and deepening, over the store and an evaluator.
 
+pub mod alpha;
 pub mod analysis;
 pub mod evaluator;
-pub mod graph;
 pub mod host;
 pub mod host_bench;
-pub mod minimax;
 pub mod overlay;
 pub mod roots;
 pub mod show;

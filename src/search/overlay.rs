@@ -7,7 +7,8 @@
 //! that very search, so what the search settles does not depend on how far ahead the host looked.
 //!
 //! ```
-//! use deeptree::search::{graph::{Graph, Records, StoreGraph}, overlay::Overlay};
+//! use deeptree::search::overlay::Overlay;
+//! use deeptree::values::graph::{Graph, Records, StoreGraph};
 //! use deeptree::score::{Bound, Score};
 //! use deeptree::store::{Change, Store, StoreOptions, key::PositionKey, node::{Edge, Node, PackedPosition}};
 //! use shakmaty::Chess;
@@ -39,9 +40,9 @@ use crate::{
     },
 };
 
-use super::{
+use crate::values::{
     graph::{Graph, GraphMut, GraphNode, Records, StoreGraph},
-    minimax::propagate,
+    idea::propagate,
 };
 
 /// Records changed by answers not yet stored, with their idea values brought up to date.

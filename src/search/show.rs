@@ -8,9 +8,10 @@ use crate::{
     store::{ReadView, StoreError, key::PositionKey, node::Node, play_uci},
 };
 
-use super::{
+use super::alpha::alpha_of_edge;
+use crate::values::{
     graph::StoreGraph,
-    minimax::{UNROLL_BUDGET, alpha_of_edge, idea_of_edge},
+    idea::{UNROLL_BUDGET, idea_of_edge},
 };
 
 /// A position of the shown tree.

@@ -34,6 +34,7 @@ pub mod claims;
 pub mod key;
 pub mod links;
 pub mod node;
+pub mod upkeep;
 mod writer;
 
 use std::{
@@ -53,6 +54,7 @@ use shakmaty::{Chess, Position, uci::UciMove};
 
 use self::key::PositionKey;
 use self::node::{DecodeError, Node};
+use self::upkeep::Upkeep;
 pub use self::writer::{Receipt, StoreWriter};
 
 /// Schema of the whole store (databases and their meanings). Bumped when a migration is needed, or when data an
@@ -66,6 +68,9 @@ const META_SCHEMA: &str = "schema_version";
 const META_ENGINE: &str = "engine";
 /// How many parent links the store holds (u64, big-endian), kept by the writer.
 const META_LINKS: &str = "link_count";
+/// Present while cached values are owed by a bulk load (see `writer`): a store opened with it has every value
+/// recomputed.
+const META_VALUES_OWED: &str = "values_owed";
 /// Prefix of the list of engines: `engines/N` holds the name of engine number N (N in decimal, from 0).
 const META_ENGINES: &str = "engines/";
 
@@ -267,19 +272,24 @@ pub struct Store {
 }
 
 impl Store {
-    /// Opens (creating when absent) the store in directory `dir`.
-    pub fn open(dir: &Path, options: &StoreOptions) -> Result<Store, StoreError> {
+    /// Opens (creating when absent) the store in directory `dir`, its writer running `upkeep` in every
+    /// transaction. `Store::open` (in `values`) opens it with the values layer's upkeep.
+    pub fn open_with(dir: &Path, options: &StoreOptions, upkeep: Arc<dyn Upkeep>) -> Result<Store, StoreError> {
         std::fs::create_dir_all(dir).map_err(|e| StoreError::Io { path: dir.to_owned(), source: Arc::new(e) })?;
-        Store::open_dir(dir, options, Hold::Shared)
+        Store::open_dir(dir, options, Hold::Shared, upkeep)
     }
 
     /// Opens the store in directory `dir` only if one is there: [`StoreError::Missing`] otherwise, with nothing
     /// created, so that a command that only reads never leaves a directory behind a mistyped path.
-    pub fn open_existing(dir: &Path, options: &StoreOptions) -> Result<Store, StoreError> {
+    pub fn open_existing_with(
+        dir: &Path,
+        options: &StoreOptions,
+        upkeep: Arc<dyn Upkeep>,
+    ) -> Result<Store, StoreError> {
         if !dir.join("data.mdb").is_file() {
             return Err(StoreError::Missing { path: dir.to_owned() });
         }
-        Store::open_dir(dir, options, Hold::Shared)
+        Store::open_dir(dir, options, Hold::Shared, upkeep)
     }
 
     /// Rewrites the store in `dir` into a new file, every record appended in key order (so every page is full and
@@ -289,7 +299,7 @@ impl Store {
         if !dir.join("data.mdb").is_file() {
             return Err(StoreError::Missing { path: dir.to_owned() });
         }
-        let store = Store::open_dir(dir, &StoreOptions::default(), Hold::Alone)?;
+        let store = Store::open_dir(dir, &StoreOptions::default(), Hold::Alone, Arc::new(upkeep::NoUpkeep))?;
         store.flush()?;
         let data_file = store.shared.data_file.clone();
         let io = |path: &Path| {
@@ -331,7 +341,7 @@ impl Store {
         Ok(Compaction { bytes_before, bytes_after, positions })
     }
 
-    fn open_dir(dir: &Path, options: &StoreOptions, hold: Hold) -> Result<Store, StoreError> {
+    fn open_dir(dir: &Path, options: &StoreOptions, hold: Hold, upkeep: Arc<dyn Upkeep>) -> Result<Store, StoreError> {
         let lock = lock_store(dir, hold)?;
         let data_file = dir.join("data.mdb");
         let lmdb = |source| StoreError::Lmdb { path: data_file.clone(), source: Arc::new(source) };
@@ -421,8 +431,18 @@ impl Store {
             claims: parking_lot::Mutex::new(None),
             _lock: lock,
         });
-        let writer = writer::WriterThread::spawn(shared.clone(), options.max_batch.max(1));
-        Ok(Store { shared, writer })
+        let owed = {
+            let view = shared.read()?;
+            shared.meta.get(&view.txn, META_VALUES_OWED).map_err(|e| shared.lmdb_error(e))?.is_some()
+        };
+        let writer = writer::WriterThread::spawn(shared.clone(), options.max_batch.max(1), upkeep);
+        let store = Store { shared, writer };
+        if owed && hold == Hold::Shared {
+            // A process stopped in a bulk load, its values not brought up to date: every value is recomputed.
+            log::info!("{}: cached values owed by an interrupted bulk load; recomputing", dir.display());
+            store.writer().settle_all().wait()?;
+        }
+        Ok(store)
     }
 
     /// The directory of the store.

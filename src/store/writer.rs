@@ -1,29 +1,51 @@
 //! The one writer of a process: a thread that takes changes from a channel and commits many per transaction.
 
-use std::{cell::RefCell, collections::HashMap, sync::Arc, thread::JoinHandle};
+//!
+//! Every transaction ends with the upkeep of cached values ([`Upkeep`]) over the records it changed. A bulk load
+//! submits with [`StoreWriter::submit_deferred`] instead: its records are committed without that upkeep, their keys
+//! are gathered, and [`StoreWriter::settle`] (or the writer's end) runs it once over all of them, children before
+//! parents. A meta entry marks the store while values are owed, in the same transaction as the first deferred
+//! write; a store opened with the mark (a process that died in a bulk load) has every value recomputed on open.
+
+use std::{collections::HashMap, sync::Arc, thread::JoinHandle};
 
 use crossbeam_channel::{Receiver, Sender, bounded, unbounded};
 use heed::RwTxn;
 
-use crate::{
-    score::Score,
-    search::{
-        graph::{Graph, GraphMut, GraphNode},
-        minimax::propagate,
-    },
+use super::{
+    Change, META_ENGINE, META_LINKS, META_VALUES_OWED, Shared, StoreError,
+    key::{KeyMap, KeySet, PositionKey},
+    node::{Node, PackedPosition},
+    upkeep::{CachedValues, TxnRecords, Upkeep},
 };
 
-use super::{
-    Change, META_ENGINE, META_LINKS, Shared, StoreError,
-    key::{KeyMap, PositionKey},
-    node::{Node, PackedPosition},
-};
+/// The outcome of each submission of a batch: a submission is refused whole, without holding back the others.
+type Verdicts = Vec<Result<(), StoreError>>;
 
 /// Where the outcome of one submission is sent.
 type Ack = Sender<Result<(), StoreError>>;
 
+/// When a write's cached values are brought up to date.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Values {
+    /// In the write's own transaction.
+    Now,
+    /// At the next settle (a bulk load).
+    Deferred,
+}
+
+/// Which records a settle brings up to date.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Settle {
+    /// Those written with deferred values by this process.
+    Owed,
+    /// Every record of the store (values left owed by a process that stopped without settling).
+    All,
+}
+
 enum Message {
-    Write { changes: Vec<Change>, ack: Ack },
+    Write { changes: Vec<Change>, values: Values, ack: Ack },
+    Settle { which: Settle, ack: Ack },
     Stop,
 }
 
@@ -49,11 +71,32 @@ impl Receipt {
 }
 
 impl StoreWriter {
-    /// Queues changes for the next transaction.
+    /// Queues changes for the next transaction, which also brings the cached values of the records they change up
+    /// to date.
     pub fn submit(&self, changes: Vec<Change>) -> Receipt {
+        self.send(|ack| Message::Write { changes, values: Values::Now, ack })
+    }
+
+    /// Queues changes of a bulk load: they are committed like [`submit`](Self::submit)'s, but the cached values of
+    /// the records they change are brought up to date at the next [`settle`](Self::settle) (at the latest when the
+    /// store closes), in one pass over all of them.
+    pub fn submit_deferred(&self, changes: Vec<Change>) -> Receipt {
+        self.send(|ack| Message::Write { changes, values: Values::Deferred, ack })
+    }
+
+    /// Brings the cached values owed by deferred submissions up to date, in one transaction.
+    pub fn settle(&self) -> Receipt {
+        self.send(|ack| Message::Settle { which: Settle::Owed, ack })
+    }
+
+    pub(super) fn settle_all(&self) -> Receipt {
+        self.send(|ack| Message::Settle { which: Settle::All, ack })
+    }
+
+    fn send(&self, message: impl FnOnce(Ack) -> Message) -> Receipt {
         let (ack, rx) = bounded(1);
-        if let Err(crossbeam_channel::SendError(Message::Write { ack, .. })) =
-            self.tx.send(Message::Write { changes, ack })
+        if let Err(crossbeam_channel::SendError(Message::Write { ack, .. } | Message::Settle { ack, .. })) =
+            self.tx.send(message(ack))
         {
             let _ = ack.send(Err(StoreError::WriterStopped { path: self.shared.data_file.clone() }));
         }
@@ -68,12 +111,12 @@ pub(super) struct WriterThread {
 }
 
 impl WriterThread {
-    pub(super) fn spawn(shared: Arc<Shared>, max_batch: usize) -> WriterThread {
+    pub(super) fn spawn(shared: Arc<Shared>, max_batch: usize, upkeep: Arc<dyn Upkeep>) -> WriterThread {
         let (tx, rx) = unbounded();
         let loop_shared = shared.clone();
         let thread = std::thread::Builder::new()
             .name("store-writer".into())
-            .spawn(move || run(&loop_shared, &rx, max_batch))
+            .spawn(move || run(&loop_shared, upkeep.as_ref(), &rx, max_batch))
             .ok();
         if thread.is_none() {
             log::error!("could not start the store writer thread for {}", shared.data_file.display());
@@ -95,43 +138,131 @@ impl Drop for WriterThread {
     }
 }
 
-fn run(shared: &Shared, rx: &Receiver<Message>, max_batch: usize) {
+fn run(shared: &Shared, upkeep: &dyn Upkeep, rx: &Receiver<Message>, max_batch: usize) {
+    // Keys written with deferred values and not yet settled.
+    let mut owed = KeySet::default();
     let mut stopping = false;
     while !stopping {
-        let Ok(first) = rx.recv() else { return };
+        let Ok(first) = rx.recv() else { break };
         let mut batch = Vec::new();
         let mut size = 0;
         let mut next = Some(first);
+        // A batch holds writes of one kind; a settle runs alone, after the writes queued before it.
+        let mut held = None;
         while let Some(message) = next.take() {
             match message {
                 Message::Stop => stopping = true,
-                Message::Write { changes, ack } => {
-                    size += changes.len().max(1);
-                    batch.push((changes, ack));
+                Message::Settle { which, ack } if batch.is_empty() => {
+                    let outcome = settle(shared, upkeep, which, &mut owed);
+                    if let Err(e) = &outcome {
+                        log::error!("bringing cached values up to date failed: {e}");
+                    }
+                    let _ = ack.send(outcome);
                 }
+                message @ Message::Settle { .. } => held = Some(message),
+                Message::Write { changes, values, ack } => match batch.first() {
+                    Some((_, kind, _)) if *kind != values => {
+                        held = Some(Message::Write { changes, values, ack });
+                    }
+                    _ => {
+                        size += changes.len().max(1);
+                        batch.push((changes, values, ack));
+                    }
+                },
             }
-            if !stopping && size < max_batch {
+            if !stopping && held.is_none() && size < max_batch && !batch.is_empty() {
                 next = rx.try_recv().ok();
             }
         }
-        if batch.is_empty() {
-            continue;
-        }
-        let outcome = shared.write(|shared, txn| apply_batch(shared, txn, &batch));
-        match outcome {
-            Ok(results) => {
-                for ((_, ack), result) in batch.into_iter().zip(results) {
-                    let _ = ack.send(result);
+        write_batch(shared, upkeep, batch, &mut owed);
+        if let Some(message) = held {
+            // Put back in front: handled alone at the next turn.
+            match message {
+                Message::Settle { which, ack } => {
+                    let _ = ack.send(settle(shared, upkeep, which, &mut owed));
                 }
-            }
-            Err(e) => {
-                log::error!("store write failed, {} submissions not committed: {e}", batch.len());
-                for (_, ack) in batch {
-                    let _ = ack.send(Err(e.clone()));
+                Message::Write { changes, values, ack } => {
+                    write_batch(shared, upkeep, vec![(changes, values, ack)], &mut owed)
                 }
+                Message::Stop => stopping = true,
             }
         }
     }
+    if !owed.is_empty()
+        && let Err(e) = settle(shared, upkeep, Settle::Owed, &mut owed)
+    {
+        log::error!("cached values of a bulk load not brought up to date ({e}); they are recomputed on next open");
+    }
+}
+
+/// Commits one batch of writes (all of one kind) and answers each submission.
+fn write_batch(shared: &Shared, upkeep: &dyn Upkeep, batch: Vec<(Vec<Change>, Values, Ack)>, owed: &mut KeySet) {
+    let Some(values) = batch.first().map(|(_, values, _)| *values) else { return };
+    let submissions: Vec<&[Change]> = batch.iter().map(|(changes, _, _)| changes.as_slice()).collect();
+    let first_owed = values == Values::Deferred && owed.is_empty();
+    let outcome = shared.write(|shared, txn| {
+        let (results, merged) = apply_batch(shared, txn, &submissions)?;
+        match values {
+            Values::Now => write_with_cached_values(shared, upkeep, txn, merged)?,
+            Values::Deferred => {
+                if first_owed && !merged.is_empty() {
+                    shared.meta.put(txn, META_VALUES_OWED, &[1]).map_err(|e| shared.lmdb_error(e))?;
+                }
+                let keys: Vec<PositionKey> = merged.keys().copied().collect();
+                write_records(shared, txn, merged, &KeyMap::default())?;
+                return Ok((results, keys));
+            }
+        }
+        Ok((results, Vec::new()))
+    });
+    match outcome {
+        Ok((results, deferred)) => {
+            owed.extend(deferred);
+            for ((_, _, ack), result) in batch.into_iter().zip(results) {
+                let _ = ack.send(result);
+            }
+        }
+        Err(e) => {
+            log::error!("store write failed, {} submissions not committed: {e}", batch.len());
+            for (_, _, ack) in batch {
+                let _ = ack.send(Err(e.clone()));
+            }
+        }
+    }
+}
+
+/// Brings owed cached values up to date in one transaction, and clears the store's mark.
+fn settle(shared: &Shared, upkeep: &dyn Upkeep, which: Settle, owed: &mut KeySet) -> Result<(), StoreError> {
+    if which == Settle::Owed && owed.is_empty() {
+        return Ok(());
+    }
+    let started = std::time::Instant::now();
+    shared.write(|shared, txn| {
+        let mut keys: Vec<PositionKey> = match which {
+            Settle::Owed => owed.iter().copied().collect(),
+            Settle::All => {
+                let mut keys = Vec::new();
+                for item in shared.nodes.iter(txn).map_err(|e| shared.lmdb_error(e))? {
+                    let (key, _) = item.map_err(|e| shared.lmdb_error(e))?;
+                    keys.extend(PositionKey::from_slice(key));
+                }
+                keys
+            }
+        };
+        keys.sort_unstable();
+        let updated = upkeep.update(&TxnRecords { shared, txn, merged: &KeyMap::default() }, &keys);
+        write_records(shared, txn, KeyMap::default(), &updated)?;
+        shared.meta.delete(txn, META_VALUES_OWED).map_err(|e| shared.lmdb_error(e))?;
+        Ok(())
+    })?;
+    log::info!(
+        "{}: cached values of {} records brought up to date in {:.2} s",
+        shared.data_file.display(),
+        if which == Settle::Owed { owed.len().to_string() } else { "all".to_string() },
+        started.elapsed().as_secs_f64()
+    );
+    owed.clear();
+    Ok(())
 }
 
 /// Applies a batch of submissions in one transaction. A submission is refused whole (a key collision, a corrupt
@@ -139,21 +270,17 @@ fn run(shared: &Shared, rx: &Receiver<Message>, max_batch: usize) {
 ///
 /// Submissions are checked first; the accepted changes are then applied in key order, and the parent links in
 /// (child, parent) order, so that consecutive writes land on the same pages.
-fn apply_batch(
-    shared: &Shared,
-    txn: &mut RwTxn,
-    batch: &[(Vec<Change>, Ack)],
-) -> Result<Vec<Result<(), StoreError>>, StoreError> {
+fn apply_batch(shared: &Shared, txn: &mut RwTxn, batch: &[&[Change]]) -> Result<(Verdicts, KeyMap<Node>), StoreError> {
     let mut accepted_positions: HashMap<PositionKey, &PackedPosition> = HashMap::new();
     let mut results = Vec::with_capacity(batch.len());
     let mut merges: Vec<(PositionKey, &Node)> = Vec::new();
     let mut links: Vec<([u8; 8], [u8; 8])> = Vec::new();
     // Records read while checking, kept for the merge: each is read and decoded once.
     let mut stored: KeyMap<Option<Node>> = KeyMap::default();
-    for (changes, _) in batch {
+    for changes in batch {
         let verdict = check(shared, txn, changes, &accepted_positions, &mut stored)?;
         if verdict.is_ok() {
-            for change in changes {
+            for change in *changes {
                 match change {
                     Change::Merge { key, node, children } => {
                         accepted_positions.insert(*key, &node.position);
@@ -197,8 +324,7 @@ fn apply_batch(
         let count = shared.link_count(txn)?;
         shared.meta.put(txn, META_LINKS, &(count + added).to_be_bytes()).map_err(|e| shared.lmdb_error(e))?;
     }
-    write_with_cached_values(shared, txn, merged)?;
-    Ok(results)
+    Ok((results, merged))
 }
 
 /// Would this submission be accepted? Checks every merge against the stored record and the positions accepted
@@ -288,78 +414,31 @@ fn merge(
     Ok(())
 }
 
-/// The graph as the writer's transaction sees it, with this batch's merged records laid over the stored ones, for
-/// bringing cached idea values up to date inside the same transaction as the change that caused them.
-struct TxnGraph<'t, 'e> {
-    shared: &'t Shared,
-    txn: &'t RwTxn<'e>,
-    merged: &'t KeyMap<Node>,
-    cache: RefCell<KeyMap<Option<Arc<GraphNode>>>>,
-    updated: KeyMap<(Option<Score>, bool)>,
-}
-
-impl Graph for TxnGraph<'_, '_> {
-    fn node(&self, key: PositionKey) -> Option<Arc<GraphNode>> {
-        if let Some(hit) = self.cache.borrow().get(&key) {
-            return hit.clone();
-        }
-        let loaded = match self.merged.get(&key) {
-            Some(node) => Some(Arc::new(GraphNode::from_node(key, node))),
-            None => match self.shared.nodes.get(self.txn, &key.to_bytes()) {
-                Ok(Some(bytes)) => match Node::decode(bytes) {
-                    Ok(node) => Some(Arc::new(GraphNode::from_node(key, &node))),
-                    Err(e) => {
-                        log::error!("{}: key {key}: {e}; left out of idea values", self.shared.data_file.display());
-                        None
-                    }
-                },
-                Ok(None) => None,
-                Err(e) => {
-                    log::error!("{}: key {key}: {e}", self.shared.data_file.display());
-                    None
-                }
-            },
-        };
-        self.cache.borrow_mut().insert(key, loaded.clone());
-        loaded
-    }
-
-    fn parents(&self, key: PositionKey) -> Vec<PositionKey> {
-        match self.shared.links.get(self.txn, &key.to_bytes()) {
-            Ok(Some(record)) => super::links::decode(record).unwrap_or_else(|e| {
-                log::warn!("{}: parent links of {key} unreadable: {e}", self.shared.data_file.display());
-                Vec::new()
-            }),
-            _ => Vec::new(),
-        }
-    }
-}
-
-impl GraphMut for TxnGraph<'_, '_> {
-    fn set_cached(&mut self, key: PositionKey, idea: Option<Score>, cyclic: bool) {
-        if let Some(Some(node)) = self.cache.get_mut().get_mut(&key) {
-            let node = Arc::make_mut(node);
-            node.idea = idea;
-            node.cyclic = cyclic;
-        }
-        self.updated.insert(key, (idea, cyclic));
-    }
-}
-
 /// Brings cached values up to date from the merged records upward, then writes every merged or updated record once,
 /// in key order.
-fn write_with_cached_values(shared: &Shared, txn: &mut RwTxn, mut merged: KeyMap<Node>) -> Result<(), StoreError> {
+fn write_with_cached_values(
+    shared: &Shared,
+    upkeep: &dyn Upkeep,
+    txn: &mut RwTxn,
+    merged: KeyMap<Node>,
+) -> Result<(), StoreError> {
     if merged.is_empty() {
         return Ok(());
     }
     let started = std::time::Instant::now();
-    let updated = {
-        let mut graph =
-            TxnGraph { shared, txn, merged: &merged, cache: RefCell::default(), updated: KeyMap::default() };
-        propagate(&mut graph, merged.keys().copied().collect::<Vec<_>>());
-        graph.updated
-    };
+    let changed: Vec<PositionKey> = merged.keys().copied().collect();
+    let updated = upkeep.update(&TxnRecords { shared, txn, merged: &merged }, &changed);
     shared.last_update_nanos.store(started.elapsed().as_nanos() as u64, std::sync::atomic::Ordering::Relaxed);
+    write_records(shared, txn, merged, &updated)
+}
+
+/// Writes every merged record and every record whose cached values changed, once each, in key order.
+fn write_records(
+    shared: &Shared,
+    txn: &mut RwTxn,
+    mut merged: KeyMap<Node>,
+    updated: &KeyMap<CachedValues>,
+) -> Result<(), StoreError> {
     let mut keys: Vec<PositionKey> = merged.keys().chain(updated.keys()).copied().collect();
     keys.sort_unstable();
     keys.dedup();
@@ -376,9 +455,9 @@ fn write_with_cached_values(shared: &Shared, txn: &mut RwTxn, mut merged: KeyMap
                 node
             }
         };
-        if let Some((idea, cyclic)) = updated.get(&key) {
-            node.idea = *idea;
-            node.cyclic = *cyclic;
+        if let Some(values) = updated.get(&key) {
+            node.idea = values.idea;
+            node.cyclic = values.cyclic;
         }
         buffer.clear();
         node.encode_into(&mut buffer);

@@ -4,11 +4,12 @@ use shakmaty::{Chess, uci::UciMove};
 
 use crate::{
     score::Score,
-    search::{
-        graph::{Graph, StoreGraph},
-        minimax::{UNROLL_BUDGET, alpha_of_edge, alpha_of_edges, idea_of_edge},
-    },
+    search::alpha::{alpha_of_edge, alpha_of_edges},
     store::{ReadView, StoreError, key::PositionKey, play_uci},
+    values::{
+        graph::{Graph, StoreGraph},
+        idea::{UNROLL_BUDGET, idea_of_edge},
+    },
 };
 
 /// One candidate move of a root as the tree values it.

@@ -18,10 +18,10 @@ use crate::store::{
 use super::{Analysis, AnalysisError, Trace, change_for, claimed, from_claim, walk::walk_tree};
 use crate::search::{
     evaluator::{Answer, Evaluator, Job},
-    graph::StoreGraph,
     host::{JobKey, Planned, Purpose},
     overlay::Overlay,
 };
+use crate::values::graph::StoreGraph;
 
 /// Searches run ahead of their turn, so that no engine waits while a pass waits for its slowest search (DESIGN.md
 /// section 2.5).

@@ -15,11 +15,11 @@ use crate::{
 
 use super::{Params, Root, Trace, fen, move_distance_at, san};
 use crate::search::{
+    alpha::{alpha_of_edge, alpha_of_node},
     evaluator::Job,
-    graph::Records,
     host::{Planned, Purpose},
-    minimax::{UNROLL_BUDGET, alpha_of_edge, alpha_of_node},
 };
+use crate::values::{graph::Records, idea::UNROLL_BUDGET};
 
 /// One pass: the alpha-beta walk that plans searches.
 struct Walk<'t, G: Records> {

@@ -1,7 +1,7 @@
 //! The stored tree seen as a graph of positions, for minimaxing.
 //!
 //! ```
-//! use deeptree::search::graph::{Graph, GraphEdge, GraphNode, MemGraph};
+//! use deeptree::values::graph::{Graph, GraphEdge, GraphNode, MemGraph};
 //! use deeptree::score::Score;
 //! use deeptree::store::key::PositionKey;
 //!

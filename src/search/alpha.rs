@@ -1,0 +1,141 @@
+//! Alpha values: the negamax from a root, where a move into a position of the game or of the line is a draw.
+//!
+//! ```
+//! use deeptree::score::Score;
+//! use deeptree::search::alpha::alpha_of_edges;
+//! use deeptree::store::key::PositionKey;
+//! use deeptree::values::graph::{GraphEdge, GraphNode, MemGraph};
+//! use deeptree::values::idea::propagate;
+//!
+//! // A (to move) can go to B, and B back to A: a repetition.
+//! let (a, b) = (PositionKey(1), PositionKey(2));
+//! let mut g = MemGraph::default();
+//! g.insert(GraphNode::leaf(a, vec![GraphEdge::new(b, Score::cp(-30), true)]));
+//! g.insert(GraphNode::leaf(b, vec![GraphEdge::new(a, Score::cp(40), true)]));
+//! propagate(&mut g, [a, b]);
+//! // From root A, B's move back to A repeats the root, a draw, so A's move scores 0 (its idea value is -40).
+//! assert_eq!(alpha_of_edges(&g, a, &[]), vec![Score::cp(0)]);
+//! ```
+//!
+//! **Alpha** value of a move from a root: the idea negamax ([`crate::values::idea`]), but a move into a position that
+//! occurred in the root's game history or earlier on the path scores 0 (a draw). A position from which no cycle is
+//! reachable cannot reach the path either, so its alpha value is its cached idea value: only cyclic regions are
+//! walked.
+//!
+//! Sign flips: every value is from the side to move at its node; an edge's value is its child's value backed up
+//! ([`Score::back_up`]: negated, mate one ply further).
+
+use crate::{
+    score::Score,
+    store::key::PositionKey,
+    values::{
+        graph::{Graph, GraphNode},
+        idea::UNROLL_BUDGET,
+    },
+};
+
+/// Brute-force alpha values of the root's moves (in the root's edge order), `history` being the positions of the
+/// game before the root.
+pub fn alpha_brute<G: Graph>(g: &G, root: PositionKey, history: &[PositionKey]) -> Vec<Score> {
+    let Some(node) = g.node(root) else {
+        return Vec::new();
+    };
+    let mut path: Vec<PositionKey> = history.to_vec();
+    path.push(root);
+    node.edges
+        .iter()
+        .map(|edge| {
+            if path.contains(&edge.child) {
+                return Score::DRAW;
+            }
+            match g.node(edge.child).filter(|c| c.evaluated) {
+                Some(child) => {
+                    path.push(edge.child);
+                    let v = unroll_alpha_brute(g, &child, &mut path).back_up();
+                    path.pop();
+                    v
+                }
+                None => edge.score,
+            }
+        })
+        .collect()
+}
+
+fn unroll_alpha_brute<G: Graph>(g: &G, node: &GraphNode, path: &mut Vec<PositionKey>) -> Score {
+    if node.edges.is_empty() {
+        return node.eval_score.unwrap_or(Score::DRAW);
+    }
+    let mut best: Option<Score> = None;
+    for edge in &node.edges {
+        let value = if path.contains(&edge.child) {
+            Score::DRAW
+        } else {
+            match g.node(edge.child).filter(|c| c.evaluated) {
+                Some(child) => {
+                    path.push(edge.child);
+                    // Sign flip: the child's value is from the opponent's side.
+                    let v = unroll_alpha_brute(g, &child, path).back_up();
+                    path.pop();
+                    v
+                }
+                None => edge.score,
+            }
+        };
+        best = Some(best.map_or(value, |b| b.max(value)));
+    }
+    best.unwrap_or(Score::DRAW)
+}
+
+/// Alpha value of a node reached on `path` (which holds the root's history, the root and the nodes down to here).
+pub fn alpha_of_node<G: Graph>(g: &G, node: &GraphNode, path: &mut Vec<PositionKey>, budget: &mut usize) -> Score {
+    if !node.cyclic
+        && let Some(idea) = node.idea
+    {
+        return idea;
+    }
+    if node.edges.is_empty() {
+        return node.eval_score.unwrap_or(Score::DRAW);
+    }
+    *budget = budget.saturating_sub(1);
+    let mut best: Option<Score> = None;
+    for edge in &node.edges {
+        let value = alpha_of_edge(g, edge.child, edge.score, path, budget);
+        best = Some(best.map_or(value, |b| b.max(value)));
+    }
+    best.unwrap_or(Score::DRAW)
+}
+
+/// Alpha value of one move into `child` (engine score `score`) from the last node of `path`.
+pub fn alpha_of_edge<G: Graph>(
+    g: &G,
+    child: PositionKey,
+    score: Score,
+    path: &mut Vec<PositionKey>,
+    budget: &mut usize,
+) -> Score {
+    if path.contains(&child) {
+        return Score::DRAW; // a repetition of the game or of the line: a draw
+    }
+    match g.node(child).filter(|c| c.evaluated) {
+        Some(node) if *budget > 0 => {
+            path.push(child);
+            // Sign flip: the child's value is from the opponent's side.
+            let v = alpha_of_node(g, &node, path, budget).back_up();
+            path.pop();
+            v
+        }
+        Some(node) => node.idea.map_or(score, Score::back_up),
+        None => score,
+    }
+}
+
+/// Alpha values of the root's moves, in the root's edge order.
+pub fn alpha_of_edges<G: Graph>(g: &G, root: PositionKey, history: &[PositionKey]) -> Vec<Score> {
+    let Some(node) = g.node(root) else {
+        return Vec::new();
+    };
+    let mut path: Vec<PositionKey> = history.to_vec();
+    path.push(root);
+    let mut budget = UNROLL_BUDGET;
+    node.edges.iter().map(|e| alpha_of_edge(g, e.child, e.score, &mut path, &mut budget)).collect()
+}

@@ -1,0 +1,94 @@
+//! The interface through which the writer keeps cached values up to date: the layer that owns the values
+//! (`values::upkeep`) hands the store an [`Upkeep`], and the writer runs it inside every transaction, after merging,
+//! over the records the transaction changed.
+//!
+//! The store knows the cached fields of a record ([`Node::idea`], [`Node::cyclic`]) only as bytes to keep: what they
+//! mean and how they are computed belong to the upkeep.
+
+use std::path::Path;
+
+use heed::RwTxn;
+
+use crate::score::Score;
+
+use super::{
+    Shared,
+    key::{KeyMap, PositionKey},
+    node::Node,
+};
+
+/// The cached values of one record, as the upkeep computed them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CachedValues {
+    pub idea: Option<Score>,
+    pub cyclic: bool,
+}
+
+/// Maintenance of cached values, run by the writer inside its transaction.
+pub trait Upkeep: Send + Sync {
+    /// Brings the cached values up to date after the records `changed` changed (were merged, or were stored
+    /// without their values), carrying every change upward. Returns the new cached values of every record whose
+    /// values changed; the writer stores them in the same transaction.
+    fn update(&self, records: &TxnRecords<'_, '_>, changed: &[PositionKey]) -> KeyMap<CachedValues>;
+}
+
+/// No maintenance: cached values stay as stored (compaction, which changes no record).
+pub struct NoUpkeep;
+
+impl Upkeep for NoUpkeep {
+    fn update(&self, _: &TxnRecords<'_, '_>, _: &[PositionKey]) -> KeyMap<CachedValues> {
+        KeyMap::default()
+    }
+}
+
+/// The records as the writer's transaction will commit them: this transaction's merged records laid over the
+/// stored ones.
+pub struct TxnRecords<'t, 'e> {
+    pub(super) shared: &'t Shared,
+    pub(super) txn: &'t RwTxn<'e>,
+    pub(super) merged: &'t KeyMap<Node>,
+}
+
+impl TxnRecords<'_, '_> {
+    /// The record at `key`. A record that cannot be read or decoded is logged and counts as absent: the upkeep
+    /// leaves it out rather than failing the transaction that carries other changes.
+    pub fn record(&self, key: PositionKey) -> Option<Node> {
+        if let Some(node) = self.merged.get(&key) {
+            return Some(node.clone());
+        }
+        match self.shared.nodes.get(self.txn, &key.to_bytes()) {
+            Ok(Some(bytes)) => match Node::decode(bytes) {
+                Ok(node) => Some(node),
+                Err(e) => {
+                    log::error!("{}: key {key}: {e}; left out of cached values", self.file().display());
+                    None
+                }
+            },
+            Ok(None) => None,
+            Err(e) => {
+                log::error!("{}: key {key}: {e}", self.file().display());
+                None
+            }
+        }
+    }
+
+    /// Keys of the records with a move into `key`, from the parent links.
+    pub fn parents(&self, key: PositionKey) -> Vec<PositionKey> {
+        match self.shared.links.get(self.txn, &key.to_bytes()) {
+            Ok(Some(record)) => super::links::decode(record).unwrap_or_else(|e| {
+                log::warn!("{}: parent links of {key} unreadable: {e}", self.file().display());
+                Vec::new()
+            }),
+            Ok(None) => Vec::new(),
+            Err(e) => {
+                log::error!("{}: parent links of {key}: {e}", self.file().display());
+                Vec::new()
+            }
+        }
+    }
+
+    /// The store's data file, for messages.
+    pub fn file(&self) -> &Path {
+        &self.shared.data_file
+    }
+}

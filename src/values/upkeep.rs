@@ -1,0 +1,120 @@
+//! The values layer's upkeep, run by the store's writer inside its transaction, and the store's usual constructors.
+
+use std::{cell::RefCell, path::Path, sync::Arc};
+
+use crate::{
+    score::Score,
+    store::{
+        Store, StoreError, StoreOptions,
+        key::{KeyMap, KeySet, PositionKey},
+        upkeep::{CachedValues, TxnRecords, Upkeep},
+    },
+};
+
+use super::{
+    graph::{Graph, GraphMut, GraphNode},
+    idea::propagate,
+};
+
+/// Keeps idea values and cyclic flags up to date: carries each change upward through the parent links
+/// ([`propagate`]), the changed records taken children first so that each is computed once.
+pub struct IdeaUpkeep;
+
+impl Upkeep for IdeaUpkeep {
+    fn update(&self, records: &TxnRecords<'_, '_>, changed: &[PositionKey]) -> KeyMap<CachedValues> {
+        let mut graph = TxnGraph { records, cache: RefCell::default(), updated: KeyMap::default() };
+        let order = children_first(&graph, changed);
+        propagate(&mut graph, order);
+        graph.updated
+    }
+}
+
+impl Store {
+    /// Opens (creating when absent) the store in directory `dir`, its writer keeping idea values up to date.
+    pub fn open(dir: &Path, options: &StoreOptions) -> Result<Store, StoreError> {
+        Store::open_with(dir, options, Arc::new(IdeaUpkeep))
+    }
+
+    /// Opens the store in directory `dir` only if one is there: [`StoreError::Missing`] otherwise, with nothing
+    /// created, so that a command that only reads never leaves a directory behind a mistyped path.
+    pub fn open_existing(dir: &Path, options: &StoreOptions) -> Result<Store, StoreError> {
+        Store::open_existing_with(dir, options, Arc::new(IdeaUpkeep))
+    }
+}
+
+/// `keys` ordered so that a key comes after every key of the set that it reaches (a post-order of the set's own
+/// subgraph; inside a cycle the order is arbitrary, and [`propagate`] settles it). Values computed in this order
+/// find their children's already final.
+fn children_first<G: Graph>(g: &G, keys: &[PositionKey]) -> Vec<PositionKey> {
+    if keys.len() < 2 {
+        return keys.to_vec();
+    }
+    let members: KeySet = keys.iter().copied().collect();
+    let mut done: KeySet = KeySet::default();
+    let mut order = Vec::with_capacity(keys.len());
+    // (key, index of the next edge to follow)
+    let mut stack: Vec<(PositionKey, Arc<GraphNode>, usize)> = Vec::new();
+    for &start in keys {
+        if !done.insert(start) {
+            continue;
+        }
+        let Some(node) = g.node(start) else {
+            order.push(start);
+            continue;
+        };
+        stack.push((start, node, 0));
+        while let Some((key, node, next)) = stack.last_mut() {
+            match node.edges.get(*next) {
+                Some(edge) => {
+                    *next += 1;
+                    let child = edge.child;
+                    if members.contains(&child) && done.insert(child) {
+                        match g.node(child) {
+                            Some(child_node) => stack.push((child, child_node, 0)),
+                            None => order.push(child),
+                        }
+                    }
+                }
+                None => {
+                    order.push(*key);
+                    stack.pop();
+                }
+            }
+        }
+    }
+    order
+}
+
+/// The graph as the writer's transaction sees it, with decoded nodes cached and the values computed so far laid
+/// over them.
+struct TxnGraph<'r, 't, 'e> {
+    records: &'r TxnRecords<'t, 'e>,
+    cache: RefCell<KeyMap<Option<Arc<GraphNode>>>>,
+    updated: KeyMap<CachedValues>,
+}
+
+impl Graph for TxnGraph<'_, '_, '_> {
+    fn node(&self, key: PositionKey) -> Option<Arc<GraphNode>> {
+        if let Some(hit) = self.cache.borrow().get(&key) {
+            return hit.clone();
+        }
+        let loaded = self.records.record(key).map(|node| Arc::new(GraphNode::from_node(key, &node)));
+        self.cache.borrow_mut().insert(key, loaded.clone());
+        loaded
+    }
+
+    fn parents(&self, key: PositionKey) -> Vec<PositionKey> {
+        self.records.parents(key)
+    }
+}
+
+impl GraphMut for TxnGraph<'_, '_, '_> {
+    fn set_cached(&mut self, key: PositionKey, idea: Option<Score>, cyclic: bool) {
+        if let Some(Some(node)) = self.cache.get_mut().get_mut(&key) {
+            let node = Arc::make_mut(node);
+            node.idea = idea;
+            node.cyclic = cyclic;
+        }
+        self.updated.insert(key, CachedValues { idea, cyclic });
+    }
+}
