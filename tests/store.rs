@@ -281,8 +281,12 @@ fn two_processes_write_one_store_at_once() {
 #[test]
 fn a_writer_killed_mid_run_loses_nothing_committed() {
     let dir = tempfile::tempdir().unwrap();
+    // Small transactions (a bulk load takes 8 times `write_batch` changes in one), so that the kill lands mid-run.
+    let config = dir.path().join("small-batches.toml");
+    std::fs::write(&config, "write_batch = 100\n").unwrap();
+    let db = dir.path().join("tree");
     let mut child = deeptree()
-        .args(["--db", dir.path().to_str().unwrap()])
+        .args(["--db", db.to_str().unwrap(), "--config", config.to_str().unwrap()])
         .args(["fill", "--positions", "60000", "--batch", "200", "--seed", "77"])
         .stdout(Stdio::piped())
         .spawn()
@@ -301,7 +305,7 @@ fn a_writer_killed_mid_run_loses_nothing_committed() {
     assert!(!status.success(), "the writer was killed before finishing");
     assert!(committed >= 3_000);
 
-    let store = Store::open(dir.path(), &StoreOptions::default()).unwrap();
+    let store = Store::open(&db, &StoreOptions::default()).unwrap();
     let view = store.read().unwrap();
     for key in expected_keys(77, committed) {
         assert!(view.node(key).unwrap().is_some(), "committed position {key} lost");

@@ -87,6 +87,61 @@ impl TxnRecords<'_, '_> {
         }
     }
 
+    /// How many records the store holds (before this transaction's new ones).
+    pub fn stored_len(&self) -> u64 {
+        self.shared.nodes.len(self.txn).unwrap_or(0)
+    }
+
+    /// Every record, in key order for the stored ones, then this transaction's new ones; records that do not decode
+    /// are logged and left out. One sequential pass: far cheaper than a lookup per record when most are needed.
+    pub fn for_each_record(&self, mut f: impl FnMut(PositionKey, Node)) {
+        let mut seen_merged = 0;
+        match self.shared.nodes.iter(self.txn) {
+            Err(e) => log::error!("{}: {e}", self.file().display()),
+            Ok(iter) => {
+                for item in iter {
+                    let Ok((key, bytes)) = item else {
+                        log::error!("{}: a record could not be read; left out of cached values", self.file().display());
+                        continue;
+                    };
+                    let Some(key) = PositionKey::from_slice(key) else { continue };
+                    if let Some(node) = self.merged.get(&key) {
+                        seen_merged += 1;
+                        f(key, node.clone());
+                        continue;
+                    }
+                    match Node::decode(bytes) {
+                        Ok(node) => f(key, node),
+                        Err(e) => log::error!("{}: key {key}: {e}; left out of cached values", self.file().display()),
+                    }
+                }
+            }
+        }
+        if seen_merged < self.merged.len() {
+            let stored = |key: &PositionKey| matches!(self.shared.nodes.get(self.txn, &key.to_bytes()), Ok(Some(_)));
+            for (key, node) in self.merged.iter().filter(|(key, _)| !stored(key)) {
+                f(*key, node.clone());
+            }
+        }
+    }
+
+    /// Every child's parents, in the children's key order, from one sequential pass over the parent links.
+    pub fn for_each_parents(&self, mut f: impl FnMut(PositionKey, Vec<PositionKey>)) {
+        match self.shared.links.iter(self.txn) {
+            Err(e) => log::error!("{}: {e}", self.file().display()),
+            Ok(iter) => {
+                for (key, record) in iter.flatten() {
+                    let (Some(child), Ok(parents)) = (PositionKey::from_slice(key), super::links::decode(record))
+                    else {
+                        log::warn!("{}: a parent-link record is unreadable; left out", self.file().display());
+                        continue;
+                    };
+                    f(child, parents);
+                }
+            }
+        }
+    }
+
     /// The store's data file, for messages.
     pub fn file(&self) -> &Path {
         &self.shared.data_file

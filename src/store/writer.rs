@@ -22,6 +22,9 @@ use super::{
 /// The outcome of each submission of a batch: a submission is refused whole, without holding back the others.
 type Verdicts = Vec<Result<(), StoreError>>;
 
+/// How many times more changes a transaction of deferred writes may take than the settings' `max_batch`.
+const BULK_BATCH_FACTOR: usize = 8;
+
 /// Where the outcome of one submission is sent.
 type Ack = Sender<Result<(), StoreError>>;
 
@@ -170,7 +173,13 @@ fn run(shared: &Shared, upkeep: &dyn Upkeep, rx: &Receiver<Message>, max_batch: 
                     }
                 },
             }
-            if !stopping && held.is_none() && size < max_batch && !batch.is_empty() {
+            // A bulk load's writes take larger transactions: each copies a page of the tree once for many changes
+            // instead of once per transaction, and no reader waits for their values anyway.
+            let limit = match batch.first() {
+                Some((_, Values::Deferred, _)) => max_batch.saturating_mul(BULK_BATCH_FACTOR),
+                _ => max_batch,
+            };
+            if !stopping && held.is_none() && size < limit && !batch.is_empty() {
                 next = rx.try_recv().ok();
             }
         }
@@ -251,7 +260,12 @@ fn settle(shared: &Shared, upkeep: &dyn Upkeep, which: Settle, owed: &mut KeySet
         };
         keys.sort_unstable();
         let updated = upkeep.update(&TxnRecords { shared, txn, merged: &KeyMap::default() }, &keys);
-        write_records(shared, txn, KeyMap::default(), &updated)?;
+        let stored = shared.nodes.len(txn).map_err(|e| shared.lmdb_error(e))?;
+        if updated.len() as u64 * 4 >= stored {
+            write_values_in_one_pass(shared, txn, &updated)?;
+        } else {
+            write_records(shared, txn, KeyMap::default(), &updated)?;
+        }
         shared.meta.delete(txn, META_VALUES_OWED).map_err(|e| shared.lmdb_error(e))?;
         Ok(())
     })?;
@@ -307,12 +321,21 @@ fn apply_batch(shared: &Shared, txn: &mut RwTxn, batch: &[&[Change]]) -> Result<
     let mut added = 0u64;
     for group in links.chunk_by(|a, b| a.0 == b.0) {
         let child = group[0].0;
-        let mut record =
-            shared.links.get(txn, &child).map_err(|e| shared.lmdb_error(e))?.map(<[u8]>::to_vec).unwrap_or_default();
+        // Sorted and without duplicates (`links` is), so these parents are already a packed record.
+        let parents: Vec<PositionKey> = group.iter().map(|(_, parent)| PositionKey::from_bytes(*parent)).collect();
+        let fresh = super::links::encode(&parents);
+        // One lookup for a child without parents yet (the common case in a growing tree): it is inserted at once.
+        let Some(stored) = shared.links.get_or_put(txn, &child, &fresh).map_err(|e| shared.lmdb_error(e))? else {
+            added += parents.len() as u64;
+            continue;
+        };
+        let mut record = stored.to_vec();
         let before = added;
-        for (_, parent) in group {
-            let inserted = super::links::insert(&mut record, PositionKey::from_bytes(*parent)).map_err(|source| {
-                StoreError::Corrupt { path: shared.data_file.clone(), key: PositionKey::from_bytes(child), source }
+        for parent in parents {
+            let inserted = super::links::insert(&mut record, parent).map_err(|source| StoreError::Corrupt {
+                path: shared.data_file.clone(),
+                key: PositionKey::from_bytes(child),
+                source,
             })?;
             added += u64::from(inserted);
         }
@@ -430,6 +453,33 @@ fn write_with_cached_values(
     let updated = upkeep.update(&TxnRecords { shared, txn, merged: &merged }, &changed);
     shared.last_update_nanos.store(started.elapsed().as_nanos() as u64, std::sync::atomic::Ordering::Relaxed);
     write_records(shared, txn, merged, &updated)
+}
+
+/// Writes new cached values into their records in one pass of a cursor over every record: cheaper than a lookup
+/// per record when many of them changed.
+fn write_values_in_one_pass(
+    shared: &Shared,
+    txn: &mut RwTxn,
+    updated: &KeyMap<CachedValues>,
+) -> Result<(), StoreError> {
+    let lmdb = |e| shared.lmdb_error(e);
+    let mut buffer = Vec::with_capacity(256);
+    let mut cursor = shared.nodes.iter_mut(txn).map_err(lmdb)?;
+    while let Some(item) = cursor.next() {
+        let (key, bytes) = item.map_err(lmdb)?;
+        let Some(key) = PositionKey::from_slice(key) else { continue };
+        let Some(values) = updated.get(&key) else { continue };
+        // A record that does not decode is left as it is: the upkeep left it out too.
+        let Ok(mut node) = Node::decode(bytes) else { continue };
+        node.idea = values.idea;
+        node.cyclic = values.cyclic;
+        buffer.clear();
+        node.encode_into(&mut buffer);
+        // SAFETY: the key and the record are owned copies (`key` is a `PositionKey`, `buffer` a fresh encoding):
+        // nothing borrowed from the database is alive while the cursor writes.
+        unsafe { cursor.put_current(&key.to_bytes(), &buffer) }.map_err(lmdb)?;
+    }
+    Ok(())
 }
 
 /// Writes every merged record and every record whose cached values changed, once each, in key order.

@@ -216,10 +216,11 @@ pub fn propagate<G: GraphMut>(g: &mut G, changed: impl IntoIterator<Item = Posit
         }
         for (member, idea, cyclic) in recompute(g, key) {
             recomputed += 1;
-            let Some(node) = g.node(member) else { continue };
-            if node.idea == idea && node.cyclic == cyclic {
+            let unchanged = g.node(member).is_none_or(|node| node.idea == idea && node.cyclic == cyclic);
+            if unchanged {
                 continue;
             }
+            // The node is no longer held here, so the graph can update it in place.
             g.set_cached(member, idea, cyclic);
             for parent in g.parents(member) {
                 if queued.insert(parent) {
