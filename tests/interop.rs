@@ -262,6 +262,28 @@ fn pgn_import_reports_malformed_games_and_imports_the_rest() {
     assert_eq!(limited["edges"], 4, "1. e4, 8. O-O-O, 8. O-O and 1. Kb4: the first ply of each imported game");
 }
 
+/// A token that is not a move (pgn-reader passes over it without a word) makes its game malformed: here the moves
+/// around it would still be legal, so without the check the game would import with a move missing.
+#[test]
+fn pgn_import_reports_a_game_with_an_unreadable_token_by_its_number() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("db"), &StoreOptions::default()).unwrap();
+    let pgn = "[Event \"a\"]\n\n1. d4 d5 *\n\n\
+               [Event \"b\"]\n\n1. e4 e5 2. xyz Nf3 Nc6 *\n\n\
+               [Event \"c\"]\n\n1. c4 Nf9 2. Nc3 e5 *\n\n\
+               [Event \"d\"]\n\n1. e4 c5 2. Nf3 *\n";
+    let mut skipped = Vec::new();
+    let summary = deeptree::interop::pgn_import::import_pgn(&store, pgn.as_bytes(), &Default::default(), |s| {
+        skipped.push((s.game, s.line, s.reason.clone()))
+    })
+    .unwrap();
+    assert_eq!(skipped, [(2, 5, "move 3 'xyz' is not SAN".to_owned()), (3, 9, "move 2 'Nf9' is not SAN".to_owned())]);
+    assert_eq!((summary.games, summary.skipped, summary.edges), (4, 2, 2 + 3));
+    let view = store.read().unwrap();
+    let after_e4_e5 = Line::parse(None, "e2e4 e7e5").unwrap();
+    assert!(view.node(PositionKey::of(after_e4_e5.root())).unwrap().is_none(), "nothing of game 2 is imported");
+}
+
 /// Imported moves below `node` (at `ply`) that lie outside the move distance of their node's best move: each must
 /// have been walked (its position evaluated, so it has a value). Checked at plies 0 and 1, where the search makes no
 /// beta cut-off (deeper, a cut-off may end a node's walk before its imported moves, as before any other move).

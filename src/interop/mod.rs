@@ -34,7 +34,7 @@ pub mod html;
 pub mod merge;
 pub mod pgn_export;
 pub mod pgn_import;
-pub mod pgn_lex;
+pub mod pgn_read;
 pub mod polyglot;
 pub mod roots;
 pub mod walk;

@@ -6,7 +6,7 @@
 
 use std::{collections::HashSet, io::Read};
 
-use shakmaty::{Chess, Position, fen::Fen, san::SanPlus, uci::UciMove};
+use shakmaty::{Chess, Position, fen::Fen, san::San, uci::UciMove};
 
 use crate::{
     search::analysis::quote,
@@ -19,7 +19,7 @@ use crate::{
 
 use super::{
     BatchWriter, InteropError, gather,
-    pgn_lex::{GameReader, MoveToken, RawGame},
+    pgn_read::{GameReader, MoveToken, RawGame},
     placeholder_edge,
 };
 
@@ -190,20 +190,19 @@ pub fn game_moves_in(
     let mut number = 0usize;
     for token in &game.moves {
         match token {
-            MoveToken::San(text) => {
+            MoveToken::San(san) => {
                 number += 1;
                 if current.dead {
                     continue;
                 }
-                if text == "--" || text == "Z0" {
+                if san.san == San::Null {
                     current.dead = true;
                     continue;
                 }
-                let san: SanPlus = text.parse().map_err(|_| format!("move {number} {} is not SAN", quote(text)))?;
                 let m = san.san.to_move(&current.pos).map_err(|_| {
                     format!(
                         "move {number} {} is illegal in {}",
-                        quote(text),
+                        quote(&san.to_string()),
                         Fen::from_position(&current.pos, shakmaty::EnPassantMode::Legal)
                     )
                 })?;
@@ -235,7 +234,7 @@ pub fn game_moves_in(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::interop::pgn_lex::GameReader;
+    use crate::interop::pgn_read::GameReader;
 
     fn first(text: &str) -> RawGame {
         GameReader::new(text.as_bytes()).next_game().unwrap().unwrap()

@@ -28,7 +28,7 @@ use std::{
     path::Path,
 };
 
-use shakmaty::{CastlingMode, Chess, Position, san::SanPlus, uci::UciMove};
+use shakmaty::{CastlingMode, Chess, Position, san::San, uci::UciMove};
 
 use crate::{
     search::analysis::{Line, quote},
@@ -38,7 +38,7 @@ use crate::{
 use super::{
     InteropError, epd,
     pgn_import::game_start_in,
-    pgn_lex::{GameReader, MoveToken, RawGame},
+    pgn_read::{GameReader, MoveToken, RawGame},
 };
 
 /// Where in the file a root comes from.
@@ -151,17 +151,19 @@ pub fn main_line(game: &RawGame, chess960: bool) -> Result<Line, String> {
         match token {
             MoveToken::Open => nesting += 1,
             MoveToken::Close => nesting = nesting.saturating_sub(1),
-            MoveToken::San(text) => {
+            MoveToken::San(san) => {
                 number += 1;
                 if nesting > 0 {
                     continue;
                 }
-                if text == "--" || text == "Z0" {
+                if san.san == San::Null {
                     return Err(format!("move {number} is a null move: the main line cannot be followed"));
                 }
                 let current: &Chess = positions.last().unwrap_or(&start);
-                let san: SanPlus = text.parse().map_err(|_| format!("move {number} {} is not SAN", quote(text)))?;
-                let m = san.san.to_move(current).map_err(|_| format!("move {number} {} is illegal", quote(text)))?;
+                let m = san
+                    .san
+                    .to_move(current)
+                    .map_err(|_| format!("move {number} {} is illegal", quote(&san.to_string())))?;
                 let mut next = current.clone();
                 next.play_unchecked(m);
                 moves.push(crate::notation::canonical(m));
@@ -233,6 +235,15 @@ mod tests {
         assert_eq!(skipped.len(), 1);
         assert_eq!(skipped[0].source, Source::Game(3));
         assert!(skipped[0].error.contains("null move"), "{}", skipped[0].error);
+    }
+
+    #[test]
+    fn a_game_with_a_token_that_is_not_a_move_is_skipped_with_its_number() {
+        let text = "1. d4 d5 *\n\n1. e4 e5 2. xyz Nf3 *\n\n1. c4 e5 *\n";
+        let (roots, skipped) = parse_pgn_roots(text.as_bytes(), false).unwrap();
+        assert_eq!(roots.iter().map(|r| r.source).collect::<Vec<_>>(), [1, 3].map(Source::Game));
+        assert_eq!(skipped.len(), 1);
+        assert_eq!((skipped[0].source, skipped[0].error.as_str()), (Source::Game(2), "move 3 'xyz' is not SAN"));
     }
 
     #[test]

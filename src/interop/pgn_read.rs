@@ -1,0 +1,825 @@
+//! PGN games as read by the `pgn-reader` crate, checked so that nothing in them goes unread.
+//!
+//! ```
+//! use deeptree::interop::pgn_read::GameReader;
+//!
+//! let pgn = "[White \"A\"]\n[FEN \"8/8/8/8/8/8/8/K1k5 w - - 0 1\"]\n\n1. Kb2 {a comment} $1 (1. Ka2) *\n1. e4 e5 1-0\n\n\
+//!            1. e4 Nf9 2. d4 *\n";
+//! let mut games = GameReader::new(pgn.as_bytes());
+//! let first = games.next_game()?.expect("a game");
+//! assert_eq!(first.tag("FEN"), Some("8/8/8/8/8/8/8/K1k5 w - - 0 1"));
+//! assert_eq!(first.moves.iter().map(ToString::to_string).collect::<Vec<_>>(), ["Kb2", "(", "Ka2", ")"]);
+//! let second = games.next_game()?.expect("a game");
+//! assert_eq!((second.number, second.line, second.moves.len()), (2, 5, 2));
+//! let third = games.next_game()?.expect("a game");
+//! assert_eq!(third.error.as_deref(), Some("move 2 'Nf9' is not SAN"));
+//! assert!(games.next_game()?.is_none());
+//! # Ok::<_, std::io::Error>(())
+//! ```
+//!
+//! `pgn-reader` does the reading: tag pairs and their escapes, moves, variations, comments, NAGs, results, `%`
+//! escape lines, a byte order mark. It leaves the moves' legality to the importers, and it passes over a token it
+//! cannot read as SAN (`Nf9`, `xyz`, `Nf6&`, a stray `}`) without a word. So the text of every game is scanned once
+//! more here: every token must be a move number, a move in SAN, a NAG, a result, a variation's
+//! parenthesis, a comment or an escape line, and every tag pair `[Name "value"]`. The first problem is kept as
+//! [`RawGame::error`], so that the game's reader reports the game and skips it; and the scan's count of moves must
+//! be the count `pgn-reader` passed on, or the game is reported too.
+//!
+//! A game ends at its result (a result inside a variation ends nothing) or where the next tag section begins, so
+//! files without tags or without results split into games too; a blank line within a game's moves, before its
+//! result, ends nothing. Bytes that are not UTF-8 are read lossily in tag values.
+
+use std::{
+    cell::RefCell,
+    collections::VecDeque,
+    fmt,
+    io::{self, Read},
+    ops::{ControlFlow, Range},
+    rc::Rc,
+};
+
+use pgn_reader::{Outcome, RawTag, Reader, SanPlus, Skip, Visitor};
+
+use crate::search::analysis::quote;
+
+/// One token of movetext that matters for the moves.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MoveToken {
+    /// A move in SAN (a null move is `San::Null`).
+    San(SanPlus),
+    /// `(`: a variation replacing the last move.
+    Open,
+    /// `)`
+    Close,
+}
+
+impl fmt::Display for MoveToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            MoveToken::San(san) => write!(f, "{san}"),
+            MoveToken::Open => f.write_str("("),
+            MoveToken::Close => f.write_str(")"),
+        }
+    }
+}
+
+/// One game as read: tags, the tokens of its moves, its result, and the first problem met.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RawGame {
+    /// 1-based number of the game in the file.
+    pub number: u64,
+    /// Line of the file where the game starts.
+    pub line: u64,
+    pub tags: Vec<(String, String)>,
+    pub moves: Vec<MoveToken>,
+    pub result: Option<Outcome>,
+    pub error: Option<String>,
+}
+
+impl RawGame {
+    /// The value of a tag (the first one of that name).
+    pub fn tag(&self, name: &str) -> Option<&str> {
+        self.tags.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
+    }
+}
+
+/// Reads games one at a time from any byte stream.
+///
+/// `pgn-reader` hands over its input one stretch at a time: a game's tags and moves up to a blank line or a tag
+/// section. The bytes of the stretch are kept meanwhile (the tape) for the scan.
+pub struct GameReader<R: Read> {
+    reader: Reader<Recorder<R>>,
+    tape: Rc<RefCell<Tape>>,
+    builder: Builder,
+    /// Games complete and checked, not yet handed out.
+    ready: VecDeque<RawGame>,
+    /// Line of the input where the tape starts.
+    line: u64,
+    finished: bool,
+}
+
+impl<R: Read> GameReader<R> {
+    pub fn new(input: R) -> GameReader<R> {
+        let tape = Rc::new(RefCell::new(Tape::default()));
+        GameReader {
+            reader: Reader::new(Recorder { input, tape: Rc::clone(&tape) }),
+            tape,
+            builder: Builder::default(),
+            ready: VecDeque::new(),
+            line: 1,
+            finished: false,
+        }
+    }
+
+    /// The next game, or `None` at the end of the input. Only I/O fails; a malformed game comes back with its
+    /// [`RawGame::error`] set.
+    pub fn next_game(&mut self) -> io::Result<Option<RawGame>> {
+        loop {
+            if let Some(game) = self.ready.pop_front() {
+                return Ok(Some(game));
+            }
+            if self.finished {
+                return Ok(None);
+            }
+            self.read_stretch()?;
+        }
+    }
+
+    /// Where the reader stands in the tape: the bytes before it are read.
+    fn consumed(&self) -> usize {
+        self.tape.borrow().bytes.len().saturating_sub(self.reader.buffer().len())
+    }
+
+    /// Reads one stretch of the input into the open game (and the games that follow its result in the stretch).
+    fn read_stretch(&mut self) -> io::Result<()> {
+        if !self.reader.has_more()? {
+            self.finished = true;
+            self.ready.extend(self.builder.games.drain(..).map(|g| g.game));
+            return Ok(());
+        }
+        // Forget what is read, counting its lines: the tape now starts with the stretch.
+        let start = self.consumed();
+        {
+            let mut tape = self.tape.borrow_mut();
+            self.line += newlines(tape.bytes.get(..start).unwrap_or_default());
+            let start = start.min(tape.bytes.len());
+            tape.bytes.drain(..start);
+        }
+        let line = self.line;
+        // The open game goes on, unless it has its result, or has moves and a tag section begins here.
+        let at_tags = self.reader.buffer().first() == Some(&b'[');
+        if let Some(open) = self.builder.games.pop() {
+            if open.game.result.is_some() || (at_tags && open.movetext) {
+                self.ready.push_back(open.game);
+            } else {
+                self.builder.games.push(open);
+            }
+        }
+        if self.builder.games.is_empty() {
+            self.builder.begin(line);
+        }
+        self.builder.start_stretch(line);
+        let (depth, sans_before) = self.builder.games.first().map_or((0, 0), |g| (g.depth, g.sans));
+
+        // pgn-reader fails on a tag pair longer than its buffer, and on a comment without its end (the rest of the
+        // input); an error of the input itself is passed on.
+        let failed_in_tags = match self.reader.read_game(&mut self.builder) {
+            Ok(_) => false,
+            Err(e) if self.tape.borrow().failed => return Err(e),
+            Err(_) => self.builder.in_tags,
+        };
+        let end = self.consumed();
+        if end == 0 {
+            return Err(io::Error::other("the PGN reader read nothing of a game"));
+        }
+        let tape = self.tape.borrow();
+        let raw = tape.bytes.get(..end).unwrap_or_default();
+        let scan = scan(raw, line, depth, sans_before);
+        if failed_in_tags {
+            // A tag pair longer than pgn-reader's buffer (it skipped its line): the scan has it.
+            if let (Some((name, value)), Some(open)) = (scan.tags.get(self.builder.tags), self.builder.games.last_mut())
+            {
+                open.game.tags.push(tag(raw.get(name.clone()).unwrap_or_default(), raw.get(value.clone())));
+            }
+        }
+        self.builder.check(&scan, line);
+        // Every game but the last one has its result: they are complete.
+        let open = self.builder.games.pop();
+        self.ready.extend(self.builder.games.drain(..).map(|g| g.game));
+        self.builder.games.extend(open);
+        Ok(())
+    }
+}
+
+/// A tag pair as stored: the name trimmed, the value's escapes decoded.
+fn tag(name: &[u8], value: Option<&[u8]>) -> (String, String) {
+    let value = RawTag(value.unwrap_or_default()).decode_utf8_lossy().into_owned();
+    (String::from_utf8_lossy(name.trim_ascii()).into_owned(), value)
+}
+
+/// The bytes read from the input since the start of the current stretch.
+#[derive(Default)]
+struct Tape {
+    bytes: Vec<u8>,
+    /// The input failed (an I/O error, not a problem of the text).
+    failed: bool,
+}
+
+/// The input, copying what is read to the tape.
+struct Recorder<R> {
+    input: R,
+    tape: Rc<RefCell<Tape>>,
+}
+
+impl<R: Read> Read for Recorder<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        loop {
+            match self.input.read(buf) {
+                Ok(n) => {
+                    self.tape.borrow_mut().bytes.extend_from_slice(buf.get(..n).unwrap_or(buf));
+                    return Ok(n);
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    self.tape.borrow_mut().failed = true;
+                    return Err(e);
+                }
+            }
+        }
+    }
+}
+
+/// A game being read.
+#[derive(Default)]
+struct Building {
+    game: RawGame,
+    /// Variations open.
+    depth: i64,
+    /// Moves read (variations included).
+    sans: usize,
+    /// Anything but tags read.
+    movetext: bool,
+}
+
+/// The visitor: builds the games of a stretch.
+#[derive(Default)]
+struct Builder {
+    /// The games of the stretch, in order; the last one is open (between stretches, only that one is kept).
+    games: Vec<Building>,
+    /// The moves each game of the stretch has in it.
+    sans: Vec<usize>,
+    /// Games begun.
+    count: u64,
+    /// Line where the stretch starts.
+    line: u64,
+    /// Tag pairs read in the stretch, and whether the reader is in its tag section.
+    tags: usize,
+    in_tags: bool,
+}
+
+impl Builder {
+    fn begin(&mut self, line: u64) {
+        self.count += 1;
+        self.games
+            .push(Building { game: RawGame { number: self.count, line, ..RawGame::default() }, ..Default::default() });
+    }
+
+    fn start_stretch(&mut self, line: u64) {
+        self.line = line;
+        self.sans.clear();
+        self.sans.push(0);
+        self.tags = 0;
+        self.in_tags = false;
+    }
+
+    /// A move or a parenthesis: after a result, it starts the next game.
+    fn push(&mut self, token: MoveToken, depth: i64) {
+        if self.games.last().is_none_or(|g| g.game.result.is_some()) {
+            self.begin(self.line);
+            self.sans.push(0);
+        }
+        let san = matches!(token, MoveToken::San(_));
+        if let Some(open) = self.games.last_mut() {
+            open.movetext = true;
+            open.depth += depth;
+            open.sans += usize::from(san);
+            open.game.moves.push(token);
+        }
+        if let (true, Some(sans)) = (san, self.sans.last_mut()) {
+            *sans += 1;
+        }
+    }
+
+    /// Takes the scan's findings: its problems, the lines where games after a result start; if the scan does not
+    /// see the games and moves `pgn-reader` read, every game of the stretch is reported.
+    fn check(&mut self, scan: &Scan, line: u64) {
+        let agree = scan.parts.len() == self.sans.len() && scan.parts.iter().zip(&self.sans).all(|(p, &n)| p.sans == n);
+        for (i, building) in self.games.iter_mut().enumerate() {
+            building.movetext |= scan.movetext;
+            let game = &mut building.game;
+            match scan.parts.get(i) {
+                Some(part) if agree => {
+                    if i > 0 {
+                        game.line = part.line;
+                    }
+                    if let Some(problem) = &part.problem {
+                        game.error.get_or_insert_with(|| problem.clone());
+                    }
+                }
+                _ => {
+                    let first = scan.parts.iter().find_map(|p| p.problem.clone());
+                    game.error.get_or_insert_with(|| {
+                        first.unwrap_or_else(|| format!("line {line}: the moves could not be read"))
+                    });
+                }
+            }
+        }
+    }
+}
+
+impl Visitor for Builder {
+    type Tags = ();
+    type Movetext = ();
+    type Output = ();
+
+    fn begin_tags(&mut self) -> ControlFlow<(), ()> {
+        self.in_tags = true;
+        ControlFlow::Continue(())
+    }
+
+    fn tag(&mut self, _: &mut (), name: &[u8], value: RawTag<'_>) -> ControlFlow<()> {
+        self.tags += 1;
+        if let Some(open) = self.games.last_mut() {
+            open.game.tags.push(tag(name, Some(value.as_bytes())));
+        }
+        ControlFlow::Continue(())
+    }
+
+    fn begin_movetext(&mut self, _: ()) -> ControlFlow<(), ()> {
+        self.in_tags = false;
+        ControlFlow::Continue(())
+    }
+
+    fn san(&mut self, _: &mut (), san: SanPlus) -> ControlFlow<()> {
+        self.push(MoveToken::San(san), 0);
+        ControlFlow::Continue(())
+    }
+
+    fn begin_variation(&mut self, _: &mut ()) -> ControlFlow<(), Skip> {
+        self.push(MoveToken::Open, 1);
+        ControlFlow::Continue(Skip(false))
+    }
+
+    fn end_variation(&mut self, _: &mut ()) -> ControlFlow<()> {
+        self.push(MoveToken::Close, -1);
+        ControlFlow::Continue(())
+    }
+
+    fn outcome(&mut self, _: &mut (), outcome: Outcome) -> ControlFlow<()> {
+        if let Some(open) = self.games.last_mut() {
+            open.movetext = true;
+            // A result inside a variation ends nothing (some programs write one there).
+            if open.depth <= 0 && open.game.result.is_none() {
+                open.game.result = Some(outcome);
+            }
+        }
+        ControlFlow::Continue(())
+    }
+
+    fn end_game(&mut self, _: ()) {}
+}
+
+/// What the scan of a stretch found.
+#[derive(Debug, Default)]
+struct Scan {
+    /// The open game, then one part for every game that starts after a result.
+    parts: Vec<Part>,
+    /// The tag pairs that are well formed: the ranges of their names and values.
+    tags: Vec<(Range<usize>, Range<usize>)>,
+    /// Whether there is anything but tag pairs.
+    movetext: bool,
+    /// Variations open in the open game.
+    depth: i64,
+    /// The open game has its result.
+    ended: bool,
+    /// A problem after the result: it goes with the game that follows, if one does in the stretch.
+    pending: Option<String>,
+}
+
+#[derive(Debug, Default)]
+struct Part {
+    line: u64,
+    /// Moves in SAN.
+    sans: usize,
+    problem: Option<String>,
+}
+
+impl Scan {
+    fn problem(&mut self, problem: impl FnOnce() -> String) {
+        if self.ended {
+            self.pending.get_or_insert_with(problem);
+        } else if let Some(part) = self.parts.last_mut() {
+            part.problem.get_or_insert_with(problem);
+        }
+    }
+
+    /// A move or a parenthesis: after a result, it starts the next game.
+    fn item(&mut self, line: u64) {
+        self.movetext = true;
+        if std::mem::take(&mut self.ended) {
+            self.parts.push(Part { line, problem: self.pending.take(), ..Part::default() });
+            self.depth = 0;
+        }
+    }
+
+    /// A result: outside variations, it ends the open game.
+    fn result(&mut self) {
+        self.movetext = true;
+        self.ended |= self.depth <= 0;
+    }
+}
+
+/// Bytes that end a token, as `pgn-reader` 0.29 has them.
+fn is_token_end(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\n' | b'\r' | b'{' | b'}' | b'(' | b')' | b'!' | b'?' | b'$' | b';' | b'.' | b'*')
+}
+
+/// Scans the text of a stretch, which starts at `line` with `depth` variations of the open game open and
+/// `sans_before` of its moves read: every token and tag pair must be one `pgn-reader` reads for what it is.
+fn scan(raw: &[u8], mut line: u64, depth: i64, sans_before: usize) -> Scan {
+    let mut out = Scan { parts: vec![Part { line, ..Part::default() }], depth, ..Scan::default() };
+    let mut i = 0;
+    loop {
+        i = skip_blanks(raw, i, &mut line);
+        if raw.get(i) != Some(&b'[') {
+            break;
+        }
+        match tag_at(raw, i) {
+            Ok((end, name, value)) => {
+                out.tags.push((name, value));
+                i = end;
+            }
+            Err(why) => {
+                out.problem(|| format!("line {line}: {why}"));
+                i = line_end(raw, i);
+            }
+        }
+    }
+    while let Some(&byte) = raw.get(i) {
+        match byte {
+            b'\n' => {
+                line += 1;
+                i += 1;
+                if raw.get(i) == Some(&b'%') {
+                    i = line_end(raw, i);
+                }
+            }
+            b' ' | b'\t' | b'\r' | b'.' | b'!' | b'?' => i += 1,
+            b'{' => match raw.get(i..).unwrap_or_default().iter().position(|&b| b == b'}') {
+                Some(n) => {
+                    line += newlines(raw.get(i..i + n).unwrap_or_default());
+                    i += n + 1;
+                }
+                None => {
+                    out.problem(|| format!("line {line}: comment without its closing '}}'"));
+                    break;
+                }
+            },
+            b';' => i = line_end(raw, i),
+            b'(' | b')' => {
+                out.item(line);
+                out.depth += if byte == b'(' { 1 } else { -1 };
+                i += 1;
+            }
+            b'*' => {
+                out.result();
+                i += 1;
+            }
+            b'}' => {
+                out.movetext = true;
+                out.problem(|| format!("line {line}: unexpected character '}}'"));
+                i += 1;
+            }
+            _ => {
+                let nag = byte == b'$';
+                let start = i + usize::from(nag);
+                let end = raw
+                    .get(start..)
+                    .unwrap_or_default()
+                    .iter()
+                    .position(|&b| is_token_end(b))
+                    .map_or(raw.len(), |n| start + n);
+                let word = raw.get(start..end).unwrap_or_default();
+                i = end.max(i + 1);
+                out.movetext = true;
+                if word.iter().all(u8::is_ascii_digit) {
+                    // A move number, or a NAG's.
+                    continue;
+                }
+                if nag {
+                    out.problem(|| {
+                        format!("line {line}: NAG {} is not a number", quote(&String::from_utf8_lossy(word)))
+                    });
+                    continue;
+                }
+                if is_san(word) {
+                    out.item(line);
+                    if let Some(part) = out.parts.last_mut() {
+                        part.sans += 1;
+                    }
+                    continue;
+                }
+                if word == b"e" && raw.get(end..).is_some_and(|rest| rest.starts_with(b".p.")) {
+                    // "e.p." after an en passant capture, which pgn-reader passes over too (as "ep").
+                    i = end + 3;
+                    continue;
+                }
+                // pgn-reader takes a result at the start of a word (the rest of the word is a problem of the game
+                // it ends, here).
+                let result = result_prefix(word);
+                if result != Some(word.len()) && word != b"ep" {
+                    let word = quote(&String::from_utf8_lossy(word));
+                    if out.ended {
+                        // Before the next game's first move, or after the last result.
+                        out.problem(|| format!("line {line}: {word} is not SAN"));
+                    } else {
+                        let before = if out.parts.len() == 1 { sans_before } else { 0 };
+                        let number = before + out.parts.last().map_or(0, |p| p.sans) + 1;
+                        out.problem(|| format!("move {number} {word} is not SAN"));
+                    }
+                }
+                if result.is_some() {
+                    out.result();
+                }
+            }
+        }
+    }
+    // A problem after the last result goes with that game.
+    if let (Some(problem), Some(part)) = (out.pending.take(), out.parts.last_mut()) {
+        part.problem.get_or_insert(problem);
+    }
+    out
+}
+
+/// A move in SAN as `pgn-reader` reads it (castling with zeros too).
+fn is_san(word: &[u8]) -> bool {
+    if word.starts_with(b"0-0") {
+        let letters: Vec<u8> = word.iter().map(|&b| if b == b'0' { b'O' } else { b }).collect();
+        return SanPlus::from_ascii(&letters).is_ok();
+    }
+    SanPlus::from_ascii(word).is_ok()
+}
+
+/// The length of the result that `word` starts with, as `pgn-reader` reads one: `1-0`, `0-1`, `1/2-1/2` or
+/// `½-½`, with any of its dashes.
+fn result_prefix(word: &[u8]) -> Option<usize> {
+    let dash = |rest: &[u8]| ["-", "–", "—"].into_iter().find(|d| rest.starts_with(d.as_bytes())).map(str::len);
+    let then =
+        |at: usize, what: &[u8]| word.get(at..).is_some_and(|rest| rest.starts_with(what)).then_some(at + what.len());
+    let half = "½".as_bytes();
+    match word {
+        [b'0', rest @ ..] => then(1 + dash(rest)?, b"1"),
+        [b'1', b'/', b'2', rest @ ..] => then(3 + dash(rest)?, b"1/2"),
+        [b'1', rest @ ..] => then(1 + dash(rest)?, b"0"),
+        _ if word.starts_with(half) => then(half.len() + dash(word.get(half.len()..)?)?, half),
+        _ => None,
+    }
+}
+
+/// Skips blanks and escape lines (a `%` at the start of a line) from `i`, counting lines.
+fn skip_blanks(raw: &[u8], mut i: usize, line: &mut u64) -> usize {
+    let mut line_start = i == 0 || raw.get(i - 1) == Some(&b'\n');
+    while let Some(&b) = raw.get(i) {
+        match b {
+            b'\n' => {
+                *line += 1;
+                line_start = true;
+                i += 1;
+            }
+            b' ' | b'\t' | b'\r' => i += 1,
+            b'%' if line_start => i = line_end(raw, i),
+            _ => break,
+        }
+    }
+    i
+}
+
+/// Where the line that `i` is on ends (its `\n`, or the end of the text).
+fn line_end(raw: &[u8], i: usize) -> usize {
+    raw.get(i..).unwrap_or_default().iter().position(|&b| b == b'\n').map_or(raw.len(), |n| i + n)
+}
+
+fn newlines(bytes: &[u8]) -> u64 {
+    bytes.iter().filter(|&&b| b == b'\n').count() as u64
+}
+
+/// The tag pair at `raw[i]` (a `[`): where it ends and the ranges of its name and value, or what is wrong with it.
+fn tag_at(raw: &[u8], i: usize) -> Result<(usize, Range<usize>, Range<usize>), &'static str> {
+    let after = raw.get(i + 1..).unwrap_or_default();
+    let Some(quote) = after.iter().position(|&b| matches!(b, b'"' | b'\n' | b']')).map(|n| i + 1 + n) else {
+        return Err("malformed tag");
+    };
+    let name = raw.get(i + 1..quote).unwrap_or_default().trim_ascii();
+    let name_ok = |b: &u8| b.is_ascii_alphanumeric() || b"_+#=:-".contains(b);
+    if raw.get(quote) != Some(&b'"') || name.is_empty() || !name.iter().all(name_ok) {
+        return Err("malformed tag");
+    }
+    let mut k = quote + 1;
+    loop {
+        match raw.get(k) {
+            Some(b'"') => break,
+            Some(b'\\') if raw.get(k + 1).is_some_and(|&b| b != b'\n') => k += 2,
+            None | Some(b'\n' | b'\\') => return Err("tag value without its closing quote"),
+            Some(_) => k += 1,
+        }
+    }
+    let value = quote + 1..k;
+    let mut end = k + 1;
+    while matches!(raw.get(end), Some(b' ' | b'\t' | b'\r')) {
+        end += 1;
+    }
+    if raw.get(end) != Some(&b']') {
+        return Err("tag without its closing ']'");
+    }
+    let name_start =
+        i + 1 + raw.get(i + 1..quote).unwrap_or_default().iter().take_while(|b| b.is_ascii_whitespace()).count();
+    Ok((end + 1, name_start..name_start + name.len(), value))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn games(text: &str) -> Vec<RawGame> {
+        let mut reader = GameReader::new(text.as_bytes());
+        let mut out = Vec::new();
+        while let Some(game) = reader.next_game().unwrap() {
+            out.push(game);
+        }
+        out
+    }
+
+    fn sans(game: &RawGame) -> Vec<String> {
+        game.moves.iter().map(ToString::to_string).collect()
+    }
+
+    #[test]
+    fn comments_nags_numbers_and_escapes() {
+        let g = games(
+            "% escape line\r\n[Event \"a \\\"quoted\\\" name\"]\r\n\r\n1.e4 {multi\nline [not a tag]} e5!? 2. Nf3 $14 ; rest\n2...Nc6 3.0-0 *",
+        );
+        assert_eq!(g.len(), 1);
+        assert_eq!(g[0].tag("Event"), Some("a \"quoted\" name"));
+        assert_eq!(sans(&g[0]), ["e4", "e5", "Nf3", "Nc6", "O-O"]);
+        assert_eq!(g[0].result, Some(Outcome::Unknown));
+        assert_eq!(g[0].error, None);
+    }
+
+    #[test]
+    fn games_split_at_tags_and_results() {
+        let g = games("[A \"1\"]\n1. e4 *\n[A \"2\"]\n1. d4\n\n[A \"3\"]\n\n1. c4 1/2-1/2 1. f4 0-1\n");
+        assert_eq!(g.len(), 4);
+        assert_eq!(g.iter().map(|g| g.number).collect::<Vec<_>>(), [1, 2, 3, 4]);
+        assert_eq!(g.iter().map(|g| g.line).collect::<Vec<_>>(), [1, 3, 6, 8]);
+        assert_eq!(sans(&g[1]), ["d4"]);
+        assert_eq!(g[1].result, None);
+        assert_eq!(g[3].tags.len(), 0);
+        assert_eq!(sans(&g[3]), ["f4"]);
+        assert!(g.iter().all(|g| g.error.is_none()));
+    }
+
+    #[test]
+    fn a_blank_line_before_the_result_ends_nothing() {
+        let g = games("1. e4 e5\n\n2. Nf3 (2. f4\n\nexf4) Nc6 *\n\n1. d4 *\n");
+        assert_eq!(g.len(), 2);
+        assert_eq!(sans(&g[0]), ["e4", "e5", "Nf3", "(", "f4", "exf4", ")", "Nc6"]);
+        assert_eq!((g[1].number, g[1].line), (2, 7));
+    }
+
+    #[test]
+    fn problems_stay_with_their_game() {
+        let g = games("[Event \"broken]\n1. e4 *\n[Event \"ok\"]\n1. d4 & d5 *\n[Event \"fine\"]\n1. c4 *\n");
+        assert_eq!(g.len(), 3);
+        assert!(g[0].error.as_deref().unwrap().contains("closing quote"));
+        assert!(g[1].error.as_deref().unwrap().contains("'&'"));
+        assert_eq!(g[2].error, None);
+        assert_eq!(sans(&g[2]), ["c4"]);
+    }
+
+    #[test]
+    fn a_result_inside_a_variation_does_not_end_the_game() {
+        let g = games("1. e4 (1. d4 d5 *) e5 *");
+        assert_eq!(g.len(), 1);
+        assert_eq!(sans(&g[0]), ["e4", "(", "d4", "d5", ")", "e5"]);
+    }
+
+    #[test]
+    fn tokens_pgn_reader_passes_over_are_reported_with_their_game() {
+        for (text, problem) in [
+            ("1. e4 Nf9 2. d4 *", "move 2 'Nf9' is not SAN"),
+            ("1. e4 xyz 2. d4 *", "move 2 'xyz' is not SAN"),
+            ("1. e4 Nf6& 2. d4 *", "move 2 'Nf6&' is not SAN"),
+            ("1. e4 e5x 2. d4 *", "move 2 'e5x' is not SAN"),
+            ("1. e4 (1. d4 Nxx) e5 *", "move 3 'Nxx' is not SAN"),
+            ("1. e4 } e5 *", "line 1: unexpected character '}'"),
+            ("1. e4 $x e5 *", "line 1: NAG 'x' is not a number"),
+            ("1. e4 1-0x *", "move 2 '1-0x' is not SAN"),
+            ("1. e4 e5 {open\n\n2. Nf3 *", "line 1: comment without its closing '}'"),
+            ("[Event x]\n\n1. e4 *", "line 1: malformed tag"),
+            ("[Event \"x\" y]\n\n1. e4 *", "line 1: tag without its closing ']'"),
+        ] {
+            let text = format!("[Event \"before\"]\n\n1. e4 *\n\n{text}\n\n[Event \"after\"]\n\n1. d4 d5 *\n");
+            let g = games(&text);
+            assert_eq!(g.len(), if problem.contains("comment") { 2 } else { 3 }, "{text}");
+            assert_eq!(g[0].error, None, "{text}");
+            let reported = g[1].error.as_deref().unwrap_or_default().replace("line 5", "line 1");
+            assert_eq!(reported, problem, "{text}");
+            if g.len() == 3 {
+                assert_eq!((g[2].number, g[2].error.as_deref(), sans(&g[2]).len()), (3, None, 2), "{text}");
+            }
+        }
+        assert_eq!(games("1. e4 e.p. e5 ep *")[0].error, None);
+    }
+
+    #[test]
+    fn text_after_a_result_goes_with_the_game_that_follows() {
+        // Without one, with the game it follows; text that holds a result is a problem of the game it ends.
+        let g = games("1. e4 e5 1-0 xyz 1. d4 *\n\n1. c4 * Nf9\n\n1. Nf3 1-0x 1. e4 *\n");
+        assert_eq!(
+            g.iter().map(|g| g.error.as_deref()).collect::<Vec<_>>(),
+            [
+                None,
+                Some("line 1: 'xyz' is not SAN"),
+                Some("line 3: 'Nf9' is not SAN"),
+                Some("move 2 '1-0x' is not SAN"),
+                None
+            ]
+        );
+        assert_eq!(
+            g.iter().map(|g| (g.number, g.line, g.moves.len())).collect::<Vec<_>>(),
+            [(1, 1, 2), (2, 1, 1), (3, 3, 1), (4, 5, 1), (5, 5, 1)]
+        );
+    }
+
+    #[test]
+    fn a_tag_longer_than_the_readers_buffer_is_kept() {
+        let long = "Q".repeat(100_000);
+        let g = games(&format!("[Event \"a\"]\n[Annotator \"{long}\"]\n[Site \"b\"]\n\n1. e4 *\n\n1. d4 *\n"));
+        assert_eq!(g.len(), 2);
+        assert_eq!((g[0].tag("Annotator").map(str::len), g[0].tag("Site")), (Some(100_000), Some("b")));
+        assert_eq!((sans(&g[0]), g[0].error.as_deref()), (vec!["e4".to_owned()], None));
+        assert_eq!((g[1].number, g[1].line), (2, 7));
+    }
+
+    /// Pieces of PGN, good and bad, for texts made at random.
+    const PIECES: &[&[u8]] = &[
+        b"[Event \"x\"]\n",
+        b"[FEN \"8/8/8/8/8/8/8/K1k5 w - - 0 1\"]",
+        b"[",
+        b"]",
+        b"\"",
+        b"\\",
+        b"\n",
+        b"\n\n",
+        b"\r\n",
+        b" ",
+        b"1.",
+        b"2...",
+        b"e4",
+        b"e5",
+        b"Nf3",
+        b"O-O",
+        b"0-0-0",
+        b"--",
+        b"Nf9",
+        b"xyz",
+        b"(",
+        b")",
+        b"{c}",
+        b"{",
+        b"}",
+        b";c\n",
+        b"\n%e\n",
+        b"$1",
+        b"$",
+        b"!?",
+        b"*",
+        b"1-0",
+        b"1/2-1/2",
+        b"\xc2\xbd",
+        b"\xff",
+        b"e.p.",
+        b"\xef\xbb\xbf",
+    ];
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(500))]
+        #[test]
+        fn any_text_is_read_to_its_end_without_panicking(
+            pieces in proptest::collection::vec(proptest::sample::select(PIECES), 0..80)
+        ) {
+            let text = pieces.concat();
+            let mut reader = GameReader::new(text.as_slice());
+            let mut numbers = Vec::new();
+            while let Some(game) = reader.next_game().unwrap() {
+                numbers.push(game.number);
+            }
+            proptest::prop_assert_eq!(numbers.clone(), (1..=numbers.len() as u64).collect::<Vec<_>>());
+        }
+    }
+
+    #[test]
+    fn bad_bytes_and_truncated_text_do_not_panic() {
+        let mut text: Vec<u8> = b"[Event \"\xff\xfe\"]\n\n1. e4 \xc2\xbd \xe2\x80\x93 e5 {\xff} *\n\n[Ev".to_vec();
+        for end in 0..=text.len() {
+            let mut reader = GameReader::new(&text[..end]);
+            while reader.next_game().unwrap().is_some() {}
+        }
+        text.extend_from_slice(b"ent \"x\"]\n\n1. d4 *");
+        let mut reader = GameReader::new(text.as_slice());
+        let first = reader.next_game().unwrap().unwrap();
+        assert_eq!(first.tag("Event"), Some("\u{fffd}\u{fffd}"));
+        assert!(first.error.is_some());
+        assert_eq!(reader.next_game().unwrap().unwrap().error, None);
+    }
+}
