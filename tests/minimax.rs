@@ -7,7 +7,7 @@ use deeptree::{
     store::key::PositionKey,
     values::{
         graph::{Graph, GraphEdge, GraphNode, MemGraph},
-        idea::{idea_brute, propagate, recompute_all},
+        idea::{idea_brute, propagate, recompute_all, recompute_in_one_pass},
     },
 };
 use proptest::prelude::*;
@@ -78,6 +78,29 @@ proptest! {
             let brute = idea_brute(&g, *key);
             prop_assert_eq!(g.node(*key).unwrap().idea, brute, "incremental idea of {}", key);
             prop_assert_eq!(scratch.node(*key).unwrap().idea, brute, "from-scratch idea of {}", key);
+        }
+    }
+
+    #[test]
+    fn the_one_pass_recomputation_of_a_bulk_load_agrees_with_brute_force(nodes in arb_graph(), seed: u64) {
+        // The nodes stored with no cached values, or stale ones, as a bulk load leaves them.
+        let mut g = MemGraph::default();
+        let mut rng = fastrand::Rng::with_seed(seed);
+        for (i, node) in nodes.iter().enumerate() {
+            let mut stale = graph_node(i as u64, node);
+            if rng.bool() {
+                stale.idea = Some(Score::cp(rng.i32(-500..500)));
+                stale.cyclic = rng.bool();
+            }
+            g.insert(stale);
+        }
+        let keys: Vec<PositionKey> = permutation(nodes.len(), seed).into_iter().map(|i| PositionKey(i as u64)).collect();
+        recompute_in_one_pass(&mut g, &keys);
+        let mut scratch = g.clone();
+        recompute_all(&mut scratch, &keys);
+        for key in &keys {
+            prop_assert_eq!(g.node(*key).unwrap().idea, idea_brute(&g, *key), "one-pass idea of {}", key);
+            prop_assert_eq!(g.node(*key).unwrap().cyclic, scratch.node(*key).unwrap().cyclic, "cyclic flag of {}", key);
         }
     }
 

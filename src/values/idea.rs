@@ -240,6 +240,141 @@ pub fn recompute_all<G: GraphMut>(g: &mut G, keys: &[PositionKey]) {
     propagate(g, keys.iter().copied());
 }
 
+/// Recomputes the idea value and cyclic flag of every node of `keys` in one linear pass, for when most of the graph
+/// changed (a bulk load): the strongly connected components of the nodes (Tarjan's algorithm) come out children
+/// first, and each is computed once, from its children's values. A node on no cycle is valued one level deep over
+/// its children's values; the members of a cycle are unrolled inside their component. Nodes outside `keys` keep
+/// their cached values and are read as they stand. Only changed values are set. Returns how many nodes were
+/// computed.
+///
+/// Gives what [`propagate`] gives from the same graph, without its per-node cycle search: cycles run through
+/// reversible moves only (see [`super::graph`]), so the components over all moves are the cycles.
+pub fn recompute_in_one_pass<G: GraphMut>(g: &mut G, keys: &[PositionKey]) -> usize {
+    let mut index: KeyMap<u32> = KeyMap::default();
+    index.reserve(keys.len());
+    let mut members: Vec<PositionKey> = Vec::with_capacity(keys.len());
+    for &key in keys {
+        if g.node(key).is_some() && !index.contains_key(&key) {
+            index.insert(key, members.len() as u32);
+            members.push(key);
+        }
+    }
+    // Children inside the set, as one flat list with offsets.
+    let mut offsets: Vec<usize> = Vec::with_capacity(members.len() + 1);
+    let mut children: Vec<u32> = Vec::with_capacity(members.len() * 3);
+    for &key in &members {
+        offsets.push(children.len());
+        if let Some(node) = g.node(key) {
+            children.extend(node.edges.iter().filter_map(|edge| index.get(&edge.child).copied()));
+        }
+    }
+    offsets.push(children.len());
+    let mut computed = 0;
+    for component in components_children_first(&offsets, &children) {
+        let component: Vec<PositionKey> = component.iter().map(|&i| members[i as usize]).collect();
+        for (member, idea, cyclic) in values_of_component(g, &component) {
+            computed += 1;
+            let unchanged = g.node(member).is_none_or(|node| node.idea == idea && node.cyclic == cyclic);
+            if !unchanged {
+                g.set_cached(member, idea, cyclic);
+            }
+        }
+    }
+    computed
+}
+
+/// The strongly connected components of a graph given as flat child lists (`children[offsets[i]..offsets[i + 1]]`
+/// are the children of node `i`), each component after every component it reaches (Tarjan's algorithm, without
+/// recursion).
+fn components_children_first(offsets: &[usize], children: &[u32]) -> Vec<Vec<u32>> {
+    const UNSEEN: u32 = u32::MAX;
+    let count = offsets.len().saturating_sub(1);
+    let mut order = vec![UNSEEN; count];
+    let mut low = vec![0u32; count];
+    let mut on_stack = vec![false; count];
+    let mut stack: Vec<u32> = Vec::new();
+    let mut components = Vec::new();
+    let mut next_order = 0u32;
+    // (node, position of its next child in `children`)
+    let mut calls: Vec<(u32, usize)> = Vec::new();
+    for start in 0..count as u32 {
+        if order[start as usize] != UNSEEN {
+            continue;
+        }
+        calls.push((start, offsets[start as usize]));
+        order[start as usize] = next_order;
+        low[start as usize] = next_order;
+        next_order += 1;
+        stack.push(start);
+        on_stack[start as usize] = true;
+        while let Some(&mut (node, ref mut next)) = calls.last_mut() {
+            let n = node as usize;
+            if *next < offsets[n + 1] {
+                let child = children[*next];
+                *next += 1;
+                let c = child as usize;
+                if order[c] == UNSEEN {
+                    order[c] = next_order;
+                    low[c] = next_order;
+                    next_order += 1;
+                    stack.push(child);
+                    on_stack[c] = true;
+                    calls.push((child, offsets[c]));
+                } else if on_stack[c] {
+                    low[n] = low[n].min(order[c]);
+                }
+                continue;
+            }
+            calls.pop();
+            if let Some(&(parent, _)) = calls.last() {
+                low[parent as usize] = low[parent as usize].min(low[n]);
+            }
+            if low[n] == order[n] {
+                let mut component = Vec::new();
+                while let Some(member) = stack.pop() {
+                    on_stack[member as usize] = false;
+                    component.push(member);
+                    if member == node {
+                        break;
+                    }
+                }
+                components.push(component);
+            }
+        }
+    }
+    components
+}
+
+/// The idea value and cyclic flag of every member of a component whose children outside it have their values.
+fn values_of_component<G: Graph>(g: &G, component: &[PositionKey]) -> Vec<(PositionKey, Option<Score>, bool)> {
+    let on_cycle = component.len() > 1;
+    let inside: KeySet = if on_cycle { component.iter().copied().collect() } else { KeySet::default() };
+    let mut out = Vec::with_capacity(component.len());
+    for &member in component {
+        let Some(node) = g.node(member) else { continue };
+        let cyclic = on_cycle
+            || node
+                .edges
+                .iter()
+                .any(|e| e.child != member && g.node(e.child).is_some_and(|c| c.cyclic && !inside.contains(&e.child)));
+        let idea = if !node.evaluated {
+            None
+        } else if on_cycle {
+            let mut budget = UNROLL_BUDGET;
+            let mut path = vec![member];
+            let value = unroll_idea_in_component(g, &node, &inside, &mut path, &mut budget);
+            if budget == 0 {
+                log::warn!("idea value of {member}: cycle walk cut at {UNROLL_BUDGET} positions");
+            }
+            Some(value)
+        } else {
+            Some(node_value_from_cache(g, &node))
+        };
+        out.push((member, idea, cyclic));
+    }
+    out
+}
+
 /// Idea value of one move seen along a displayed line: a move back into a position of the line is valued by its
 /// engine score; any other by its child's cached idea value.
 pub fn idea_of_edge<G: Graph>(g: &G, child: PositionKey, score: Score, line: &[PositionKey]) -> Score {

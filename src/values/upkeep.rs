@@ -13,7 +13,7 @@ use crate::{
 
 use super::{
     graph::{Graph, GraphMut, GraphNode},
-    idea::propagate,
+    idea::{propagate, recompute_in_one_pass},
 };
 
 /// Keeps idea values and cyclic flags up to date: carries each change upward through the parent links
@@ -28,9 +28,9 @@ impl Upkeep for IdeaUpkeep {
             let t0 = std::time::Instant::now();
             let mut graph = LoadedGraph::load(records);
             let t1 = std::time::Instant::now();
-            let order = children_first(&graph, changed);
-            let t2 = std::time::Instant::now();
-            propagate(&mut graph, order);
+            let t2 = t1;
+            let keys: Vec<PositionKey> = graph.nodes.keys().copied().collect();
+            recompute_in_one_pass(&mut graph, &keys);
             let t3 = std::time::Instant::now();
             log::debug!(
                 "idea values of {} records: graph loaded in {:.2} s, ordered in {:.2} s, computed in {:.2} s",
