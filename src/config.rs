@@ -46,6 +46,9 @@ pub struct Config {
     pub engine_search_timeout_secs: u64,
     /// Grow the last root's tree when no timed game is running (UCI mode).
     pub background_analysis: bool,
+    /// Deep Blue's "no progress" rule in the search: a move into a position the same side could have reached
+    /// earlier on the path is refused (off by default).
+    pub no_progress: bool,
     /// Initial LMDB map size in MiB (it grows on demand).
     pub map_size_mib: u64,
     /// Most changes committed in one write transaction.
@@ -68,6 +71,7 @@ impl Default for Config {
             engine_handshake_timeout_secs: 10,
             engine_search_timeout_secs: 60,
             background_analysis: true,
+            no_progress: false,
             map_size_mib: 1024,
             write_batch: 50_000,
             log_level: "warn".into(),

@@ -38,7 +38,7 @@ impl Evaluator for Recording {
 }
 
 fn params(max_depth: u8) -> Params {
-    Params { engine_depth: 10, move_distance: 20, max_depth, time: None }
+    Params { engine_depth: 10, move_distance: 20, max_depth, time: None, no_progress: false }
 }
 
 fn run_scripted(store: &Store, workers: usize, seed: u64, max_depth: u8, moves: &str) -> (u64, Vec<Job>) {
@@ -201,6 +201,74 @@ fn a_trace_names_every_decision() {
     for word in ["evaluate ply=0", "alternatives ply=0", "admit ply=0", "refuse ply=", "settled depth 2"] {
         assert!(trace.contains(word), "trace lacks '{word}'");
     }
+}
+
+/// Runs a scripted analysis to software depth 5 from the start position of a store seeded with the line
+/// 1. Nf3 Nf6 2. e4 Ng8 and its moves, the "no progress" rule on or off; returns the trace.
+fn no_progress_trace(no_progress: bool) -> String {
+    use deeptree::{
+        score::{Bound, Score},
+        store::{
+            Change,
+            node::{Edge, Eval, Node, PackedPosition, RestBound},
+        },
+    };
+    use shakmaty::{Chess, Position, uci::UciMove};
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), &StoreOptions::default()).unwrap();
+    // Every position of the line has every move that matters at score 0, the rest closed far below: the walk
+    // admits them all. After 1. Nf3 Nf6 2. e4 Ng8, 3. Ng1 reaches the position of 1. e4: White lost two tempi.
+    let line: [(&str, &[&str]); 5] = [
+        ("", &["g1f3", "e2e4"]),
+        ("g1f3", &["g8f6"]),
+        ("g8f6", &["e2e4"]),
+        ("e2e4", &["f6g8"]),
+        ("f6g8", &["f3g1", "d2d4"]),
+    ];
+    let mut pos = Chess::default();
+    let mut changes = Vec::new();
+    for (played, moves) in line {
+        if !played.is_empty() {
+            let uci: UciMove = played.parse().unwrap();
+            pos.play_unchecked(uci.to_move(&pos).unwrap());
+        }
+        let mut node = Node::new(PackedPosition::of(&pos));
+        for uci in moves {
+            node.edges.push(Edge::new(uci.parse().unwrap(), Score::cp(0), Bound::Exact, 10));
+        }
+        node.eval = Some(Eval {
+            score: Score::cp(0),
+            bound: Bound::Exact,
+            depth: 10,
+            best: node.edges.first().map(|e| e.uci),
+            nodes: 0,
+            engine: None,
+        });
+        node.rest = Some(RestBound { score: Score::cp(-900), depth: 10 });
+        changes.push(Change::merge(&pos, node).unwrap());
+    }
+    store.writer().submit(changes).wait().unwrap();
+    let trace_path = dir.path().join("trace.txt");
+    let mut analysis = Analysis::new(&store, ScriptedEvaluator::new(1, 3), Params { no_progress, ..params(5) });
+    analysis.trace = Trace::to_file(&trace_path).unwrap();
+    let report = analysis.run(&Line::parse(None, "").unwrap(), |_| {}).unwrap();
+    assert_eq!(report.settled_depth, Some(5));
+    drop(analysis);
+    std::fs::read_to_string(&trace_path).unwrap()
+}
+
+#[test]
+fn no_progress_refuses_a_move_that_loses_a_tempo_and_says_so_in_the_trace() {
+    let on = no_progress_trace(true);
+    let refused: Vec<&str> = on.lines().filter(|l| l.starts_with("no-progress")).collect();
+    assert!(
+        refused.iter().any(|l| l.starts_with("no-progress ply=4") && l.contains(" Ng1: ") && l.contains("at ply 0")),
+        "3. Ng1 is refused, naming the start position: {refused:?}"
+    );
+    assert!(!on.lines().any(|l| l.starts_with("admit ply=4") && l.contains(" Ng1: ")), "3. Ng1 is not walked");
+    let off = no_progress_trace(false);
+    assert!(!off.contains("no-progress"), "the rule is off by default");
+    assert!(off.lines().any(|l| l.starts_with("admit ply=4") && l.contains(" Ng1: ")), "without it 3. Ng1 is walked");
 }
 
 /// Stockfish found as deeptree finds it (PATH, then /usr/games).

@@ -3,7 +3,7 @@
 
 use deeptree::{
     score::Score,
-    search::alpha::{alpha_brute, alpha_of_edges},
+    search::alpha::{alpha_brute, alpha_brute_no_progress, alpha_of_edges, alpha_of_edges_no_progress},
     store::key::PositionKey,
     values::{
         graph::{Graph, GraphEdge, GraphNode, MemGraph},
@@ -128,6 +128,59 @@ proptest! {
         }
         prop_assert_eq!(alpha_of_edges(&g, root, &history), alpha_brute(&g, root, &history));
     }
+
+    #[test]
+    fn no_progress_alpha_values_agree_with_a_reference_that_enumerates_the_paths(
+        nodes in arb_graph(), seed: u64, root_pick: prop::sample::Index, history_len in 0usize..4, plies in 0u8..6,
+    ) {
+        let g = incremental(&nodes, &permutation(nodes.len(), seed));
+        let root = PositionKey(root_pick.index(nodes.len()) as u64);
+        let mut rng = fastrand::Rng::with_seed(seed ^ 0x7e40);
+        let mut history = Vec::new();
+        let mut current = root;
+        for _ in 0..history_len {
+            let parents = g.parents(current);
+            if parents.is_empty() {
+                break;
+            }
+            let parent = parents[rng.usize(..parents.len())];
+            if parent == root || history.contains(&parent) {
+                break;
+            }
+            history.insert(0, parent);
+            current = parent;
+        }
+        prop_assert_eq!(
+            alpha_of_edges_no_progress(&g, root, &history, plies),
+            alpha_brute_no_progress(&g, root, &history, plies)
+        );
+        // Within no plies the rule changes nothing.
+        prop_assert_eq!(alpha_of_edges_no_progress(&g, root, &history, 0), alpha_of_edges(&g, root, &history));
+    }
+}
+
+#[test]
+fn no_progress_refuses_a_move_the_same_side_could_have_played_earlier() {
+    // The root r (White to move) can play into c at once, or go r -> a -> b and play into c from b, two plies
+    // later: White lost a tempo, so b -> c is refused and b is valued by its other move, into d.
+    let (r, a, b, c, d) = (PositionKey(1), PositionKey(2), PositionKey(3), PositionKey(4), PositionKey(5));
+    let mut g = MemGraph::default();
+    g.insert(GraphNode::leaf(r, vec![GraphEdge::new(a, Score::cp(10), true), GraphEdge::new(c, Score::cp(-50), true)]));
+    g.insert(GraphNode::leaf(a, vec![GraphEdge::new(b, Score::cp(-10), true)]));
+    g.insert(GraphNode::leaf(b, vec![GraphEdge::new(c, Score::cp(100), true), GraphEdge::new(d, Score::cp(5), true)]));
+    propagate(&mut g, [a, b, r]);
+    // Without the rule: b is worth +100 (its move into c), so a is worth -100 and r's move into a +100.
+    assert_eq!(alpha_of_edges(&g, r, &[]), vec![Score::cp(100), Score::cp(-50)]);
+    // With it, within 3 plies: b is worth +5 (its move into d), and r's move into a +5.
+    assert_eq!(alpha_of_edges_no_progress(&g, r, &[], 3), vec![Score::cp(5), Score::cp(-50)]);
+    assert_eq!(alpha_brute_no_progress(&g, r, &[], 3), vec![Score::cp(5), Score::cp(-50)]);
+    // Seen from a root after r -> a (r in the history), the rule does not look into the history.
+    assert_eq!(alpha_of_edges_no_progress(&g, a, &[r], 3), alpha_of_edges(&g, a, &[r]));
+    // A node whose every move is refused keeps its value: with b's move into d gone, b is worth +100 again.
+    let mut only_c = g.clone();
+    only_c.insert(GraphNode::leaf(b, vec![GraphEdge::new(c, Score::cp(100), true)]));
+    propagate(&mut only_c, [b]);
+    assert_eq!(alpha_of_edges_no_progress(&only_c, r, &[], 3), vec![Score::cp(100), Score::cp(-50)]);
 }
 
 #[test]

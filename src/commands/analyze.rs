@@ -59,6 +59,10 @@ pub struct AnalyzeArgs {
     /// asks for). Default: the settings' look_ahead.
     #[arg(long, value_name = "DEPTHS|off", value_parser = parse_look_ahead)]
     pub look_ahead: Option<LookAhead>,
+    /// Deep Blue's "no progress" rule: refuse a move into a position the same side could have reached earlier on the
+    /// path (default: the settings' no_progress, off).
+    #[arg(long, value_name = "on|off", value_parser = parse_on_off)]
+    pub no_progress: Option<bool>,
     /// Write one line per search decision to FILE.
     #[arg(long, value_name = "FILE")]
     pub trace: Option<std::path::PathBuf>,
@@ -84,6 +88,14 @@ fn parse_look_ahead(text: &str) -> Result<LookAhead, String> {
     }
 }
 
+fn parse_on_off(text: &str) -> Result<bool, String> {
+    match text.trim() {
+        "on" => Ok(true),
+        "off" => Ok(false),
+        other => Err(format!("'{other}': give on or off")),
+    }
+}
+
 /// Runs `deeptree analyze` on the store in `db` (created when absent).
 pub fn run(db: Option<&Path>, config: &Config, args: AnalyzeArgs) -> CommandResult {
     let AnalyzeArgs {
@@ -98,6 +110,7 @@ pub fn run(db: Option<&Path>, config: &Config, args: AnalyzeArgs) -> CommandResu
         engine,
         engines,
         look_ahead,
+        no_progress,
         trace,
         json,
         chess960,
@@ -158,6 +171,7 @@ pub fn run(db: Option<&Path>, config: &Config, args: AnalyzeArgs) -> CommandResu
         move_distance: move_distance.unwrap_or(config.move_distance).min(100_000) as i32,
         max_depth: max_depth.unwrap_or(if time.is_some() { u8::MAX - 1 } else { 4 }),
         time,
+        no_progress: no_progress.unwrap_or(config.no_progress),
     };
     let look_ahead = look_ahead.map_or(config.look_ahead(), |l| l.0);
     if let Some((book, skipped)) = book {

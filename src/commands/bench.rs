@@ -242,7 +242,13 @@ pub fn run(db: Option<&Path>, config: &Config, what: BenchCommand) -> CommandRes
                 let _ = std::fs::remove_dir_all(&dir);
                 let store = Store::open(&dir, &config.store_options())?;
                 let pool = EnginePool::uniform(&engine_config, workers)?;
-                let params = Params { engine_depth, move_distance: move_distance as i32, max_depth: depth, time: None };
+                let params = Params {
+                    engine_depth,
+                    move_distance: move_distance as i32,
+                    max_depth: depth,
+                    time: None,
+                    no_progress: false,
+                };
                 let mut analysis = Analysis::new(&store, PoolEvaluator::new(pool), params);
                 let started = std::time::Instant::now();
                 let report = analysis.run(&Line::parse(None, "")?, |_| {})?;

@@ -139,3 +139,123 @@ pub fn alpha_of_edges<G: Graph>(g: &G, root: PositionKey, history: &[PositionKey
     let mut budget = UNROLL_BUDGET;
     node.edges.iter().map(|e| alpha_of_edge(g, e.child, e.score, &mut path, &mut budget)).collect()
 }
+
+/// Deep Blue's "no progress" rule: would the move from the last node of `path` into `child` reach a position the
+/// same side could have reached earlier? True when `child` is a child, through another move, of a node higher on
+/// the path with the same side to move (`path[j]` with `j` of the same parity as the last index, `j >= root_at`;
+/// the positions before `root_at` are the game's history, which the rule leaves alone). Such a move is refused as a
+/// fail-low for the side to move: it could have played into `child` earlier, a tempo sooner.
+pub fn loses_tempo<G: Graph>(g: &G, path: &[PositionKey], root_at: usize, child: PositionKey) -> Option<usize> {
+    let mut j = path.len().checked_sub(1)?;
+    while j >= root_at + 2 {
+        j -= 2;
+        if path[j + 1] != child && g.node(path[j]).is_some_and(|n| n.edges.iter().any(|e| e.child == child)) {
+            return Some(j);
+        }
+    }
+    None
+}
+
+/// Alpha values of the root's moves with the "no progress" rule ([`loses_tempo`]) applied in the first `plies`
+/// plies below the root, as the walk of a pass at software depth `plies` applies it; deeper, plain alpha values.
+///
+/// A refused move takes no part in its node's maximum. A node whose every move is refused keeps the maximum over
+/// all of them: the rule prunes a move only while another is left.
+pub fn alpha_of_edges_no_progress<G: Graph>(
+    g: &G,
+    root: PositionKey,
+    history: &[PositionKey],
+    plies: u8,
+) -> Vec<Score> {
+    let Some(node) = g.node(root) else {
+        return Vec::new();
+    };
+    let mut path: Vec<PositionKey> = history.to_vec();
+    path.push(root);
+    let root_at = history.len();
+    let mut budget = UNROLL_BUDGET;
+    node.edges
+        .iter()
+        .map(|e| alpha_of_edge_no_progress(g, e.child, e.score, &mut path, root_at, plies, &mut budget))
+        .collect()
+}
+
+fn alpha_of_edge_no_progress<G: Graph>(
+    g: &G,
+    child: PositionKey,
+    score: Score,
+    path: &mut Vec<PositionKey>,
+    root_at: usize,
+    plies: u8,
+    budget: &mut usize,
+) -> Score {
+    let ply = path.len() - root_at; // the child's ply
+    if ply >= usize::from(plies) || path.contains(&child) {
+        return alpha_of_edge(g, child, score, path, budget);
+    }
+    match g.node(child).filter(|c| c.evaluated) {
+        Some(node) if *budget > 0 && !node.edges.is_empty() => {
+            *budget = budget.saturating_sub(1);
+            path.push(child);
+            let mut kept: Option<Score> = None;
+            let mut refused: Option<Score> = None;
+            for edge in &node.edges {
+                let value = alpha_of_edge_no_progress(g, edge.child, edge.score, path, root_at, plies, budget);
+                let slot = if loses_tempo(g, path, root_at, edge.child).is_some() { &mut refused } else { &mut kept };
+                *slot = Some(slot.map_or(value, |v: Score| v.max(value)));
+            }
+            path.pop();
+            // Sign flip: the child's value is from the opponent's side.
+            kept.or(refused).map_or(score, Score::back_up)
+        }
+        _ => alpha_of_edge(g, child, score, path, budget),
+    }
+}
+
+/// Brute-force reference of [`alpha_of_edges_no_progress`]: unrolls every simple path to `plies` plies with the rule
+/// checked by scanning the path, then brute-force alpha values below (exponential; the test reference).
+pub fn alpha_brute_no_progress<G: Graph>(g: &G, root: PositionKey, history: &[PositionKey], plies: u8) -> Vec<Score> {
+    let Some(node) = g.node(root) else {
+        return Vec::new();
+    };
+    let mut path: Vec<PositionKey> = history.to_vec();
+    path.push(root);
+    let root_at = history.len();
+    node.edges.iter().map(|e| brute_edge_no_progress(g, e.child, e.score, &mut path, root_at, plies)).collect()
+}
+
+fn brute_edge_no_progress<G: Graph>(
+    g: &G,
+    child: PositionKey,
+    score: Score,
+    path: &mut Vec<PositionKey>,
+    root_at: usize,
+    plies: u8,
+) -> Score {
+    if path.contains(&child) {
+        return Score::DRAW;
+    }
+    let Some(node) = g.node(child).filter(|c| c.evaluated) else { return score };
+    path.push(child);
+    let value = if path.len() - 1 - root_at >= usize::from(plies) || node.edges.is_empty() {
+        unroll_alpha_brute(g, &node, path)
+    } else {
+        // Every move of the child, each marked by scanning the whole path for an earlier way into its position.
+        let mut kept: Option<Score> = None;
+        let mut refused: Option<Score> = None;
+        let last = path.len() - 1;
+        for edge in &node.edges {
+            let value = brute_edge_no_progress(g, edge.child, edge.score, path, root_at, plies);
+            let earlier = (root_at..last).filter(|j| (last - j).is_multiple_of(2)).any(|j| {
+                path[j + 1] != edge.child
+                    && g.node(path[j]).is_some_and(|n| n.edges.iter().any(|e| e.child == edge.child))
+            });
+            let slot = if earlier { &mut refused } else { &mut kept };
+            *slot = Some(slot.map_or(value, |v: Score| v.max(value)));
+        }
+        kept.or(refused).unwrap_or(Score::DRAW)
+    };
+    path.pop();
+    // Sign flip: the child's value is from the opponent's side.
+    value.back_up()
+}

@@ -56,6 +56,9 @@ pub struct Params {
     pub max_depth: u8,
     /// Wall-clock budget.
     pub time: Option<Duration>,
+    /// Deep Blue's "no progress" rule in the walk ([`alpha::loses_tempo`](super::alpha::loses_tempo)): a move into a
+    /// position the same side could have reached earlier on the path is refused.
+    pub no_progress: bool,
 }
 
 /// The move distance at `ply`: `δ` at plies 0 and 1, halved at each ply after (20, 20, 10, 5, 2, 1, 0 ...).

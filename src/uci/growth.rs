@@ -66,6 +66,7 @@ pub fn grow_tree(
         move_distance: shared.options.move_distance as i32,
         max_depth: u8::MAX - 1,
         time: None,
+        no_progress: shared.options.no_progress,
     };
     let analysis_stop = Arc::new(AtomicBool::new(false));
     // Reporter: `info` lines from the tree while it grows; it also turns stop/ponderhit into the analysis' stop.

@@ -6,13 +6,14 @@ use crate::{
 };
 
 /// Options deeptree declares itself; an inner engine's option of the same name is not offered again.
-pub const OWN: [&str; 12] = [
+pub const OWN: [&str; 13] = [
     "TreePath",
     "InnerEngine",
     "Engines",
     "EngineDepth",
     "MoveDistance",
     "BackgroundAnalysis",
+    "NoProgress",
     "Hash",
     "Threads",
     "MultiPV",
@@ -31,6 +32,8 @@ pub struct Options {
     pub engine_depth: u8,
     pub move_distance: u32,
     pub background_analysis: bool,
+    /// Deep Blue's "no progress" rule in the tree's growth.
+    pub no_progress: bool,
     pub hash_mib: u32,
     pub threads: u32,
     pub multipv: u32,
@@ -53,6 +56,7 @@ impl Options {
             engine_depth: config.engine_depth,
             move_distance: config.move_distance,
             background_analysis: config.background_analysis,
+            no_progress: config.no_progress,
             hash_mib: config.engine_hash_mib,
             threads: 1,
             multipv: 1,
@@ -83,6 +87,7 @@ impl Options {
             spin("EngineDepth", i64::from(self.engine_depth), 1, 99),
             spin("MoveDistance", i64::from(self.move_distance), 0, 1000),
             check("BackgroundAnalysis", self.background_analysis),
+            check("NoProgress", self.no_progress),
             spin("Hash", i64::from(self.hash_mib), 1, 65536),
             spin("Threads", i64::from(self.threads), 1, 1024),
             spin("MultiPV", i64::from(self.multipv), 1, 500),
@@ -109,6 +114,7 @@ impl Options {
             "EngineDepth" => self.engine_depth = number() as u8,
             "MoveDistance" => self.move_distance = number() as u32,
             "BackgroundAnalysis" => self.background_analysis = value == "true",
+            "NoProgress" => self.no_progress = value == "true",
             "Hash" => self.hash_mib = number() as u32,
             "Threads" => self.threads = number() as u32,
             "MultiPV" => self.multipv = number() as u32,

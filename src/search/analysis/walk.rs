@@ -15,11 +15,14 @@ use crate::{
 
 use super::{Params, Root, Trace, fen, move_distance_at, san};
 use crate::search::{
-    alpha::{alpha_of_edge, alpha_of_node},
+    alpha::{alpha_of_edge, alpha_of_node, loses_tempo},
     evaluator::Job,
     host::{Planned, Purpose},
 };
-use crate::values::{graph::Records, idea::UNROLL_BUDGET};
+use crate::values::{
+    graph::{GraphNode, Records},
+    idea::UNROLL_BUDGET,
+};
 
 /// One pass: the alpha-beta walk that plans searches.
 struct Walk<'t, G: Records> {
@@ -37,6 +40,8 @@ struct Walk<'t, G: Records> {
     max_ply: u8,
     /// Searches not planned because they failed earlier in this run: a pass with any is not settled.
     skipped: usize,
+    /// Where the root stands in the path (the game's history comes before it).
+    root_at: usize,
 }
 
 const MINUS_INFINITY: Score = Score::MATED_NOW;
@@ -94,6 +99,9 @@ impl<G: Records> Walk<'_, G> {
             .map(|(i, e)| (i, alpha_of_edge(self.tree, e.child, e.score, path, &mut budget)))
             .collect();
         moves.sort_by_key(|m| std::cmp::Reverse(m.1));
+        if self.params.no_progress {
+            self.refuse_lost_tempi(pos, key, ply, &gnode, path, &mut moves);
+        }
         let best_estimate = moves.first().map_or(MINUS_INFINITY, |m| m.1);
         let distance = move_distance_at(self.params.move_distance, ply);
         let threshold = best_estimate.minus_cp(distance);
@@ -146,6 +154,39 @@ impl<G: Records> Walk<'_, G> {
         }
         self.remember_walk(key, ply, cut.then_some(beta));
         Ok(best)
+    }
+
+    /// Deep Blue's "no progress": drops the moves into a position that the side to move could have reached earlier
+    /// on the path (a fail-low for it: it lost a tempo), unless that would drop them all.
+    fn refuse_lost_tempi(
+        &mut self,
+        pos: &Chess,
+        key: PositionKey,
+        ply: u8,
+        gnode: &GraphNode,
+        path: &[PositionKey],
+        moves: &mut Vec<(usize, Score)>,
+    ) {
+        let earlier: Vec<Option<usize>> = moves
+            .iter()
+            .map(|&(index, _)| loses_tempo(self.tree, path, self.root_at, gnode.edges[index].child))
+            .collect();
+        if earlier.iter().all(Option::is_some) {
+            return;
+        }
+        for (&(index, estimate), earlier) in moves.iter().zip(&earlier) {
+            let (Some(at), Some(uci)) = (earlier, gnode.edges[index].uci) else { continue };
+            trace!(
+                self.trace,
+                "no-progress ply={ply} {} {}: {estimate} refused, its position is a move of {} at ply {}",
+                key,
+                san(pos, &uci),
+                path[*at],
+                at - self.root_at
+            );
+        }
+        let mut kept = earlier.iter().map(Option::is_none);
+        moves.retain(|_| kept.next().unwrap_or(true));
     }
 
     /// A position with no evaluation at the engine depth: a checkmate or stalemate is valued at once (no engine
@@ -279,6 +320,7 @@ pub(super) fn walk_tree<G: Records>(
         min_leaf: u8::MAX,
         max_ply: 0,
         skipped: 0,
+        root_at: root.history.len(),
     };
     let mut path: Vec<PositionKey> = root.history.clone();
     path.push(root.key);
