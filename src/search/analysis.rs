@@ -178,6 +178,8 @@ pub struct Iteration {
 pub struct Report {
     /// Inner-engine searches answered this run, ahead of their turn or not.
     pub evaluations: u64,
+    /// Nodes the inner engines reported for those searches.
+    pub engine_nodes: u64,
     /// Answers stored: the searches a run with one engine asks.
     pub stored: u64,
     /// Searches started ahead of their turn, to keep engines busy.
@@ -310,6 +312,8 @@ pub struct Analysis<'a, E: Evaluator> {
     failed: KeySet,
     /// Engine searches answered this run, ahead of their turn or not.
     evaluations: u64,
+    /// Nodes the inner engines reported for the answered searches.
+    engine_nodes: u64,
     /// Answers the passes stored: what a run with one engine asks.
     stored_answers: u64,
     /// Searches stopped before their answer.
@@ -344,6 +348,7 @@ impl<'a, E: Evaluator> Analysis<'a, E> {
             root: None,
             failed: KeySet::default(),
             evaluations: 0,
+            engine_nodes: 0,
             stored_answers: 0,
             abandoned: 0,
             engine_numbers: HashMap::new(),
@@ -480,6 +485,7 @@ impl<'a, E: Evaluator> Analysis<'a, E> {
         }
         Ok(Report {
             evaluations: self.evaluations,
+            engine_nodes: self.engine_nodes,
             stored: self.stored_answers,
             ahead: self.speculation.started,
             ahead_used: self.speculation.used,

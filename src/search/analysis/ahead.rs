@@ -623,8 +623,9 @@ impl<E: Evaluator> Analysis<'_, E> {
                 log::debug!("answer not shared with other processes: {e}");
             }
         }
-        if result.is_ok() {
+        if let Ok(answer) = &result {
             self.evaluations += 1;
+            self.engine_nodes += answer.nodes;
             self.speculation.answered_time += flight.started.elapsed();
             self.speculation.answered += 1;
         }
