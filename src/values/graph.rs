@@ -22,7 +22,11 @@ use shakmaty::{Chess, EnPassantMode, Position, uci::UciMove};
 
 use crate::{
     score::Score,
-    store::{ReadView, StoreError, key::PositionKey, node::Node},
+    store::{
+        ReadView, StoreError,
+        key::{KeyMap, PositionKey},
+        node::Node,
+    },
 };
 
 /// A move of a node, resolved to its child's key.
@@ -171,7 +175,7 @@ impl GraphMut for MemGraph {
 /// The store seen through one read view, with decoded nodes cached.
 pub struct StoreGraph<'v, 's> {
     view: &'v ReadView<'s>,
-    cache: parking_lot::Mutex<HashMap<PositionKey, Option<Arc<GraphNode>>>>,
+    cache: parking_lot::Mutex<KeyMap<Option<Arc<GraphNode>>>>,
     error: parking_lot::Mutex<Option<StoreError>>,
 }
 

@@ -38,6 +38,11 @@ use super::graph::{Graph, GraphMut, GraphNode};
 /// Most nodes one cyclic-region walk may visit before it falls back to cached values for what remains.
 pub const UNROLL_BUDGET: usize = 200_000;
 
+/// Most nodes the idea walks of all members of one cycle component may visit together, at one change inside it;
+/// each member's walk gets its share, and at least [`MEMBER_BUDGET_FLOOR`].
+const COMPONENT_BUDGET: usize = 200_000;
+const MEMBER_BUDGET_FLOOR: usize = 256;
+
 /// Most nodes the backward search for a node's cycle may visit.
 const CYCLE_SEARCH_BUDGET: usize = 50_000;
 
@@ -152,30 +157,7 @@ fn unroll_idea_in_component<G: Graph>(
 
 /// The idea value and cyclic flag of every member of `key`'s cycle component, from cached values below it.
 fn recompute<G: Graph>(g: &G, key: PositionKey) -> Vec<(PositionKey, Option<Score>, bool)> {
-    let component = cycle_component(g, key);
-    let on_cycle = component.len() > 1;
-    let members: KeySet = component.iter().copied().collect();
-    let mut out = Vec::with_capacity(component.len());
-    for member in component {
-        let Some(node) = g.node(member) else { continue };
-        let cyclic = on_cycle
-            || node.edges.iter().any(|e| g.node(e.child).is_some_and(|c| c.cyclic && !members.contains(&e.child)));
-        let idea = if !node.evaluated {
-            None
-        } else if on_cycle {
-            let mut budget = UNROLL_BUDGET;
-            let mut path = vec![member];
-            let value = unroll_idea_in_component(g, &node, &members, &mut path, &mut budget);
-            if budget == 0 {
-                log::warn!("idea value of {member}: cycle walk cut at {UNROLL_BUDGET} positions");
-            }
-            Some(value)
-        } else {
-            Some(node_value_from_cache(g, &node))
-        };
-        out.push((member, idea, cyclic));
-    }
-    out
+    values_of_component(g, &cycle_component(g, key))
 }
 
 /// Negamax one level deep over cached child values (no cycle through this node).
@@ -198,24 +180,38 @@ fn node_value_from_cache<G: Graph>(g: &G, node: &GraphNode) -> Score {
 /// upward through the parent links. Returns how many nodes were recomputed.
 pub fn propagate<G: GraphMut>(g: &mut G, changed: impl IntoIterator<Item = PositionKey>) -> usize {
     let mut queue: VecDeque<PositionKey> = VecDeque::new();
-    let mut queued: KeySet = KeySet::default();
+    // When each queued key was queued, and when each key was last computed (steps of this loop).
+    let mut queued: KeyMap<u64> = KeyMap::default();
+    let mut computed: KeyMap<u64> = KeyMap::default();
     for key in changed {
-        if queued.insert(key) {
+        if let std::collections::hash_map::Entry::Vacant(entry) = queued.entry(key) {
+            entry.insert(0);
             queue.push_back(key);
         }
     }
     let mut recomputed = 0;
+    let mut step = 0u64;
     // Guards against endless ping-pong should cached values ever disagree inside a budget-cut component.
     let mut visits: KeyMap<u32> = KeyMap::default();
     while let Some(key) = queue.pop_front() {
-        queued.remove(&key);
+        let queued_at = queued.remove(&key).unwrap_or(0);
+        // Computed with its whole cycle since it was queued: already up to date with what queued it.
+        if computed.get(&key).is_some_and(|&at| at > queued_at) {
+            continue;
+        }
         let count = visits.entry(key).or_default();
         *count += 1;
         if *count > 64 {
             continue;
         }
-        for (member, idea, cyclic) in recompute(g, key) {
+        step += 1;
+        let values = recompute(g, key);
+        // A cycle is computed whole: a change of one member queues the parents outside it, not the other members.
+        let members: KeySet =
+            if values.len() > 1 { values.iter().map(|(member, ..)| *member).collect() } else { KeySet::default() };
+        for (member, idea, cyclic) in values {
             recomputed += 1;
+            computed.insert(member, step);
             let unchanged = g.node(member).is_none_or(|node| node.idea == idea && node.cyclic == cyclic);
             if unchanged {
                 continue;
@@ -223,7 +219,8 @@ pub fn propagate<G: GraphMut>(g: &mut G, changed: impl IntoIterator<Item = Posit
             // The node is no longer held here, so the graph can update it in place.
             g.set_cached(member, idea, cyclic);
             for parent in g.parents(member) {
-                if queued.insert(parent) {
+                // A parent already queued is queued again from now: this change, too, must reach it.
+                if !members.contains(&parent) && queued.insert(parent, step).is_none() {
                     queue.push_back(parent);
                 }
             }
@@ -349,6 +346,10 @@ fn components_children_first(offsets: &[usize], children: &[u32]) -> Vec<Vec<u32
 fn values_of_component<G: Graph>(g: &G, component: &[PositionKey]) -> Vec<(PositionKey, Option<Score>, bool)> {
     let on_cycle = component.len() > 1;
     let inside: KeySet = if on_cycle { component.iter().copied().collect() } else { KeySet::default() };
+    // The unrolls of one component share one budget: a component of many members (kings and rooks shuffling in
+    // an endgame) would otherwise cost members times the budget at every change inside it.
+    let member_budget = (COMPONENT_BUDGET / component.len().max(1)).max(MEMBER_BUDGET_FLOOR);
+    let mut cut = 0usize;
     let mut out = Vec::with_capacity(component.len());
     for &member in component {
         let Some(node) = g.node(member) else { continue };
@@ -360,17 +361,21 @@ fn values_of_component<G: Graph>(g: &G, component: &[PositionKey]) -> Vec<(Posit
         let idea = if !node.evaluated {
             None
         } else if on_cycle {
-            let mut budget = UNROLL_BUDGET;
+            let mut budget = member_budget;
             let mut path = vec![member];
             let value = unroll_idea_in_component(g, &node, &inside, &mut path, &mut budget);
-            if budget == 0 {
-                log::warn!("idea value of {member}: cycle walk cut at {UNROLL_BUDGET} positions");
-            }
+            cut += usize::from(budget == 0);
             Some(value)
         } else {
             Some(node_value_from_cache(g, &node))
         };
         out.push((member, idea, cyclic));
+    }
+    if cut > 0 {
+        log::debug!(
+            "idea values of a cycle of {} positions: {cut} walks cut at {member_budget} positions, cached values beyond",
+            component.len()
+        );
     }
     out
 }

@@ -19,10 +19,13 @@ use crate::search::{
     evaluator::Job,
     host::{Planned, Purpose},
 };
-use crate::values::{
-    graph::{GraphNode, Records},
-    idea::UNROLL_BUDGET,
-};
+use crate::values::graph::{GraphNode, Records};
+
+/// Most nodes the alpha estimates at one node of the walk may unroll in cyclic regions before they fall back to
+/// cached idea values. The estimates order the moves and set the window; the walk itself then goes down the moves
+/// it admits. A full unroll at every node of the walk made a pass in an endgame of shuffling kings and rooks cost
+/// minutes of host time.
+const WALK_UNROLL_BUDGET: usize = 4_096;
 
 /// One pass: the alpha-beta walk that plans searches.
 struct Walk<'t, G: Records> {
@@ -82,7 +85,7 @@ impl<G: Records> Walk<'_, G> {
         }
         let Some(node) = node else { return Ok(None) };
         let Some(gnode) = self.tree.node(key) else { return Ok(None) };
-        let mut budget = UNROLL_BUDGET;
+        let mut budget = WALK_UNROLL_BUDGET;
         if ply >= self.depth || gnode.edges.is_empty() {
             self.leaf(ply);
             return Ok(Some(alpha_of_node(self.tree, &gnode, path, &mut budget)));
