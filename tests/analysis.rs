@@ -345,21 +345,14 @@ fn a_time_limit_stops_cleanly_keeping_what_was_stored() {
 #[test]
 fn stored_idea_values_equal_a_from_scratch_recomputation() {
     use deeptree::values::{
-        graph::{Graph, GraphNode, MemGraph},
+        graph::{Graph, MemGraph},
         idea::{idea_brute, recompute_all},
     };
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path(), &StoreOptions::default()).unwrap();
     // The knight shuffle makes a cycle through the start position.
     run_scripted(&store, 3, 11, 3, "g1f3 g8f6 f3g1 f6g8");
-    let view = store.read().unwrap();
-    let mut graph = MemGraph::default();
-    let mut keys = Vec::new();
-    for item in view.nodes().unwrap() {
-        let (key, node) = item.unwrap();
-        graph.insert(GraphNode::from_node(key, &node));
-        keys.push(key);
-    }
+    let (graph, keys) = MemGraph::of_view(&store.read().unwrap()).unwrap();
     assert!(keys.len() > 10, "{} positions", keys.len());
     let mut scratch = graph.clone();
     recompute_all(&mut scratch, &keys);

@@ -28,7 +28,7 @@ use deeptree::{
         node::{Edge, Node, PackedPosition},
     },
     values::{
-        graph::{Graph, GraphNode, MemGraph},
+        graph::{Graph, MemGraph},
         idea::recompute_all,
     },
 };
@@ -616,13 +616,7 @@ fn merge_unites_trees_keeps_deeper_evaluations_and_a_second_merge_changes_nothin
             assert!(before.edges.iter().all(|e| merged.edge(&e.uci).is_some()), "nothing of ours is lost");
         }
         // Cached idea values and cycle flags agree with a recomputation from scratch over the merged graph.
-        let mut graph = MemGraph::default();
-        let mut keys = Vec::new();
-        for item in view.nodes().unwrap() {
-            let (key, node) = item.unwrap();
-            graph.insert(GraphNode::from_node(key, &node));
-            keys.push(key);
-        }
+        let (graph, keys) = MemGraph::of_view(&view).unwrap();
         let mut scratch = graph.clone();
         recompute_all(&mut scratch, &keys);
         for key in &keys {

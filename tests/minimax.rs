@@ -59,6 +59,27 @@ fn incremental(nodes: &[RandomNode], order: &[usize]) -> MemGraph {
     g
 }
 
+/// A game history of up to `len` positions that leads to `root`: a line of stored moves, walked back through the
+/// parent links at random.
+fn history_to(g: &MemGraph, root: PositionKey, len: usize, seed: u64) -> Vec<PositionKey> {
+    let mut rng = fastrand::Rng::with_seed(seed);
+    let mut history = Vec::new();
+    let mut current = root;
+    for _ in 0..len {
+        let parents = g.parents(current);
+        if parents.is_empty() {
+            break;
+        }
+        let parent = parents[rng.usize(..parents.len())];
+        if parent == root || history.contains(&parent) {
+            break;
+        }
+        history.insert(0, parent);
+        current = parent;
+    }
+    history
+}
+
 fn permutation(len: usize, seed: u64) -> Vec<usize> {
     let mut order: Vec<usize> = (0..len).collect();
     fastrand::Rng::with_seed(seed).shuffle(&mut order);
@@ -110,22 +131,7 @@ proptest! {
     ) {
         let g = incremental(&nodes, &permutation(nodes.len(), seed));
         let root = PositionKey(root_pick.index(nodes.len()) as u64);
-        // A game history is a line of stored moves that leads to the root: walk back through the parent links.
-        let mut rng = fastrand::Rng::with_seed(seed ^ 0xa1fa);
-        let mut history = Vec::new();
-        let mut current = root;
-        for _ in 0..history_len {
-            let parents = g.parents(current);
-            if parents.is_empty() {
-                break;
-            }
-            let parent = parents[rng.usize(..parents.len())];
-            if parent == root || history.contains(&parent) {
-                break;
-            }
-            history.insert(0, parent);
-            current = parent;
-        }
+        let history = history_to(&g, root, history_len, seed ^ 0xa1fa);
         prop_assert_eq!(alpha_of_edges(&g, root, &history), alpha_brute(&g, root, &history));
     }
 
@@ -135,21 +141,7 @@ proptest! {
     ) {
         let g = incremental(&nodes, &permutation(nodes.len(), seed));
         let root = PositionKey(root_pick.index(nodes.len()) as u64);
-        let mut rng = fastrand::Rng::with_seed(seed ^ 0x7e40);
-        let mut history = Vec::new();
-        let mut current = root;
-        for _ in 0..history_len {
-            let parents = g.parents(current);
-            if parents.is_empty() {
-                break;
-            }
-            let parent = parents[rng.usize(..parents.len())];
-            if parent == root || history.contains(&parent) {
-                break;
-            }
-            history.insert(0, parent);
-            current = parent;
-        }
+        let history = history_to(&g, root, history_len, seed ^ 0x7e40);
         prop_assert_eq!(
             alpha_of_edges_no_progress(&g, root, &history, plies),
             alpha_brute_no_progress(&g, root, &history, plies)

@@ -320,17 +320,10 @@ fn a_writer_killed_mid_run_loses_nothing_committed() {
 /// Asserts that every stored idea value and cyclic flag equals a from-scratch recomputation over the stored graph.
 fn assert_values_as_recomputed(store: &Store) {
     use deeptree::values::{
-        graph::{Graph, GraphNode, MemGraph},
+        graph::{Graph, MemGraph},
         idea::recompute_all,
     };
-    let view = store.read().unwrap();
-    let mut graph = MemGraph::default();
-    let mut keys = Vec::new();
-    for item in view.nodes().unwrap() {
-        let (key, node) = item.unwrap();
-        graph.insert(GraphNode::from_node(key, &node));
-        keys.push(key);
-    }
+    let (graph, keys) = MemGraph::of_view(&store.read().unwrap()).unwrap();
     let mut scratch = graph.clone();
     recompute_all(&mut scratch, &keys);
     for key in &keys {

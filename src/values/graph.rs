@@ -136,6 +136,19 @@ pub struct MemGraph {
 }
 
 impl MemGraph {
+    /// Every record of a read view, as a graph in memory with the cached values as stored (for checking them
+    /// against a recomputation), and the keys in key order.
+    pub fn of_view(view: &ReadView<'_>) -> Result<(MemGraph, Vec<PositionKey>), StoreError> {
+        let mut graph = MemGraph::default();
+        let mut keys = Vec::new();
+        for item in view.nodes()? {
+            let (key, node) = item?;
+            graph.insert(GraphNode::from_node(key, &node));
+            keys.push(key);
+        }
+        Ok((graph, keys))
+    }
+
     /// Inserts or replaces a node, linking its children back to it.
     pub fn insert(&mut self, node: GraphNode) {
         for edge in &node.edges {
