@@ -49,6 +49,11 @@ pub struct Config {
     /// Deep Blue's "no progress" rule in the search: a move into a position the same side could have reached
     /// earlier on the path is refused (off by default).
     pub no_progress: bool,
+    /// Screening of alternatives: a node's moves without an edge are searched at the engine depth only when a
+    /// screen two plies shallower says they could still enter the window.
+    pub screen: bool,
+    /// Centipawns a screened score may rise at the engine depth (see docs/benchmarks.md, "Screening").
+    pub screen_margin: u32,
     /// Initial LMDB map size in MiB (it grows on demand).
     pub map_size_mib: u64,
     /// Most changes committed in one write transaction.
@@ -72,6 +77,8 @@ impl Default for Config {
             engine_search_timeout_secs: 60,
             background_analysis: true,
             no_progress: false,
+            screen: false,
+            screen_margin: crate::search::analysis::Screening::DEFAULT.margin as u32,
             map_size_mib: 1024,
             write_batch: 50_000,
             log_level: "warn".into(),
@@ -108,6 +115,14 @@ impl Config {
         crate::engine::spec::EngineSpec::parse_list(&config.engines)
             .map_err(|e| ConfigError::Parse { path: path.to_owned(), message: format!("engines: {e}") })?;
         Ok(config)
+    }
+
+    /// Screening as the analysis takes it: `None` when it is off.
+    pub fn screening(&self) -> Option<crate::search::analysis::Screening> {
+        self.screen.then(|| crate::search::analysis::Screening {
+            margin: self.screen_margin.min(10_000) as i32,
+            ..crate::search::analysis::Screening::DEFAULT
+        })
     }
 
     /// The look ahead as the analysis takes it: `None` (nothing run ahead) for a negative setting.

@@ -38,7 +38,7 @@ impl Evaluator for Recording {
 }
 
 fn params(max_depth: u8) -> Params {
-    Params { engine_depth: 10, move_distance: 20, max_depth, time: None, no_progress: false }
+    Params { engine_depth: 10, move_distance: 20, max_depth, time: None, no_progress: false, screen: None }
 }
 
 fn run_scripted(store: &Store, workers: usize, seed: u64, max_depth: u8, moves: &str) -> (u64, Vec<Job>) {

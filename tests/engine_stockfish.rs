@@ -11,7 +11,7 @@ use std::{
 use deeptree::{
     engine::{
         Engine, EngineConfig, EngineError, EnginePool, EnginePosition, EvalRequest, Evaluation, JobOutcome, Limit,
-        Timeouts,
+        ScreenCut, Timeouts,
         protocol::{EngineMessage, OptionKind, parse_line},
     },
     score::{Bound, Score},
@@ -239,4 +239,59 @@ fn workers_may_run_different_commands() {
         let worker = result.worker.unwrap();
         assert_eq!(*eval.engine, pool.identity(worker).unwrap().name);
     }
+}
+
+/// A screened search stops at the first iteration, at the screen's depth or deeper, whose score is below the
+/// screen's bound, and answers with that iteration; through the pool it is an answer, not a cancelled job. A screen
+/// whose bound no iteration goes below lets the search run to its depth.
+#[test]
+fn a_screen_stops_a_search_at_a_shallower_iteration_below_its_bound() {
+    // Black must recapture on d5; every other move loses a pawn.
+    let position = fen("rnbqkbnr/ppp1pppp/8/3P4/8/8/PPPP1PPP/RNBQKBNR b KQkq - 0 2");
+    let others: Vec<UciMove> = position
+        .position()
+        .legal_moves()
+        .iter()
+        .map(|m| deeptree::notation::canonical(*m))
+        .filter(|m| m.to_string() != "d8d5")
+        .collect();
+    let mut engine = Engine::spawn(&stockfish()).unwrap();
+    let full = engine
+        .evaluate(&EvalRequest::new(position.clone(), Limit::Depth(12)).with_searchmoves(others.clone()).unwrap())
+        .unwrap();
+    assert_eq!((full.depth(), full.screened.is_none(), full.stopped), (12, true, false));
+
+    // Below a bound every iteration is under: cut at the screen's depth.
+    let cut = ScreenCut { from_depth: 8, below: Score::cp(1000) };
+    let request = EvalRequest::new(position.clone(), Limit::Depth(12))
+        .with_searchmoves(others.clone())
+        .unwrap()
+        .with_screen(Some(cut));
+    let screened = engine.evaluate(&request).unwrap();
+    let line = screened.screened.clone().expect("the screen cut the search");
+    assert_eq!(line.depth, 8);
+    assert!(line.score < Score::cp(1000) && line.bound == Bound::Exact);
+    assert!(others.contains(&line.pv[0]), "{:?}", line.pv);
+    assert!(screened.nodes < full.nodes, "{} nodes cut, {} in full", screened.nodes, full.nodes);
+
+    // A bound no iteration goes below: the search runs to its depth.
+    let never = ScreenCut { from_depth: 8, below: Score::MATED_NOW };
+    let request =
+        EvalRequest::new(position.clone(), Limit::Depth(12)).with_searchmoves(others).unwrap().with_screen(Some(never));
+    let whole = engine.evaluate(&request).unwrap();
+    assert_eq!((whole.depth(), whole.screened.is_none(), whole.stopped), (12, true, false));
+    // The engine is ready for the next search after a cut.
+    assert_eq!(engine.evaluate(&EvalRequest::new(position.clone(), Limit::Depth(6))).unwrap().depth(), 6);
+
+    let pool = EnginePool::uniform(&stockfish(), 1).unwrap();
+    pool.submit(1, request_with(&position, cut)).unwrap();
+    let result = pool.results().recv_timeout(Duration::from_secs(30)).unwrap();
+    match result.outcome {
+        JobOutcome::Done(evaluation) => assert_eq!(evaluation.screened.map(|l| l.depth), Some(8)),
+        other => panic!("a screened search is an answer: {other:?}"),
+    }
+}
+
+fn request_with(position: &EnginePosition, cut: ScreenCut) -> EvalRequest {
+    EvalRequest::new(position.clone(), Limit::Depth(12)).with_screen(Some(cut))
 }

@@ -63,6 +63,13 @@ pub struct AnalyzeArgs {
     /// path (default: the settings' no_progress, off).
     #[arg(long, value_name = "on|off", value_parser = parse_on_off)]
     pub no_progress: Option<bool>,
+    /// Screening: search a node's moves without an edge at the engine depth only when a screen two plies shallower
+    /// (plus the margin) could still reach its window (default: the settings' screen).
+    #[arg(long, value_name = "on|off", value_parser = parse_on_off)]
+    pub screen: Option<bool>,
+    /// Centipawns a screened score may rise at the engine depth (default: the settings' screen_margin).
+    #[arg(long, value_name = "CP")]
+    pub screen_margin: Option<u32>,
     /// Write one line per search decision to FILE.
     #[arg(long, value_name = "FILE")]
     pub trace: Option<std::path::PathBuf>,
@@ -111,6 +118,8 @@ pub fn run(db: Option<&Path>, config: &Config, args: AnalyzeArgs) -> CommandResu
         engines,
         look_ahead,
         no_progress,
+        screen,
+        screen_margin,
         trace,
         json,
         chess960,
@@ -172,6 +181,12 @@ pub fn run(db: Option<&Path>, config: &Config, args: AnalyzeArgs) -> CommandResu
         max_depth: max_depth.unwrap_or(if time.is_some() { u8::MAX - 1 } else { 4 }),
         time,
         no_progress: no_progress.unwrap_or(config.no_progress),
+        screen: Config {
+            screen: screen.unwrap_or(config.screen),
+            screen_margin: screen_margin.unwrap_or(config.screen_margin),
+            ..Config::default()
+        }
+        .screening(),
     };
     let look_ahead = look_ahead.map_or(config.look_ahead(), |l| l.0);
     if let Some((book, skipped)) = book {

@@ -248,6 +248,7 @@ pub fn run(db: Option<&Path>, config: &Config, what: BenchCommand) -> CommandRes
                     max_depth: depth,
                     time: None,
                     no_progress: false,
+                    screen: None,
                 };
                 let mut analysis = Analysis::new(&store, PoolEvaluator::new(pool), params);
                 let started = std::time::Instant::now();

@@ -25,7 +25,7 @@ use super::{
     EngineError,
     command::{resolve_program, split_command_line},
     protocol::{EngineMessage, EngineOption, Info, OptionKind, parse_line},
-    request::{EvalRequest, Evaluation, PvLine, SearchTiming},
+    request::{EvalRequest, Evaluation, PvLine, ScreenCut, SearchTiming},
 };
 use crate::{
     notation::{canonical, played},
@@ -647,16 +647,27 @@ impl Engine {
         go_sent: Instant,
     ) -> Result<Evaluation, EngineError> {
         let mut collector = Collector::new(request.multipv);
+        let mut screened: Option<PvLine> = None;
         loop {
             match self.recv()? {
                 EngineMessage::Info(info) => {
                     collector.add(&info);
                     on_info(&info);
+                    if screened.is_none()
+                        && let Some(line) = request.screen.and_then(|cut| screen_cut(request, &info, cut))
+                    {
+                        trace!("{} screened at depth {} ({}): stop", self.name, line.depth, line.score);
+                        screened = Some(line);
+                        self.stop_handle().stop();
+                    }
                 }
                 EngineMessage::BestMove { best, ponder } => {
                     let timing = SearchTiming { go_sent, bestmove_read: Instant::now() };
                     let stopped = self.link.state.lock().stop_sent;
-                    return collector.finish(request, &best, ponder.as_deref(), stopped, &self.name, timing);
+                    let mut evaluation =
+                        collector.finish(request, &best, ponder.as_deref(), stopped, &self.name, timing)?;
+                    evaluation.screened = screened;
+                    return Ok(evaluation);
                 }
                 _ => {}
             }
@@ -765,6 +776,24 @@ struct RawLine {
     pv: Vec<UciMove>,
 }
 
+/// The line at which `cut` stops the search: an exact score for the best line, at the screen's depth or deeper,
+/// below its bound, with a legal first move (among `searchmoves` when they were given).
+fn screen_cut(request: &EvalRequest, info: &Info, cut: ScreenCut) -> Option<PvLine> {
+    let (score, bound) = info.score?;
+    let depth = info.depth?;
+    if bound != Bound::Exact || info.multipv.unwrap_or(1) != 1 || depth < cut.from_depth || score >= cut.below {
+        return None;
+    }
+    let pos = request.position.position();
+    let moves = played(pos, &info.pv);
+    let first = *moves.first()?;
+    if !request.searchmoves.is_empty() && !request.searchmoves.iter().any(|s| s.to_move(pos).ok() == Some(first)) {
+        return None;
+    }
+    let pv = moves.into_iter().map(canonical).collect();
+    Some(PvLine { multipv: 1, score, bound, depth, seldepth: info.seldepth.unwrap_or(depth), pv })
+}
+
 /// Gathers `info` lines into the result of a search.
 struct Collector {
     multipv: u32,
@@ -846,6 +875,7 @@ impl Collector {
             other_lines: lines.collect(),
             nodes: self.nodes,
             stopped,
+            screened: None,
             engine: Arc::clone(engine),
             timing,
         })

@@ -161,11 +161,31 @@ pub struct EvalRequest {
     pub searchmoves: Vec<UciMove>,
     /// Lines to report (1 = only the best).
     pub multipv: u32,
+    /// Stop the search early when a shallower iteration already scores below a bound (see [`ScreenCut`]).
+    pub screen: Option<ScreenCut>,
+}
+
+/// A screen inside a fixed-depth search: the search is stopped at the first iteration of depth `from_depth` or
+/// deeper whose exact score for the best line is below `below`, and that line is its answer
+/// ([`Evaluation::screened`]).
+///
+/// A depth-`D` search deepens one iteration after another, so the screen costs nothing when it does not cut: the
+/// shallower iterations are those the search runs anyway.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ScreenCut {
+    pub from_depth: u32,
+    pub below: Score,
 }
 
 impl EvalRequest {
     pub fn new(position: EnginePosition, limit: Limit) -> EvalRequest {
-        EvalRequest { position, limit, searchmoves: Vec::new(), multipv: 1 }
+        EvalRequest { position, limit, searchmoves: Vec::new(), multipv: 1, screen: None }
+    }
+
+    /// Screens the search (see [`ScreenCut`]).
+    pub fn with_screen(mut self, screen: Option<ScreenCut>) -> EvalRequest {
+        self.screen = screen;
+        self
     }
 
     /// Restricts the search to `moves`, each of which must be legal in the searched position.
@@ -248,6 +268,8 @@ pub struct Evaluation {
     pub nodes: u64,
     /// The search was stopped before its limit.
     pub stopped: bool,
+    /// The iteration at which a screen stopped the search ([`EvalRequest::screen`]): it, not `line`, is the answer.
+    pub screened: Option<PvLine>,
     /// `id name` of the engine that produced it.
     pub engine: Arc<str>,
     /// When `go` went to the engine and when its `bestmove` was read: the engine's own time, and the relay's.

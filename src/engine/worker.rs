@@ -117,7 +117,9 @@ impl Worker {
                 Ok(evaluation) => {
                     self.fresh = false;
                     self.backoff.reset();
-                    let outcome = if evaluation.stopped { JobOutcome::Cancelled } else { JobOutcome::Done(evaluation) };
+                    // A search its screen stopped has its answer; one stopped otherwise was cancelled.
+                    let cancelled = evaluation.stopped && evaluation.screened.is_none();
+                    let outcome = if cancelled { JobOutcome::Cancelled } else { JobOutcome::Done(evaluation) };
                     return Ran { outcome, attempts };
                 }
                 Err(EngineError::Stopped) => return Ran { outcome: JobOutcome::Cancelled, attempts },

@@ -33,10 +33,10 @@ use crate::store::{
     Change, Store, StoreError,
     claims::{ClaimedAnswer, Claims},
     key::{KeySet, PositionKey},
-    node::{Edge, Eval, Node, PackedPosition, RestBound},
+    node::{Edge, Eval, Node, PackedPosition, RestBound, ScreenBound},
 };
 
-use crate::values::graph::StoreGraph;
+use crate::{score::Score, values::graph::StoreGraph};
 
 use super::{
     evaluator::{Answer, Evaluator, Job},
@@ -59,6 +59,45 @@ pub struct Params {
     /// Deep Blue's "no progress" rule in the walk ([`alpha::loses_tempo`](super::alpha::loses_tempo)): a move into a
     /// position the same side could have reached earlier on the path is refused.
     pub no_progress: bool,
+    /// Screening of alternatives ([`Screening`]); `None` searches every alternative at the engine depth.
+    pub screen: Option<Screening>,
+}
+
+/// Screening (DESIGN.md section 2.6): a node's moves without an edge are searched at the engine depth `D` only when
+/// a shallower look says they could still enter the window.
+///
+/// The search for alternatives is asked at depth `D` as always, but screened: it stops at the first iteration of
+/// depth `D - reduction` or deeper whose score, plus `margin`, is below the node's threshold (best - move distance),
+/// and that shallower score is stored as the node's [`ScreenBound`](crate::store::node::ScreenBound), never as a
+/// depth-`D` value. The walk closes a node whose screen bound, plus the margin, is below its threshold, and searches
+/// its alternatives at `D` (unscreened) once a wider window, or a best move that dropped, lets the screened score
+/// reach it. A screen bounds the moves that had no edge when it was found: once one of them gains an edge, the rest
+/// are screened again before any further search at `D` (Muller's "more drastic IID").
+///
+/// An inner engine deepens one iteration after another, so a screen that does not cut costs nothing: its shallower
+/// iterations are those the search at `D` runs anyway.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Screening {
+    /// Plies below the engine depth from which a search may be cut.
+    pub reduction: u8,
+    /// Centipawns added to a screened score before it is compared with the threshold: how far a deeper search may
+    /// raise it.
+    pub margin: i32,
+}
+
+impl Screening {
+    /// The rule and margin measured in docs/benchmarks.md ("Screening").
+    pub const DEFAULT: Screening = Screening { reduction: 2, margin: 15 };
+
+    /// The shallowest depth a screen may cut at, for searches at `engine_depth`; `None` when it would be below 1.
+    pub fn depth(&self, engine_depth: u8) -> Option<u8> {
+        engine_depth.checked_sub(self.reduction).filter(|d| *d >= 1 && self.reduction > 0)
+    }
+
+    /// The score a screened bound may reach at the engine depth: the bound plus the margin (a mate score as it is).
+    pub fn reach(&self, screened: Score) -> Score {
+        if screened.is_mate() { screened } else { screened.minus_cp(-self.margin) }
+    }
 }
 
 /// The move distance at `ply`: `δ` at plies 0 and 1, halved at each ply after (20, 20, 10, 5, 2, 1, 0 ...).
@@ -527,11 +566,7 @@ impl<'a, E: Evaluator> Analysis<'a, E> {
                         planned.push(Planned {
                             key,
                             purpose: Purpose::LineMove,
-                            job: Job {
-                                position: pos.clone(),
-                                searchmoves: vec![*uci],
-                                depth: self.params.engine_depth,
-                            },
+                            job: Job::new(pos.clone(), vec![*uci], self.params.engine_depth),
                         });
                     }
                 }
@@ -644,6 +679,12 @@ fn change_for(plan: &Planned, answer: &Answer, engine: Option<u16>) -> Option<Ch
             if pos.legal_moves().len() > 1 {
                 node.rest = Some(RestBound { score: answer.score, depth: answer.depth });
             }
+        }
+        Purpose::Alternatives { unsearched } if plan.job.screen.is_some() && answer.depth < plan.job.depth => {
+            // Cut by its screen: a shallower bound for every unsearched move, kept apart from depth-D values.
+            node.screen =
+                Some(ScreenBound { score: answer.score, depth: answer.depth, moves: unsearched.min(255) as u8 });
+            return Change::merge(pos, node).ok();
         }
         Purpose::Alternatives { unsearched } => {
             // The best of the unsearched moves bounds the ones still unsearched.

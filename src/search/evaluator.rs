@@ -6,7 +6,7 @@ use std::time::Duration;
 use shakmaty::{Chess, Position, uci::UciMove};
 
 use crate::{
-    engine::{EnginePool, EnginePosition, EvalRequest, JobOutcome, Limit},
+    engine::{EnginePool, EnginePosition, EvalRequest, JobOutcome, Limit, ScreenCut},
     score::{Bound, Score},
     store::key::PositionKey,
 };
@@ -17,6 +17,16 @@ pub struct Job {
     pub position: Chess,
     pub searchmoves: Vec<UciMove>,
     pub depth: u8,
+    /// Screening: the search may stop at a shallower iteration that scores below the screen's bound; its answer then
+    /// has that iteration's depth, less than `depth`.
+    pub screen: Option<ScreenCut>,
+}
+
+impl Job {
+    /// A search of `position` at `depth`, restricted to `searchmoves` when not empty, not screened.
+    pub fn new(position: Chess, searchmoves: Vec<UciMove>, depth: u8) -> Job {
+        Job { position, searchmoves, depth, screen: None }
+    }
 }
 
 /// The answer to a [`Job`]: the best of the searched moves and its score (side to move's point of view).
@@ -75,7 +85,8 @@ impl Evaluator for PoolEvaluator {
     fn submit(&mut self, id: u64, job: Job) -> Result<(), String> {
         let request = EvalRequest::new(EnginePosition::of(&job.position), Limit::Depth(u32::from(job.depth)))
             .with_searchmoves(job.searchmoves)
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| e.to_string())?
+            .with_screen(job.screen);
         self.pool.submit(id, request).map_err(|e| e.to_string())?;
         self.in_flight.push(id);
         Ok(())
@@ -84,14 +95,26 @@ impl Evaluator for PoolEvaluator {
     fn next(&mut self, timeout: Duration) -> Option<(u64, Result<Answer, String>)> {
         let result = self.pool.results().recv_timeout(timeout).ok()?;
         self.in_flight.retain(|id| *id != result.id);
+        let engine = result.worker.and_then(|w| self.pool.identity(w)).map(|i| i.label());
         let answer = match result.outcome {
-            JobOutcome::Done(eval) => Ok(Answer {
-                best: eval.best_move,
-                score: eval.score(),
-                bound: eval.bound(),
-                depth: eval.depth().min(255) as u8,
-                nodes: eval.nodes,
-                engine: result.worker.and_then(|w| self.pool.identity(w)).map(|i| i.label()),
+            // A search its screen stopped answers with the iteration that stopped it.
+            JobOutcome::Done(eval) => Ok(match (&eval.screened, eval.screened.as_ref().and_then(|l| l.pv.first())) {
+                (Some(line), Some(best)) => Answer {
+                    best: *best,
+                    score: line.score,
+                    bound: line.bound,
+                    depth: line.depth.min(255) as u8,
+                    nodes: eval.nodes,
+                    engine,
+                },
+                _ => Answer {
+                    best: eval.best_move,
+                    score: eval.score(),
+                    bound: eval.bound(),
+                    depth: eval.depth().min(255) as u8,
+                    nodes: eval.nodes,
+                    engine,
+                },
             }),
             JobOutcome::Failed(e) => Err(e.to_string()),
             JobOutcome::Cancelled => Err("cancelled".to_owned()),
@@ -123,12 +146,18 @@ impl Evaluator for PoolEvaluator {
 
 /// A deterministic evaluator: the score of a move depends only on the position and the move (a hash), so any
 /// order of evaluation gives the same answers. Answers come back in a seeded random order, as a pool's would.
+///
+/// A screened job ([`Job::screen`]) is answered at the screen's depth when the best of its moves, scored at that
+/// depth, is below the screen's bound; the score at a screened depth is the score at full depth plus
+/// [`ScriptedEvaluator::shallow_error`] (none by default).
 pub struct ScriptedEvaluator {
     workers: usize,
     pending: Vec<(u64, Result<Answer, String>)>,
     rng: fastrand::Rng,
     /// Evaluations answered so far.
     pub evaluations: u64,
+    /// How far a shallower search of a move in a position is off its full-depth score, in centipawns.
+    pub shallow_error: Option<fn(&Chess, &UciMove) -> i32>,
 }
 
 impl ScriptedEvaluator {
@@ -138,6 +167,7 @@ impl ScriptedEvaluator {
             pending: Vec::new(),
             rng: fastrand::Rng::with_seed(seed),
             evaluations: 0,
+            shallow_error: None,
         }
     }
 
@@ -161,25 +191,37 @@ impl ScriptedEvaluator {
         Some(Score::cp(-static_value(&child)))
     }
 
-    fn answer(job: &Job) -> Result<Answer, String> {
+    /// The answer to `job`: the best of its moves at full depth, or for a screened job, at the screen's depth when
+    /// that is below the screen's bound. A screened answer reports a quarter of the nodes.
+    pub fn answer_to(&self, job: &Job) -> Result<Answer, String> {
         let candidates: Vec<UciMove> = if job.searchmoves.is_empty() {
             job.position.legal_moves().iter().map(|m| crate::notation::canonical(*m)).collect()
         } else {
             job.searchmoves.clone()
         };
-        candidates
-            .into_iter()
-            .filter_map(|m| Some((ScriptedEvaluator::move_score(&job.position, &m)?, m)))
-            .max_by(|a, b| a.0.cmp(&b.0).then_with(|| b.1.to_string().cmp(&a.1.to_string())))
-            .map(|(score, best)| Answer {
-                best,
-                score,
-                bound: Bound::Exact,
-                depth: job.depth,
-                nodes: 1000,
-                engine: Some("scripted".to_owned()),
-            })
-            .ok_or_else(|| "no legal move".to_owned())
+        let best_of = |error: Option<fn(&Chess, &UciMove) -> i32>| {
+            candidates
+                .iter()
+                .filter_map(|m| {
+                    let score = ScriptedEvaluator::move_score(&job.position, m)?;
+                    Some((score.minus_cp(-error.map_or(0, |e| e(&job.position, m))), *m))
+                })
+                .max_by(|a, b| a.0.cmp(&b.0).then_with(|| b.1.to_string().cmp(&a.1.to_string())))
+        };
+        let answer = |(score, best): (Score, UciMove), depth: u8, nodes: u64| Answer {
+            best,
+            score,
+            bound: Bound::Exact,
+            depth,
+            nodes,
+            engine: Some("scripted".to_owned()),
+        };
+        if let Some(cut) = job.screen
+            && let Some(screened) = best_of(self.shallow_error).filter(|(score, _)| *score < cut.below)
+        {
+            return Ok(answer(screened, cut.from_depth.min(255) as u8, 250));
+        }
+        best_of(None).map(|best| answer(best, job.depth, 1000)).ok_or_else(|| "no legal move".to_owned())
     }
 }
 
@@ -223,7 +265,8 @@ impl Evaluator for ScriptedEvaluator {
 
     fn submit(&mut self, id: u64, job: Job) -> Result<(), String> {
         self.evaluations += 1;
-        self.pending.push((id, ScriptedEvaluator::answer(&job)));
+        let answer = self.answer_to(&job);
+        self.pending.push((id, answer));
         Ok(())
     }
 

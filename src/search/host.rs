@@ -39,9 +39,12 @@ pub(super) struct Planned {
 }
 
 impl Planned {
-    /// A search for the best of several alternatives: one that searches of each move alone can answer.
+    /// A search for the best of several alternatives: one that searches of each move alone can answer. A screened
+    /// search is not split: its moves searched alone would each run to the full depth, which the screen may spare.
     pub fn splits(&self) -> bool {
-        matches!(self.purpose, Purpose::Alternatives { .. }) && self.job.searchmoves.len() > 1
+        matches!(self.purpose, Purpose::Alternatives { .. })
+            && self.job.searchmoves.len() > 1
+            && self.job.screen.is_none()
     }
 }
 
@@ -52,6 +55,8 @@ pub(super) struct JobKey {
     /// The allowed moves, packed and sorted (empty: every legal move).
     moves: Vec<u16>,
     depth: u8,
+    /// The search is screened: it may stop at a shallower iteration (its answer is then a screen bound).
+    screened: bool,
 }
 
 impl JobKey {
@@ -59,26 +64,29 @@ impl JobKey {
         let mut moves: Vec<u16> = plan.job.searchmoves.iter().map(pack).collect();
         moves.sort_unstable();
         moves.dedup();
-        JobKey { key: plan.key, moves, depth: plan.job.depth }
+        JobKey { key: plan.key, moves, depth: plan.job.depth, screened: plan.job.screen.is_some() }
     }
 }
 
 impl JobKey {
     /// The search as claims name it in the store: the position key, the engine depth and the allowed moves, all
-    /// big-endian.
+    /// big-endian, and for a screened search one more byte, `S` (an odd length, which no other search has).
     pub fn bytes(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(9 + 2 * self.moves.len());
+        let mut out = Vec::with_capacity(10 + 2 * self.moves.len());
         out.extend_from_slice(&self.key.to_bytes());
         out.push(self.depth);
         for m in &self.moves {
             out.extend_from_slice(&m.to_be_bytes());
+        }
+        if self.screened {
+            out.push(b'S');
         }
         out
     }
 
     /// The search of `uci` alone in `key`'s position at `depth`.
     pub fn single(key: PositionKey, uci: &UciMove, depth: u8) -> JobKey {
-        JobKey { key, moves: vec![pack(uci)], depth }
+        JobKey { key, moves: vec![pack(uci)], depth, screened: false }
     }
 }
 

@@ -11,7 +11,7 @@
 //!     BookRoot { line: Line::parse(None, "e2e4 c7c5")?, label: "Sicilian".into() },
 //!     BookRoot { line: Line::parse(None, "d2d4 d7d5")?, label: "Queen's pawn".into() },
 //! ];
-//! let params = Params { engine_depth: 8, move_distance: 20, max_depth: 1, time: None, no_progress: false };
+//! let params = Params { engine_depth: 8, move_distance: 20, max_depth: 1, time: None, no_progress: false, screen: None };
 //! // Two groups of engines, one scripted engine each: the two roots grow at once.
 //! let engines = vec![ScriptedEvaluator::new(1, 7), ScriptedEvaluator::new(1, 7)];
 //! let stop = Arc::new(AtomicBool::new(false));

@@ -1,7 +1,7 @@
 //! The tree from a root, with both scores and the depth of every move.
 
 use serde::Serialize;
-use shakmaty::{Chess, san::San, uci::UciMove};
+use shakmaty::{Chess, Position, san::San, uci::UciMove};
 
 use crate::{
     score::{Bound, Score},
@@ -21,6 +21,29 @@ pub struct ShownNode {
     pub key: String,
     pub settled_depth: Option<u8>,
     pub moves: Vec<ShownMove>,
+    /// Legal moves with no edge (never searched on their own).
+    pub unsearched: usize,
+    /// The engine-depth upper bound of those moves, when one was found.
+    pub rest: Option<ShownBound>,
+    /// What screening found for them (a shallower bound), when it screened them.
+    pub screen: Option<ShownScreen>,
+}
+
+/// An upper bound for the moves without an edge.
+#[derive(Debug, Clone, Serialize)]
+pub struct ShownBound {
+    pub score: Score,
+    pub depth: u8,
+}
+
+/// A screen of the moves without an edge: the best of them at a depth shallower than the engine depth.
+#[derive(Debug, Clone, Serialize)]
+pub struct ShownScreen {
+    pub score: Score,
+    pub depth: u8,
+    /// How many moves it bounded; it is `current` while exactly those are still without an edge.
+    pub moves: u8,
+    pub current: bool,
 }
 
 /// A move of the shown tree, best first by alpha score, the moves nothing has valued yet last.
@@ -147,11 +170,27 @@ fn shown_node(
         }
     }
     moves.sort_by(|a, b| b.is_valued().cmp(&a.is_valued()).then(b.alpha.cmp(&a.alpha)).then(b.idea.cmp(&a.idea)));
+    let unsearched = pos
+        .legal_moves()
+        .iter()
+        .filter(|m| node.is_none_or(|n| n.edge(&crate::notation::canonical(**m)).is_none()))
+        .count();
     Ok(ShownNode {
         fen: shakmaty::fen::Fen::from_position(pos, shakmaty::EnPassantMode::Legal).to_string(),
         key: key.to_string(),
         settled_depth: node.and_then(|n| n.settled_depth),
         moves,
+        unsearched,
+        rest: node
+            .and_then(|n| n.rest)
+            .filter(|_| unsearched > 0)
+            .map(|r| ShownBound { score: r.score, depth: r.depth }),
+        screen: node.and_then(|n| n.screen).filter(|_| unsearched > 0).map(|s| ShownScreen {
+            score: s.score,
+            depth: s.depth,
+            moves: s.moves,
+            current: usize::from(s.moves) == unsearched,
+        }),
     })
 }
 
@@ -189,6 +228,35 @@ pub fn render_text(root: &ShownNode, ply_offset: usize, white_to_move: bool) -> 
     out
 }
 
+/// The line that says what bounds a node's moves without an edge, when anything does.
+fn render_unsearched(out: &mut String, node: &ShownNode, indent: usize) {
+    let mut parts = Vec::new();
+    if let Some(rest) = &node.rest {
+        parts.push(format!("at most {} at depth {}", format_score(rest.score), rest.depth));
+    }
+    if let Some(screen) = &node.screen {
+        parts.push(format!(
+            "screened at depth {}: {}{}",
+            screen.depth,
+            format_score(screen.score),
+            if screen.current {
+                String::new()
+            } else {
+                format!(" (of {} moves, before some were searched)", screen.moves)
+            }
+        ));
+    }
+    if !parts.is_empty() {
+        out.push_str(&format!(
+            "{:indent$}({} moves unsearched: {})\n",
+            "",
+            node.unsearched,
+            parts.join("; "),
+            indent = indent * 2
+        ));
+    }
+}
+
 fn render_moves(out: &mut String, node: &ShownNode, indent: usize, ply: usize, white: bool) {
     for m in &node.moves {
         let number = ply / 2 + 1;
@@ -207,4 +275,5 @@ fn render_moves(out: &mut String, node: &ShownNode, indent: usize, ply: usize, w
             render_moves(out, child, indent + 1, ply + 1, !white);
         }
     }
+    render_unsearched(out, node, indent);
 }

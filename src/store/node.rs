@@ -41,6 +41,15 @@
 //!
 //! A record with no engine number is written as version 1, byte for byte as before.
 //!
+//! Version 3 adds the screen bound (see [`ScreenBound`]):
+//!
+//! ```text
+//! flags   0x80: a screen bound follows the rest bound: i16 score, u8 depth, u8 count of the moves it bounds
+//! ```
+//!
+//! A record with no screen bound is written as version 2 or 1, byte for byte as before; a deeptree that reads only
+//! those refuses a version 3 record as newer, never as corrupt.
+//!
 //! Integers are big-endian; scores use [`Score::to_bits`]. A record that does not parse is an error, never a panic.
 
 use std::fmt;
@@ -54,9 +63,9 @@ use shakmaty::{
 
 use crate::score::{Bound, Score};
 
-/// The newest record layout version. A record without engine numbers is still written as version 1, which every
-/// deeptree reads.
-pub const FORMAT_VERSION: u8 = 2;
+/// The newest record layout version. A record is written in the oldest version that holds it: without a screen bound
+/// as version 2, and without engine numbers either as version 1, which every deeptree reads.
+pub const FORMAT_VERSION: u8 = 3;
 
 const FLAG_EVAL: u8 = 0x01;
 const FLAG_BEST: u8 = 0x02;
@@ -65,7 +74,7 @@ const FLAG_IDEA: u8 = 0x08;
 const FLAG_SETTLED: u8 = 0x10;
 const FLAG_CYCLIC: u8 = 0x20;
 const FLAG_ENGINE: u8 = 0x40;
-const KNOWN_FLAGS: u8 = FLAG_EVAL | FLAG_BEST | FLAG_REST | FLAG_IDEA | FLAG_SETTLED | FLAG_CYCLIC | FLAG_ENGINE;
+const FLAG_SCREEN: u8 = 0x80;
 
 const EDGE_IMPORTED: u8 = 0x04;
 const EDGE_ENGINE: u8 = 0x08;
@@ -205,6 +214,29 @@ pub struct RestBound {
     pub depth: u8,
 }
 
+/// What screening found: the moves without an edge, searched together at a depth shallower than the engine depth
+/// (the screen), score at most `score` at `depth`. A bound at that shallower depth, never taken for an engine-depth
+/// value: it only decides whether those moves are searched at the engine depth.
+///
+/// It bounds the `moves` moves that had no edge when it was found. Moves only ever gain edges, so while the node has
+/// exactly that many moves without an edge, it bounds the same moves; once one of them gains an edge it is stale,
+/// and the rest are screened again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ScreenBound {
+    pub score: Score,
+    pub depth: u8,
+    pub moves: u8,
+}
+
+impl ScreenBound {
+    /// Which of two screen bounds a merge keeps: the one of fewer moves (found later), then the deeper, then the
+    /// tighter (lower), so that merging does not depend on order.
+    fn supersedes(&self, other: &ScreenBound) -> bool {
+        (self.moves, std::cmp::Reverse(self.depth), self.score)
+            < (other.moves, std::cmp::Reverse(other.depth), other.score)
+    }
+}
+
 /// One stored position.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Node {
@@ -212,6 +244,8 @@ pub struct Node {
     pub eval: Option<Eval>,
     pub edges: Vec<Edge>,
     pub rest: Option<RestBound>,
+    /// The screen of the moves without an edge, when screening searched them.
+    pub screen: Option<ScreenBound>,
     /// Cached idea value of the position (its best move's idea score).
     pub idea: Option<Score>,
     /// Software depth settled with this position as root.
@@ -222,7 +256,16 @@ pub struct Node {
 
 impl Node {
     pub fn new(position: PackedPosition) -> Node {
-        Node { position, eval: None, edges: Vec::new(), rest: None, idea: None, settled_depth: None, cyclic: false }
+        Node {
+            position,
+            eval: None,
+            edges: Vec::new(),
+            rest: None,
+            screen: None,
+            idea: None,
+            settled_depth: None,
+            cyclic: false,
+        }
     }
 
     pub fn edge(&self, uci: &UciMove) -> Option<&Edge> {
@@ -230,8 +273,8 @@ impl Node {
     }
 
     /// Merges another record of the same position into this one: the deeper evaluation wins, edges are united
-    /// (per move the deeper score wins), the deeper rest bound wins (the lower at equal depth), the settled depth is the
-    /// larger.
+    /// (per move the deeper score wins), the deeper rest bound wins (the lower at equal depth), the screen bound of
+    /// fewer moves wins (see [`ScreenBound`]), the settled depth is the larger.
     pub fn merge(&mut self, other: &Node) {
         match (&self.eval, &other.eval) {
             (_, None) => {}
@@ -262,6 +305,11 @@ impl Node {
         // loosen the bound.
         self.rest = match (self.rest, other.rest) {
             (Some(a), Some(b)) if b.depth > a.depth || (b.depth == a.depth && b.score < a.score) => Some(b),
+            (Some(a), _) => Some(a),
+            (None, b) => b,
+        };
+        self.screen = match (self.screen, other.screen) {
+            (Some(a), Some(b)) if b.supersedes(&a) => Some(b),
             (Some(a), _) => Some(a),
             (None, b) => b,
         };
@@ -302,8 +350,17 @@ impl Node {
         if self.eval.as_ref().is_some_and(|e| e.engine.is_some()) {
             flags |= FLAG_ENGINE;
         }
+        if self.screen.is_some() {
+            flags |= FLAG_SCREEN;
+        }
         let engines = flags & FLAG_ENGINE != 0 || self.edges.iter().any(|e| e.engine.is_some());
-        out.push(if engines { 2 } else { 1 });
+        out.push(if self.screen.is_some() {
+            3
+        } else if engines {
+            2
+        } else {
+            1
+        });
         out.push(flags);
         out.push(self.position.len);
         out.extend_from_slice(self.position.as_bytes());
@@ -322,6 +379,11 @@ impl Node {
         if let Some(rest) = &self.rest {
             out.extend_from_slice(&rest.score.to_bits().to_be_bytes());
             out.push(rest.depth);
+        }
+        if let Some(screen) = &self.screen {
+            out.extend_from_slice(&screen.score.to_bits().to_be_bytes());
+            out.push(screen.depth);
+            out.push(screen.moves);
         }
         if let Some(idea) = self.idea {
             out.extend_from_slice(&idea.to_bits().to_be_bytes());
@@ -353,9 +415,10 @@ impl Node {
             return Err(r.corrupt("format version 0"));
         }
         let flags = r.u8("missing flags")?;
-        if flags & !KNOWN_FLAGS != 0
-            || (flags & (FLAG_BEST | FLAG_ENGINE) != 0 && flags & FLAG_EVAL == 0)
+        // Every bit of the flags byte has a meaning since version 3; older versions may not use the newer bits.
+        if (flags & (FLAG_BEST | FLAG_ENGINE) != 0 && flags & FLAG_EVAL == 0)
             || (version < 2 && flags & FLAG_ENGINE != 0)
+            || (version < 3 && flags & FLAG_SCREEN != 0)
         {
             return Err(r.corrupt("unknown flags"));
         }
@@ -378,6 +441,15 @@ impl Node {
         };
         let rest = if flags & FLAG_REST != 0 {
             Some(RestBound { score: r.score()?, depth: r.u8("truncated rest bound")? })
+        } else {
+            None
+        };
+        let screen = if flags & FLAG_SCREEN != 0 {
+            Some(ScreenBound {
+                score: r.score()?,
+                depth: r.u8("truncated screen bound")?,
+                moves: r.u8("truncated screen bound")?,
+            })
         } else {
             None
         };
@@ -408,7 +480,7 @@ impl Node {
         if r.pos != bytes.len() {
             return Err(r.corrupt("trailing bytes"));
         }
-        Ok(Node { position, eval, edges, rest, idea, settled_depth, cyclic: flags & FLAG_CYCLIC != 0 })
+        Ok(Node { position, eval, edges, rest, screen, idea, settled_depth, cyclic: flags & FLAG_CYCLIC != 0 })
     }
 }
 
@@ -535,20 +607,27 @@ mod tests {
                 engine,
             });
         let rest = (arb_score(), any::<u8>()).prop_map(|(score, depth)| RestBound { score, depth });
+        let screen = (arb_score(), any::<u8>(), any::<u8>()).prop_map(|(score, depth, moves)| ScreenBound {
+            score,
+            depth,
+            moves,
+        });
         (
             arb_position(),
             prop::option::of(eval),
             prop::collection::vec(edge, 0..40),
             prop::option::of(rest),
+            prop::option::of(screen),
             prop::option::of(arb_score()),
             prop::option::of(any::<u8>()),
             any::<bool>(),
         )
-            .prop_map(|(position, eval, edges, rest, idea, settled_depth, cyclic)| Node {
+            .prop_map(|(position, eval, edges, rest, screen, idea, settled_depth, cyclic)| Node {
                 position,
                 eval,
                 edges,
                 rest,
+                screen,
                 idea,
                 settled_depth,
                 cyclic,
@@ -601,6 +680,49 @@ mod tests {
         let mut claimed_v1 = recorded.encode();
         claimed_v1[0] = 1;
         assert!(matches!(Node::decode(&claimed_v1), Err(DecodeError::Corrupt { .. })));
+    }
+
+    /// A screen bound makes a version 3 record, and only it does: a record without one is written as before, and a
+    /// screen bound in a record that says version 2 is corrupt.
+    #[test]
+    fn a_screen_bound_makes_a_version_3_record_and_only_it_does() {
+        let mut node = Node::new(PackedPosition::of(&Chess::default()));
+        node.rest = Some(RestBound { score: Score::cp(20), depth: 10 });
+        let plain = node.encode();
+        assert_eq!(plain[0], 1);
+        node.screen = Some(ScreenBound { score: Score::cp(-40), depth: 8, moves: 19 });
+        let bytes = node.encode();
+        assert_eq!((bytes[0], bytes.len()), (3, plain.len() + 4));
+        assert_eq!(Node::decode(&bytes), Ok(node.clone()));
+        let mut claimed_v2 = bytes.clone();
+        claimed_v2[0] = 2;
+        assert!(matches!(Node::decode(&claimed_v2), Err(DecodeError::Corrupt { .. })));
+    }
+
+    /// Merging screen bounds keeps the one of fewer moves (the later screen), then the deeper, then the lower, in
+    /// whichever order the records come.
+    #[test]
+    fn screen_bounds_merge_in_any_order_to_the_latest_screen() {
+        let with = |score: i32, depth: u8, moves: u8| {
+            let mut node = Node::new(PackedPosition::of(&Chess::default()));
+            node.screen = Some(ScreenBound { score: Score::cp(score), depth, moves });
+            node
+        };
+        let cases = [
+            (with(-10, 8, 19), with(-50, 8, 18), with(-50, 8, 18)),
+            (with(-10, 8, 18), with(-50, 6, 18), with(-10, 8, 18)),
+            (with(-10, 8, 18), with(-50, 8, 18), with(-50, 8, 18)),
+        ];
+        for (a, b, kept) in cases {
+            let mut ab = a.clone();
+            ab.merge(&b);
+            let mut ba = b.clone();
+            ba.merge(&a);
+            assert_eq!((ab.screen, ba.screen), (kept.screen, kept.screen));
+        }
+        let mut none = Node::new(PackedPosition::of(&Chess::default()));
+        none.merge(&with(-10, 8, 19));
+        assert_eq!(none.screen, with(-10, 8, 19).screen);
     }
 
     #[test]

@@ -6,7 +6,7 @@ use crate::{
 };
 
 /// Options deeptree declares itself; an inner engine's option of the same name is not offered again.
-pub const OWN: [&str; 13] = [
+pub const OWN: [&str; 14] = [
     "TreePath",
     "InnerEngine",
     "Engines",
@@ -14,6 +14,7 @@ pub const OWN: [&str; 13] = [
     "MoveDistance",
     "BackgroundAnalysis",
     "NoProgress",
+    "Screen",
     "Hash",
     "Threads",
     "MultiPV",
@@ -34,6 +35,10 @@ pub struct Options {
     pub background_analysis: bool,
     /// Deep Blue's "no progress" rule in the tree's growth.
     pub no_progress: bool,
+    /// Screening of alternatives in the tree's growth.
+    pub screen: bool,
+    /// Its margin, from the settings (not a UCI option).
+    pub screen_margin: u32,
     pub hash_mib: u32,
     pub threads: u32,
     pub multipv: u32,
@@ -57,6 +62,8 @@ impl Options {
             move_distance: config.move_distance,
             background_analysis: config.background_analysis,
             no_progress: config.no_progress,
+            screen: config.screen,
+            screen_margin: config.screen_margin,
             hash_mib: config.engine_hash_mib,
             threads: 1,
             multipv: 1,
@@ -88,6 +95,7 @@ impl Options {
             spin("MoveDistance", i64::from(self.move_distance), 0, 1000),
             check("BackgroundAnalysis", self.background_analysis),
             check("NoProgress", self.no_progress),
+            check("Screen", self.screen),
             spin("Hash", i64::from(self.hash_mib), 1, 65536),
             spin("Threads", i64::from(self.threads), 1, 1024),
             spin("MultiPV", i64::from(self.multipv), 1, 500),
@@ -115,6 +123,7 @@ impl Options {
             "MoveDistance" => self.move_distance = number() as u32,
             "BackgroundAnalysis" => self.background_analysis = value == "true",
             "NoProgress" => self.no_progress = value == "true",
+            "Screen" => self.screen = value == "true",
             "Hash" => self.hash_mib = number() as u32,
             "Threads" => self.threads = number() as u32,
             "MultiPV" => self.multipv = number() as u32,

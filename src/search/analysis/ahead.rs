@@ -132,7 +132,7 @@ fn singles(plan: Planned) -> Vec<Planned> {
         .map(|m| Planned {
             key: plan.key,
             purpose: Purpose::Single,
-            job: Job { position: plan.job.position.clone(), searchmoves: vec![*m], depth: plan.job.depth },
+            job: Job::new(plan.job.position.clone(), vec![*m], plan.job.depth),
         })
         .collect()
 }

@@ -4,6 +4,7 @@
 use shakmaty::{Chess, Position, uci::UciMove};
 
 use crate::{
+    engine::ScreenCut,
     score::{Bound, Score},
     store::{
         Change, StoreError,
@@ -217,11 +218,7 @@ impl<G: Records> Walk<'_, G> {
             fen(pos),
             self.params.engine_depth
         );
-        self.plan(
-            key,
-            Purpose::Evaluate,
-            Job { position: pos.clone(), searchmoves: Vec::new(), depth: self.params.engine_depth },
-        );
+        self.plan(key, Purpose::Evaluate, Job::new(pos.clone(), Vec::new(), self.params.engine_depth));
         None
     }
 
@@ -234,7 +231,8 @@ impl<G: Records> Walk<'_, G> {
     }
 
     /// The search for alternatives goes on while the unsearched moves could be within the window: their bound (the
-    /// node's rest bound, or the best estimate when it has none) at least the threshold.
+    /// node's rest bound, or the best estimate when it has none) at least the threshold. With screening, a screen
+    /// of the same moves must also reach it (see [`Screening`](super::Screening)).
     fn search_alternatives(&mut self, pos: &Chess, key: PositionKey, ply: u8, node: &Node, window: Window) {
         let Window { best_estimate, distance, threshold } = window;
         let unsearched: Vec<UciMove> = pos
@@ -248,18 +246,21 @@ impl<G: Records> Walk<'_, G> {
         }
         let rest = node.rest.map_or(best_estimate, |r: RestBound| r.score);
         if rest >= threshold {
+            let count = unsearched.len();
+            let Some(screen) = self.screen(key, ply, node, count, window) else { return };
             trace!(
                 self.trace,
-                "alternatives ply={ply} {key} {}: unsearched moves bounded by {rest} >= best {best_estimate} - {distance} = {threshold}; searching {} moves",
+                "alternatives ply={ply} {key} {}: unsearched moves bounded by {rest} >= best {best_estimate} - {distance} = {threshold}; searching {} moves{}",
                 fen(pos),
-                unsearched.len()
+                count,
+                match screen {
+                    Some(cut) => format!(", screened from depth {} below {}", cut.from_depth, cut.below),
+                    None => String::new(),
+                }
             );
-            let count = unsearched.len();
-            self.plan(
-                key,
-                Purpose::Alternatives { unsearched: count },
-                Job { position: pos.clone(), searchmoves: unsearched, depth: self.params.engine_depth },
-            );
+            let mut job = Job::new(pos.clone(), unsearched, self.params.engine_depth);
+            job.screen = screen;
+            self.plan(key, Purpose::Alternatives { unsearched: count }, job);
         } else {
             trace!(
                 self.trace,
@@ -267,6 +268,49 @@ impl<G: Records> Walk<'_, G> {
                 unsearched.len()
             );
         }
+    }
+
+    /// Screening of a search for `count` alternatives that their rest bound lets into the window: `None` when the
+    /// node's screen bound closes it; else the screen the search at the engine depth gets (none when screening is off,
+    /// or when a screen of these very moves already reaches the threshold).
+    fn screen(
+        &mut self,
+        key: PositionKey,
+        ply: u8,
+        node: &Node,
+        count: usize,
+        window: Window,
+    ) -> Option<Option<ScreenCut>> {
+        let Window { best_estimate, distance, threshold } = window;
+        let Some(screening) = self.params.screen else { return Some(None) };
+        let Some(screen_depth) = screening.depth(self.params.engine_depth) else { return Some(None) };
+        // A screen of other moves (some have gained an edge since) says nothing of these: screen them again.
+        let bound = node.screen.filter(|b| usize::from(b.moves) == count && b.depth >= screen_depth);
+        let Some(bound) = bound else {
+            return Some(Some(ScreenCut {
+                from_depth: u32::from(screen_depth),
+                below: threshold.minus_cp(screening.margin),
+            }));
+        };
+        let reach = if bound.depth < self.params.engine_depth { screening.reach(bound.score) } else { bound.score };
+        if reach < threshold {
+            trace!(
+                self.trace,
+                "screened ply={ply} {key}: {count} unsearched moves screened at depth {}: {} + margin {} < best {best_estimate} - {distance} = {threshold}",
+                bound.depth,
+                bound.score,
+                screening.margin
+            );
+            return None;
+        }
+        trace!(
+            self.trace,
+            "screen admits ply={ply} {key}: {count} unsearched moves screened at depth {}: {} + margin {} >= best {best_estimate} - {distance} = {threshold}",
+            bound.depth,
+            bound.score,
+            screening.margin
+        );
+        Some(None)
     }
 
     /// Remembers the walk of `key` (and the beta it was cut at) so that a transposition can reuse it; a walk at a
