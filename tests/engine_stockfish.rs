@@ -295,3 +295,23 @@ fn a_screen_stops_a_search_at_a_shallower_iteration_below_its_bound() {
 fn request_with(position: &EnginePosition, cut: ScreenCut) -> EvalRequest {
     EvalRequest::new(position.clone(), Limit::Depth(12)).with_screen(Some(cut))
 }
+
+/// An engine set up `fresh` starts every search cleared: the same search asked again after another gives the same
+/// answer with the same node count, as it did the first time.
+#[test]
+fn a_fresh_engine_answers_a_search_the_same_whatever_came_before() {
+    let mut config = stockfish();
+    config.fresh = true;
+    let pool = EnginePool::uniform(&config, 1).unwrap();
+    let first = fen("r1bqkbnr/pppp1ppp/2n5/1B2p3/4P3/5N2/PPPP1PPP/RNBQK2R b KQkq - 3 3");
+    let other = fen("rnbqkbnr/ppp2ppp/4p3/3p4/3PP3/8/PPP2PPP/RNBQKBNR w KQkq - 0 3");
+    let mut answers = Vec::new();
+    for (id, position) in [(1, &first), (2, &other), (3, &first)] {
+        pool.submit(id, EvalRequest::new(position.clone(), Limit::Depth(10))).unwrap();
+        match pool.results().recv_timeout(Duration::from_secs(30)).unwrap().outcome {
+            JobOutcome::Done(evaluation) => answers.push((evaluation.best_move, evaluation.score(), evaluation.nodes)),
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(answers[0], answers[2], "{answers:?}");
+}

@@ -89,6 +89,8 @@ pub struct EngineConfig {
     pub options: Vec<(String, String)>,
     pub timeouts: Timeouts,
     pub restart: RestartPolicy,
+    /// Clear the engine (`ucinewgame`) before every search: answers then depend on what is asked alone.
+    pub fresh: bool,
 }
 
 impl EngineConfig {
@@ -99,6 +101,7 @@ impl EngineConfig {
             options: vec![("Threads".to_owned(), "1".to_owned())],
             timeouts: Timeouts::default(),
             restart: RestartPolicy::default(),
+            fresh: false,
         }
     }
 

@@ -18,6 +18,8 @@
 //! - `workers=N`: how many of this engine run at once (default 1);
 //! - `threads=N`: its `Threads` (default 1);
 //! - `hash=MIB`: its `Hash` (default: the settings' `engine_hash_mib`);
+//! - `fresh=on`: every search starts from a cleared engine (`ucinewgame`), so that its answer depends on the
+//!   position, the moves and the depth alone, never on the searches before it (default off: the hash carries over);
 //! - `option.NAME=VALUE`: any other UCI option.
 
 use std::fmt;
@@ -31,6 +33,8 @@ pub struct EngineSpec {
     pub workers: usize,
     pub threads: u32,
     pub hash_mib: Option<u32>,
+    /// Every search from a cleared engine.
+    pub fresh: bool,
     /// Other UCI options, in the order given.
     pub options: Vec<(String, String)>,
 }
@@ -52,7 +56,7 @@ impl fmt::Display for SpecError {
             SpecError::NoCommand { engine } => write!(f, "engine {engine}: no command line"),
             SpecError::BadField { engine, field } => write!(
                 f,
-                "engine {engine}: '{field}' is not one of workers=N, threads=N, hash=MIB or option.NAME=VALUE"
+                "engine {engine}: '{field}' is not one of workers=N, threads=N, hash=MIB, fresh=on|off or option.NAME=VALUE"
             ),
             SpecError::BadNumber { engine, key, value } => {
                 write!(f, "engine {engine}: {key}={value}: give a whole number of at least 1")
@@ -79,7 +83,8 @@ impl EngineSpec {
         if command.is_empty() {
             return Err(SpecError::NoCommand { engine });
         }
-        let mut spec = EngineSpec { command, workers: 1, threads: 1, hash_mib: None, options: Vec::new() };
+        let mut spec =
+            EngineSpec { command, workers: 1, threads: 1, hash_mib: None, fresh: false, options: Vec::new() };
         for field in fields {
             let field = field.trim();
             let Some((key, value)) = field.split_once('=') else {
@@ -94,6 +99,7 @@ impl EngineSpec {
                 "workers" => spec.workers = number()? as usize,
                 "threads" => spec.threads = number()?,
                 "hash" => spec.hash_mib = Some(number()?),
+                "fresh" if value == "on" || value == "off" => spec.fresh = value == "on",
                 _ => match key.strip_prefix("option.").map(str::trim).filter(|name| !name.is_empty()) {
                     Some(name) => spec.options.push((name.to_owned(), value.to_owned())),
                     None => return Err(SpecError::BadField { engine, field: field.to_owned() }),
@@ -114,6 +120,7 @@ impl EngineSpec {
             if let Some(hash) = spec.hash_mib {
                 config = config.with_option("Hash", hash);
             }
+            config.fresh = spec.fresh;
             for (name, value) in &spec.options {
                 config = config.with_option(name, value);
             }
@@ -130,6 +137,9 @@ impl fmt::Display for EngineSpec {
         if let Some(hash) = self.hash_mib {
             write!(f, " | hash={hash}")?;
         }
+        if self.fresh {
+            write!(f, " | fresh=on")?;
+        }
         for (name, value) in &self.options {
             write!(f, " | option.{name}={value}")?;
         }
@@ -142,13 +152,30 @@ mod tests {
     use super::*;
 
     #[test]
+    fn fresh_engines_are_read_written_and_configured() {
+        let specs = EngineSpec::parse_list("stockfish | fresh=on ; stockfish | fresh=off").unwrap();
+        assert_eq!((specs[0].fresh, specs[1].fresh), (true, false));
+        assert_eq!(EngineSpec::parse_list(&specs[0].to_string()).unwrap()[0], specs[0]);
+        let configs = EngineSpec::configs(&specs, &EngineConfig::new("x"));
+        assert_eq!((configs[0].fresh, configs[1].fresh), (true, false));
+        assert!(matches!(EngineSpec::parse_list("stockfish | fresh=yes"), Err(SpecError::BadField { engine: 1, .. })));
+    }
+
+    #[test]
     fn a_list_reads_back_from_its_text() {
         let text = "stockfish | workers=12 ; ssh -p 2222 127.0.0.1 /usr/games/stockfish | workers=2 | threads=2 | \
                     hash=128 | option.Move Overhead=0 | option.Skill Level=20";
         let specs = EngineSpec::parse_list(text).unwrap();
         assert_eq!(
             specs[0],
-            EngineSpec { command: "stockfish".into(), workers: 12, threads: 1, hash_mib: None, options: vec![] }
+            EngineSpec {
+                command: "stockfish".into(),
+                workers: 12,
+                threads: 1,
+                hash_mib: None,
+                fresh: false,
+                options: vec![]
+            }
         );
         assert_eq!(specs[1].threads, 2);
         assert_eq!(

@@ -113,7 +113,9 @@ impl Worker {
             if !self.shared.arm(id, engine.stop_handle()) {
                 return Ran { outcome: JobOutcome::Cancelled, attempts };
             }
-            match engine.search(request, &mut |_| {}) {
+            // The search waits for `readyok` after this, so it starts on a cleared engine.
+            let cleared = if self.config.fresh { engine.begin_new_game() } else { Ok(()) };
+            match cleared.and_then(|()| engine.search(request, &mut |_| {})) {
                 Ok(evaluation) => {
                     self.fresh = false;
                     self.backoff.reset();
