@@ -264,3 +264,44 @@ fn screening_off_asks_no_screen() {
     assert!(run.jobs.iter().all(|(j, a)| j.screen.is_none() && a.depth == DEPTH));
     assert!(!run.trace.contains("screen"));
 }
+
+/// With screening, as without, what is stored (and so every settled choice) is a one-engine run's, whatever the
+/// number of engines and the searches they run ahead of their turn: a screened search is known by its screen, so an
+/// answer found under one window is never taken for a search under another.
+#[test]
+fn the_settled_tree_does_not_depend_on_workers_with_screening() {
+    let records = |store: &Store| {
+        let view = store.read().unwrap();
+        let mut records: Vec<String> = view
+            .nodes()
+            .unwrap()
+            .map(|item| {
+                let (key, node) = item.unwrap();
+                let mut edges: Vec<String> =
+                    node.edges.iter().map(|e| format!("{}:{}:{}", e.uci, e.score, e.depth)).collect();
+                edges.sort();
+                format!("{key} {edges:?} rest={:?} screen={:?}", node.rest, node.screen)
+            })
+            .collect();
+        records.sort();
+        records
+    };
+    let settle = |workers: usize, seed: u64| {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path());
+        let mut inner = ScriptedEvaluator::new(workers, seed);
+        inner.shallow_error = Some(shallow_error);
+        let mut analysis = Analysis::new(&store, inner, params(4, screening(10)));
+        let report = analysis.run(&Line::start_position(), |_| {}).unwrap();
+        drop(analysis);
+        (report, records(&store))
+    };
+    let (serial, expected) = settle(1, 1);
+    assert!(expected.iter().any(|r| !r.ends_with("screen=None")), "the case screens");
+    for (workers, seed) in [(8, 5), (32, 7)] {
+        let (report, stored) = settle(workers, seed);
+        assert!(report.ahead > 0, "{workers} workers ran searches ahead of their turn");
+        assert_eq!(report.stored, serial.stored, "{workers} workers");
+        assert!(stored == expected, "{workers} workers: the stored tree differs from one engine's");
+    }
+}

@@ -25,7 +25,7 @@ use super::{
     EngineError,
     command::{resolve_program, split_command_line},
     protocol::{EngineMessage, EngineOption, Info, OptionKind, parse_line},
-    request::{EvalRequest, Evaluation, PvLine, ScreenCut, SearchTiming},
+    request::{EvalRequest, Evaluation, Limit, PvLine, ScreenCut, SearchTiming},
 };
 use crate::{
     notation::{canonical, played},
@@ -656,9 +656,14 @@ impl Engine {
                 EngineMessage::Info(info) => {
                     collector.add(&info);
                     on_info(&info);
-                    if screened.is_none()
-                        && let Some(line) = request.screen.and_then(|cut| screen_cut(request, &info, cut))
-                    {
+                    let cut = if screened.is_none() {
+                        request.screen.and_then(|cut| screen_cut(request, &info, cut))
+                    } else {
+                        None
+                    };
+                    // Lines after a `stop` (a cancel's) come from an iteration cut short: never a screen's answer.
+                    let stop_sent = cut.is_some() && self.link.state.lock().stop_sent;
+                    if let Some(line) = cut.filter(|_| !stop_sent) {
                         trace!("{} screened at depth {} ({}): stop", self.name, line.depth, line.score);
                         screened = Some(line);
                         self.stop_handle().stop();
@@ -785,6 +790,12 @@ fn screen_cut(request: &EvalRequest, info: &Info, cut: ScreenCut) -> Option<PvLi
     let (score, bound) = info.score?;
     let depth = info.depth?;
     if bound != Bound::Exact || info.multipv.unwrap_or(1) != 1 || depth < cut.from_depth || score >= cut.below {
+        return None;
+    }
+    // The search's own last iteration ends it anyway: no `stop` to send after its `bestmove`.
+    if let Limit::Depth(limit) = request.limit
+        && depth >= limit
+    {
         return None;
     }
     let pos = request.position.position();

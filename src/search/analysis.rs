@@ -74,8 +74,9 @@ pub struct Params {
 /// reach it. A screen bounds the moves that had no edge when it was found: once one of them gains an edge, the rest
 /// are screened again before any further search at `D` (Muller's "more drastic IID").
 ///
-/// An inner engine deepens one iteration after another, so a screen that does not cut costs nothing: its shallower
-/// iterations are those the search at `D` runs anyway.
+/// An inner engine deepens one iteration after another, so a screen that does not cut costs the engine nothing: its
+/// shallower iterations are those the search at `D` runs anyway. With several engines, a screened search runs whole
+/// on one of them (it is not split into searches of each move alone, which would each run to `D`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Screening {
     /// Plies below the engine depth from which a search may be cut.
@@ -680,7 +681,10 @@ fn change_for(plan: &Planned, answer: &Answer, engine: Option<u16>) -> Option<Ch
                 node.rest = Some(RestBound { score: answer.score, depth: answer.depth });
             }
         }
-        Purpose::Alternatives { unsearched } if plan.job.screen.is_some() && answer.depth < plan.job.depth => {
+        Purpose::Alternatives { unsearched }
+            if plan.job.screen.is_some_and(|cut| u32::from(answer.depth) >= cut.from_depth)
+                && answer.depth < plan.job.depth =>
+        {
             // Cut by its screen: a shallower bound for every unsearched move, kept apart from depth-D values.
             node.screen =
                 Some(ScreenBound { score: answer.score, depth: answer.depth, moves: unsearched.min(255) as u8 });

@@ -55,8 +55,9 @@ pub(super) struct JobKey {
     /// The allowed moves, packed and sorted (empty: every legal move).
     moves: Vec<u16>,
     depth: u8,
-    /// The search is screened: it may stop at a shallower iteration (its answer is then a screen bound).
-    screened: bool,
+    /// The screen of a screened search (the depth it may cut from, the score it cuts below): its answer depends on
+    /// both, so a search screened otherwise is another search.
+    screened: Option<(u32, i32)>,
 }
 
 impl JobKey {
@@ -64,13 +65,19 @@ impl JobKey {
         let mut moves: Vec<u16> = plan.job.searchmoves.iter().map(pack).collect();
         moves.sort_unstable();
         moves.dedup();
-        JobKey { key: plan.key, moves, depth: plan.job.depth, screened: plan.job.screen.is_some() }
+        JobKey {
+            key: plan.key,
+            moves,
+            depth: plan.job.depth,
+            screened: plan.job.screen.map(|c| (c.from_depth, c.below.value())),
+        }
     }
 }
 
 impl JobKey {
     /// The search as claims name it in the store: the position key, the engine depth and the allowed moves, all
-    /// big-endian, and for a screened search one more byte, `S` (an odd length, which no other search has).
+    /// big-endian, and for a screened search `S` and its screen: the depth (u32) and the score it cuts below (i32).
+    /// An unscreened search's bytes have an odd length, a screened one's an even length.
     pub fn bytes(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(10 + 2 * self.moves.len());
         out.extend_from_slice(&self.key.to_bytes());
@@ -78,15 +85,17 @@ impl JobKey {
         for m in &self.moves {
             out.extend_from_slice(&m.to_be_bytes());
         }
-        if self.screened {
+        if let Some((d, b)) = self.screened {
             out.push(b'S');
+            out.extend_from_slice(&d.to_be_bytes());
+            out.extend_from_slice(&b.to_be_bytes());
         }
         out
     }
 
     /// The search of `uci` alone in `key`'s position at `depth`.
     pub fn single(key: PositionKey, uci: &UciMove, depth: u8) -> JobKey {
-        JobKey { key, moves: vec![pack(uci)], depth, screened: false }
+        JobKey { key, moves: vec![pack(uci)], depth, screened: None }
     }
 }
 
