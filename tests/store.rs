@@ -207,7 +207,7 @@ fn a_schema_1_store_is_upgraded_and_its_records_read_as_before() {
     let rtxn = env.read_txn().unwrap();
     let meta: heed::Database<Str, Bytes> = env.open_database(&rtxn, Some("meta")).unwrap().unwrap();
     assert_eq!(meta.get(&rtxn, "schema_version").unwrap(), Some(&SCHEMA_VERSION.to_be_bytes()[..]));
-    assert_eq!(SCHEMA_VERSION, 3);
+    assert_eq!(SCHEMA_VERSION, 4);
 }
 
 #[test]
@@ -456,7 +456,7 @@ fn a_schema_2_store_is_migrated_to_packed_links_when_opened() {
     assert_eq!(links, 62);
     drop(view);
     drop(store);
-    // Migrated once: the store now says schema 3, and opens again as it is.
+    // Migrated once: the store now says the current schema, and opens again as it is.
     let store = Store::open(dir.path(), &StoreOptions::default()).unwrap();
     assert_eq!(store.stats().unwrap().edges, 62);
     let env_meta = {
@@ -466,5 +466,64 @@ fn a_schema_2_store_is_migrated_to_packed_links_when_opened() {
         let meta: heed::Database<Str, Bytes> = env.open_database(&rtxn, Some("meta")).unwrap().unwrap();
         meta.get(&rtxn, "schema_version").unwrap().map(<[u8]>::to_vec)
     };
-    assert_eq!(env_meta, Some(3u32.to_be_bytes().to_vec()));
+    assert_eq!(env_meta, Some(SCHEMA_VERSION.to_be_bytes().to_vec()));
+}
+
+/// A small store written by deeptree with schema 3 (1. Nf3 Nf6 2. Ng1 Ng8 3. e4 e5, settled to software depth 1 with
+/// the fake engine at engine depth 4, then compacted; one record of packed parents per child), kept as a fixture:
+/// opening it moves its links into pages, and every link, value and record reads as before.
+#[test]
+fn a_schema_3_store_is_migrated_to_link_pages_when_opened() {
+    use deeptree::values::{
+        graph::{Graph, MemGraph},
+        idea::recompute_all,
+    };
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/schema3/data.mdb");
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(&fixture, dir.path().join("data.mdb")).unwrap();
+    let schema = |dir: &Path| {
+        let env = unsafe { EnvOpenOptions::new().map_size(1 << 30).max_dbs(6).open(dir).unwrap() };
+        let rtxn = env.read_txn().unwrap();
+        let meta: heed::Database<Str, Bytes> = env.open_database(&rtxn, Some("meta")).unwrap().unwrap();
+        let version = meta.get(&rtxn, "schema_version").unwrap().map(<[u8]>::to_vec);
+        let per_child: Option<heed::Database<Bytes, Bytes>> = env.open_database(&rtxn, Some("links")).unwrap();
+        let per_child = per_child.map_or(0, |db| db.len(&rtxn).unwrap());
+        drop(rtxn);
+        env.prepare_for_closing().wait();
+        (version, per_child)
+    };
+    let (version, per_child) = schema(dir.path());
+    assert_eq!(version, Some(3u32.to_be_bytes().to_vec()));
+    assert!(per_child > 20, "the fixture holds one record per child ({per_child})");
+
+    let store = Store::open(dir.path(), &StoreOptions::default()).unwrap();
+    let stats = store.stats().unwrap();
+    assert_eq!((stats.positions, stats.edges), (35, 64), "the fixture's positions and links");
+    let view = store.read().unwrap();
+    let mut links = 0;
+    for item in view.nodes().unwrap() {
+        let (key, node) = item.unwrap();
+        let position = node.position.to_position().unwrap();
+        for edge in &node.edges {
+            let child = PositionKey::of(&deeptree::store::play_uci(&position, &edge.uci).unwrap());
+            assert!(view.parents(child).unwrap().contains(&key), "link {key} -> {child} ({})", edge.uci);
+            links += 1;
+        }
+    }
+    assert_eq!(links, 64);
+    // The values stored with the fixture are those a recomputation gives (positions of the line before the root
+    // have no evaluation, and no idea value).
+    let (graph, keys) = MemGraph::of_view(&view).unwrap();
+    let mut scratch = graph.clone();
+    recompute_all(&mut scratch, &keys);
+    for key in &keys {
+        let (stored, recomputed) = (graph.node(*key).unwrap(), scratch.node(*key).unwrap());
+        assert_eq!((stored.idea, stored.cyclic), (recomputed.idea, recomputed.cyclic), "{key}");
+    }
+    assert!(keys.iter().filter(|k| graph.node(**k).unwrap().idea.is_some()).count() >= 30);
+    drop(view);
+    drop(store);
+    assert_eq!(schema(dir.path()), (Some(SCHEMA_VERSION.to_be_bytes().to_vec()), 0), "migrated once");
+    let store = Store::open(dir.path(), &StoreOptions::default()).unwrap();
+    assert_eq!(store.stats().unwrap().edges, 64);
 }

@@ -19,9 +19,9 @@
 //! # Ok::<_, Box<dyn std::error::Error>>(())
 //! ```
 //!
-//! Layout: database `nodes` maps a [`PositionKey`] (8 bytes, big-endian) to a [`Node`] record; database `links`
-//! maps a child's key to the packed, sorted keys of every node with an edge into it ([`links`]), so a change can be
-//! carried upward without a scan; database `meta` holds the schema version, the inner engine's identity, the number
+//! Layout: database `nodes` maps a [`PositionKey`] (8 bytes, big-endian) to a [`Node`] record; database
+//! `link_pages` holds every parent link (child, parent) in pages of many children, sorted ([`links`]), so a change
+//! can be carried upward without a scan; database `meta` holds the schema version, the inner engine's identity, the number
 //! of parent links and the list of engines whose numbers evaluations record (`engines/0`, `engines/1`, ...).
 //!
 //! All writes go through one writer thread per process that batches many changes per transaction; LMDB serialises
@@ -60,9 +60,11 @@ pub use self::writer::{Receipt, StoreWriter};
 /// Schema of the whole store (databases and their meanings). Bumped when a migration is needed, or when data an
 /// earlier deeptree cannot read may be written. Version 2: records may carry engine numbers (record format 2), and
 /// `meta` holds the list of engines. Version 3: parent links are packed, one record per child in `links`, and
-/// `meta` counts them. A store of an earlier version is migrated when opened (version 1 and 2 records stay as
-/// they are; the links of `parents` are packed into `links` in one transaction).
-pub const SCHEMA_VERSION: u32 = 3;
+/// `meta` counts them. Version 4: parent links are held in pages of many children (`link_pages`), and records may
+/// carry a screen bound (record format 3). A store of an earlier version is migrated when opened, in one
+/// transaction: its records stay as they are, and its links (`parents` of version 2 and earlier, `links` of version
+/// 3) move into pages.
+pub const SCHEMA_VERSION: u32 = 4;
 
 const META_SCHEMA: &str = "schema_version";
 const META_ENGINE: &str = "engine";
@@ -213,7 +215,7 @@ pub struct Stats {
 pub(crate) struct Shared {
     env: Env<WithoutTls>,
     nodes: Database<Bytes, Bytes>,
-    /// Parent links, one packed record per child ([`links`]).
+    /// Parent links in pages ([`links`]).
     links: Database<Bytes, Bytes>,
     meta: Database<Str, Bytes>,
     dir: PathBuf,
@@ -349,7 +351,7 @@ impl Store {
         let map_size = options.initial_map_size.max(page).div_ceil(page) * page;
         // SAFETY: the environment is opened once per store; deeptree never opens its data file otherwise.
         let env = unsafe {
-            EnvOpenOptions::new().read_txn_without_tls().map_size(map_size).max_dbs(4).max_readers(254).open(dir)
+            EnvOpenOptions::new().read_txn_without_tls().map_size(map_size).max_dbs(6).max_readers(254).open(dir)
         }
         .map_err(lmdb)?;
         let found = {
@@ -369,9 +371,9 @@ impl Store {
         {
             return Err(StoreError::NewerSchema { path: data_file.clone(), found, supported: SCHEMA_VERSION });
         }
-        let migrate = found.is_some_and(|found| found < 3);
+        let migrate = found.is_some_and(|found| found < 4);
         if migrate {
-            // Room for the packed links beside the old ones until the old ones are cleared.
+            // Room for the link pages beside the old links until the old ones are cleared.
             let bytes = std::fs::metadata(&data_file).map(|m| m.len() as usize).unwrap_or(0);
             let needed = (env.info().map_size.max(bytes.saturating_mul(2)) + (64 << 20)).div_ceil(page) * page;
             // SAFETY: no transaction of this environment is open here.
@@ -379,11 +381,13 @@ impl Store {
         }
         let mut wtxn = env.write_txn().map_err(lmdb)?;
         let nodes = env.create_database(&mut wtxn, Some("nodes")).map_err(lmdb)?;
-        let links: Database<Bytes, Bytes> = env.create_database(&mut wtxn, Some("links")).map_err(lmdb)?;
+        let links: Database<Bytes, Bytes> = env.create_database(&mut wtxn, Some("link_pages")).map_err(lmdb)?;
         let meta: Database<Str, Bytes> = env.create_database(&mut wtxn, Some("meta")).map_err(lmdb)?;
         if migrate {
-            // Schema 2 and earlier: one entry per link in `parents` (sorted duplicates). They become one packed
-            // record per child, in this same transaction: a crash leaves the store as it was.
+            let corrupt = |entry: &'static str| StoreError::CorruptMeta { path: data_file.clone(), entry };
+            let mut all: Vec<(PositionKey, PositionKey)> = Vec::new();
+            // Schema 2 and earlier: one entry per link in `parents` (sorted duplicates); schema 3: one record per
+            // child in `links`. They become pages, in this same transaction: a crash leaves the store as it was.
             let parents = env
                 .database_options()
                 .types::<Bytes, Bytes>()
@@ -391,26 +395,38 @@ impl Store {
                 .flags(DatabaseFlags::DUP_SORT | DatabaseFlags::DUP_FIXED)
                 .open(&wtxn)
                 .map_err(lmdb)?;
-            let mut count = 0u64;
             if let Some(parents) = parents {
-                let mut grouped: Vec<(Vec<u8>, Vec<PositionKey>)> = Vec::new();
                 for item in parents.iter(&wtxn).map_err(lmdb)? {
                     let (child, parent) = item.map_err(lmdb)?;
-                    let parent = PositionKey::from_slice(parent)
-                        .ok_or(StoreError::CorruptMeta { path: data_file.clone(), entry: "parents" })?;
-                    match grouped.last_mut() {
-                        Some((last, list)) if last.as_slice() == child => list.push(parent),
-                        _ => grouped.push((child.to_vec(), vec![parent])),
-                    }
-                }
-                for (child, list) in grouped {
-                    let record = links::encode(&list);
-                    count += (record.len() / PositionKey::SIZE) as u64;
-                    links.put(&mut wtxn, &child, &record).map_err(lmdb)?;
+                    let child = PositionKey::from_slice(child).ok_or_else(|| corrupt("parents"))?;
+                    let parent = PositionKey::from_slice(parent).ok_or_else(|| corrupt("parents"))?;
+                    all.push((child, parent));
                 }
                 parents.clear(&mut wtxn).map_err(lmdb)?;
-                log::info!("{}: {count} parent links packed (schema 3)", data_file.display());
             }
+            let per_child: Option<Database<Bytes, Bytes>> = env.open_database(&wtxn, Some("links")).map_err(lmdb)?;
+            if let Some(per_child) = per_child {
+                for item in per_child.iter(&wtxn).map_err(lmdb)? {
+                    let (child, record) = item.map_err(lmdb)?;
+                    let child = PositionKey::from_slice(child).ok_or_else(|| corrupt("links"))?;
+                    let parents = links::decode_list(record).map_err(|_| corrupt("links"))?;
+                    all.extend(parents.into_iter().map(|parent| (child, parent)));
+                }
+                per_child.clear(&mut wtxn).map_err(lmdb)?;
+            }
+            // Pages already there (none in a store written before them) are kept.
+            for item in links.iter(&wtxn).map_err(lmdb)? {
+                let (_, page) = item.map_err(lmdb)?;
+                all.extend(links::decode_page(page).map_err(|_| corrupt("link_pages"))?);
+            }
+            links.clear(&mut wtxn).map_err(lmdb)?;
+            let page = links::encode_page(&all);
+            let count = (page.len() / links::ENTRY) as u64;
+            for (key, piece) in links::split(&page).into_iter().filter(|(_, piece)| !piece.is_empty()) {
+                let key = key.unwrap_or(PositionKey::from_bytes([0; 8]));
+                links.put(&mut wtxn, &key.to_bytes(), piece).map_err(lmdb)?;
+            }
+            log::info!("{}: {count} parent links moved into pages (schema 4)", data_file.display());
             meta.put(&mut wtxn, META_LINKS, &count.to_be_bytes()).map_err(lmdb)?;
         }
         if found != Some(SCHEMA_VERSION) {
@@ -541,7 +557,27 @@ impl Store {
     }
 }
 
+/// A page of parent links as LMDB holds it: its key and its bytes.
+type LinkPage<'t> = (&'t [u8], &'t [u8]);
+
 impl Shared {
+    /// The page of parent links that holds `child`'s, as `txn` sees it: its key and its bytes.
+    fn link_page<'t>(&self, txn: &'t heed::RoTxn<'_>, child: PositionKey) -> Result<Option<LinkPage<'t>>, StoreError> {
+        self.links.get_lower_than_or_equal_to(txn, &child.to_bytes()).map_err(|e| self.lmdb_error(e))
+    }
+
+    /// Keys of every node with an edge into `child`, in key order, as `txn` sees them.
+    fn parents(&self, txn: &heed::RoTxn<'_>, child: PositionKey) -> Result<Vec<PositionKey>, StoreError> {
+        match self.link_page(txn, child)? {
+            None => Ok(Vec::new()),
+            Some((_, page)) => links::parents_in(page, child).map_err(|source| StoreError::Corrupt {
+                path: self.data_file.clone(),
+                key: child,
+                source,
+            }),
+        }
+    }
+
     /// How many parent links the store holds, as `txn` sees it.
     fn link_count(&self, txn: &heed::RoTxn<'_>) -> Result<u64, StoreError> {
         match self.meta.get(txn, META_LINKS).map_err(|e| self.lmdb_error(e))? {
@@ -560,11 +596,11 @@ impl Shared {
         let page = page_size();
         let map_size = (bytes as usize).saturating_add(64 << 20).div_ceil(page) * page;
         // SAFETY: a new environment in a directory of its own, opened once and closed before it is used.
-        let env = unsafe { EnvOpenOptions::new().read_txn_without_tls().map_size(map_size).max_dbs(4).open(work) }
+        let env = unsafe { EnvOpenOptions::new().read_txn_without_tls().map_size(map_size).max_dbs(6).open(work) }
             .map_err(lmdb)?;
         let mut wtxn = env.write_txn().map_err(lmdb)?;
         let nodes: Database<Bytes, Bytes> = env.create_database(&mut wtxn, Some("nodes")).map_err(lmdb)?;
-        let links: Database<Bytes, Bytes> = env.create_database(&mut wtxn, Some("links")).map_err(lmdb)?;
+        let links: Database<Bytes, Bytes> = env.create_database(&mut wtxn, Some("link_pages")).map_err(lmdb)?;
         let meta: Database<Str, Bytes> = env.create_database(&mut wtxn, Some("meta")).map_err(lmdb)?;
         const PER_TXN: usize = 100_000;
         let rtxn = self.env.read_txn().map_err(|e| self.lmdb_error(e))?;
@@ -768,15 +804,7 @@ impl ReadView<'_> {
 
     /// Keys of every node with an edge into `child`, in key order.
     pub fn parents(&self, child: PositionKey) -> Result<Vec<PositionKey>, StoreError> {
-        let lmdb = |e| self.shared.lmdb_error(e);
-        match self.shared.links.get(&self.txn, &child.to_bytes()).map_err(lmdb)? {
-            None => Ok(Vec::new()),
-            Some(record) => links::decode(record).map_err(|source| StoreError::Corrupt {
-                path: self.shared.data_file.clone(),
-                key: child,
-                source,
-            }),
-        }
+        self.shared.parents(&self.txn, child)
     }
 
     /// Every stored node in key order (errors for records that do not decode).

@@ -74,17 +74,10 @@ impl TxnRecords<'_, '_> {
 
     /// Keys of the records with a move into `key`, from the parent links.
     pub fn parents(&self, key: PositionKey) -> Vec<PositionKey> {
-        match self.shared.links.get(self.txn, &key.to_bytes()) {
-            Ok(Some(record)) => super::links::decode(record).unwrap_or_else(|e| {
-                log::warn!("{}: parent links of {key} unreadable: {e}", self.file().display());
-                Vec::new()
-            }),
-            Ok(None) => Vec::new(),
-            Err(e) => {
-                log::error!("{}: parent links of {key}: {e}", self.file().display());
-                Vec::new()
-            }
-        }
+        self.shared.parents(self.txn, key).unwrap_or_else(|e| {
+            log::warn!("{}: parent links of {key} unreadable: {e}", self.file().display());
+            Vec::new()
+        })
     }
 
     /// How many records the store holds (before this transaction's new ones).
@@ -130,13 +123,15 @@ impl TxnRecords<'_, '_> {
         match self.shared.links.iter(self.txn) {
             Err(e) => log::error!("{}: {e}", self.file().display()),
             Ok(iter) => {
-                for (key, record) in iter.flatten() {
-                    let (Some(child), Ok(parents)) = (PositionKey::from_slice(key), super::links::decode(record))
-                    else {
-                        log::warn!("{}: a parent-link record is unreadable; left out", self.file().display());
+                for (_, page) in iter.flatten() {
+                    let Ok(links) = super::links::decode_page(page) else {
+                        log::warn!("{}: a page of parent links is unreadable; left out", self.file().display());
                         continue;
                     };
-                    f(child, parents);
+                    // A child's links are never split across pages.
+                    for group in links.chunk_by(|a, b| a.0 == b.0) {
+                        f(group[0].0, group.iter().map(|(_, parent)| *parent).collect());
+                    }
                 }
             }
         }

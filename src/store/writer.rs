@@ -318,31 +318,7 @@ fn apply_batch(shared: &Shared, txn: &mut RwTxn, batch: &[&[Change]]) -> Result<
     }
     links.sort_unstable();
     links.dedup();
-    let mut added = 0u64;
-    for group in links.chunk_by(|a, b| a.0 == b.0) {
-        let child = group[0].0;
-        // Sorted and without duplicates (`links` is), so these parents are already a packed record.
-        let parents: Vec<PositionKey> = group.iter().map(|(_, parent)| PositionKey::from_bytes(*parent)).collect();
-        let fresh = super::links::encode(&parents);
-        // One lookup for a child without parents yet (the common case in a growing tree): it is inserted at once.
-        let Some(stored) = shared.links.get_or_put(txn, &child, &fresh).map_err(|e| shared.lmdb_error(e))? else {
-            added += parents.len() as u64;
-            continue;
-        };
-        let mut record = stored.to_vec();
-        let before = added;
-        for parent in parents {
-            let inserted = super::links::insert(&mut record, parent).map_err(|source| StoreError::Corrupt {
-                path: shared.data_file.clone(),
-                key: PositionKey::from_bytes(child),
-                source,
-            })?;
-            added += u64::from(inserted);
-        }
-        if added > before {
-            shared.links.put(txn, &child, &record).map_err(|e| shared.lmdb_error(e))?;
-        }
-    }
+    let added = store_links(shared, txn, &links)?;
     if added > 0 {
         let count = shared.link_count(txn)?;
         shared.meta.put(txn, META_LINKS, &(count + added).to_be_bytes()).map_err(|e| shared.lmdb_error(e))?;
@@ -399,6 +375,49 @@ fn check(
 
 /// Merges a checked node into its stored record (or into its earlier merge in this batch), keeping the result in
 /// `merged` when the record changes.
+/// Adds `links` (child, parent), sorted and without repeats, to the pages that hold them (see
+/// [`links`](super::links)): each page is read, changed and written once, and split when it grows past its size.
+/// Returns how many links were new.
+fn store_links(shared: &Shared, txn: &mut RwTxn<'_>, links: &[([u8; 8], [u8; 8])]) -> Result<u64, StoreError> {
+    use super::links::{check_page, insert_checked, split};
+    let lmdb = |e| shared.lmdb_error(e);
+    let mut added = 0u64;
+    let mut i = 0;
+    while let Some(&(child, _)) = links.get(i) {
+        let child_key = PositionKey::from_bytes(child);
+        // The page that holds `child`: the last one whose key is not above it (the first page's key is 0).
+        let (page_key, mut page) = match shared.link_page(txn, child_key)? {
+            Some((key, page)) => {
+                let key = PositionKey::from_slice(key)
+                    .ok_or(StoreError::CorruptMeta { path: shared.data_file.clone(), entry: "link page key" })?;
+                (key, page.to_vec())
+            }
+            None => (PositionKey::from_bytes([0; 8]), Vec::new()),
+        };
+        check_page(&page).map_err(|source| StoreError::Corrupt {
+            path: shared.data_file.clone(),
+            key: page_key,
+            source,
+        })?;
+        let next = shared.links.get_greater_than(txn, &page_key.to_bytes()).map_err(lmdb)?.map(|(key, _)| key.to_vec());
+        let before = added;
+        while let Some(&(child, parent)) = links.get(i) {
+            if next.as_deref().is_some_and(|next| child[..] >= *next) {
+                break;
+            }
+            added +=
+                u64::from(insert_checked(&mut page, PositionKey::from_bytes(child), PositionKey::from_bytes(parent)));
+            i += 1;
+        }
+        if added > before {
+            for (key, piece) in split(&page) {
+                shared.links.put(txn, &key.unwrap_or(page_key).to_bytes(), piece).map_err(lmdb)?;
+            }
+        }
+    }
+    Ok(added)
+}
+
 fn merge(
     shared: &Shared,
     txn: &RwTxn,
