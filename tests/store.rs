@@ -424,6 +424,21 @@ fn compact_rewrites_the_store_without_free_pages_and_refuses_while_it_is_open_el
     assert!(String::from_utf8_lossy(&missing.stderr).contains("no deeptree store"));
 }
 
+/// Asserts that every edge of the store has its parent link; returns how many edges there are.
+fn assert_every_edge_is_linked(view: &deeptree::store::ReadView<'_>) -> usize {
+    let mut links = 0;
+    for item in view.nodes().unwrap() {
+        let (key, node) = item.unwrap();
+        let position = node.position.to_position().unwrap();
+        for edge in &node.edges {
+            let child = PositionKey::of(&deeptree::store::play_uci(&position, &edge.uci).unwrap());
+            assert!(view.parents(child).unwrap().contains(&key), "link {key} -> {child} ({})", edge.uci);
+            links += 1;
+        }
+    }
+    links
+}
+
 /// A small store written by deeptree with schema 2 (a knight shuffle from 1. e4 e5, settled to software depth 1
 /// with the fake engine; one LMDB entry per parent link), kept as a fixture: opening it migrates it to packed links.
 #[test]
@@ -443,17 +458,7 @@ fn a_schema_2_store_is_migrated_to_packed_links_when_opened() {
     let stats = store.stats().unwrap();
     assert_eq!((stats.positions, stats.edges), (34, 62), "the fixture's positions and links");
     let view = store.read().unwrap();
-    let mut links = 0;
-    for item in view.nodes().unwrap() {
-        let (key, node) = item.unwrap();
-        let position = node.position.to_position().unwrap();
-        for edge in &node.edges {
-            let child = PositionKey::of(&deeptree::store::play_uci(&position, &edge.uci).unwrap());
-            assert!(view.parents(child).unwrap().contains(&key), "link {key} -> {child} ({})", edge.uci);
-            links += 1;
-        }
-    }
-    assert_eq!(links, 62);
+    assert_eq!(assert_every_edge_is_linked(&view), 62);
     drop(view);
     drop(store);
     // Migrated once: the store now says the current schema, and opens again as it is.
@@ -500,17 +505,7 @@ fn a_schema_3_store_is_migrated_to_link_pages_when_opened() {
     let stats = store.stats().unwrap();
     assert_eq!((stats.positions, stats.edges), (35, 64), "the fixture's positions and links");
     let view = store.read().unwrap();
-    let mut links = 0;
-    for item in view.nodes().unwrap() {
-        let (key, node) = item.unwrap();
-        let position = node.position.to_position().unwrap();
-        for edge in &node.edges {
-            let child = PositionKey::of(&deeptree::store::play_uci(&position, &edge.uci).unwrap());
-            assert!(view.parents(child).unwrap().contains(&key), "link {key} -> {child} ({})", edge.uci);
-            links += 1;
-        }
-    }
-    assert_eq!(links, 64);
+    assert_eq!(assert_every_edge_is_linked(&view), 64);
     // The values stored with the fixture are those a recomputation gives (positions of the line before the root
     // have no evaluation, and no idea value).
     let (graph, keys) = MemGraph::of_view(&view).unwrap();
