@@ -117,14 +117,6 @@ impl Config {
         Ok(config)
     }
 
-    /// Screening as the analysis takes it: `None` when it is off.
-    pub fn screening(&self) -> Option<crate::search::analysis::Screening> {
-        self.screen.then(|| crate::search::analysis::Screening {
-            margin: self.screen_margin.min(10_000) as i32,
-            ..crate::search::analysis::Screening::DEFAULT
-        })
-    }
-
     /// The look ahead as the analysis takes it: `None` (nothing run ahead) for a negative setting.
     pub fn look_ahead(&self) -> Option<u8> {
         u8::try_from(self.look_ahead).ok()

@@ -181,12 +181,10 @@ pub fn run(db: Option<&Path>, config: &Config, args: AnalyzeArgs) -> CommandResu
         max_depth: max_depth.unwrap_or(if time.is_some() { u8::MAX - 1 } else { 4 }),
         time,
         no_progress: no_progress.unwrap_or(config.no_progress),
-        screen: Config {
-            screen: screen.unwrap_or(config.screen),
-            screen_margin: screen_margin.unwrap_or(config.screen_margin),
-            ..Config::default()
-        }
-        .screening(),
+        screen: crate::search::analysis::Screening::of_setting(
+            screen.unwrap_or(config.screen),
+            screen_margin.unwrap_or(config.screen_margin),
+        ),
     };
     let look_ahead = look_ahead.map_or(config.look_ahead(), |l| l.0);
     if let Some((book, skipped)) = book {

@@ -90,6 +90,11 @@ impl Screening {
     /// The rule and margin measured in docs/benchmarks.md ("Screening").
     pub const DEFAULT: Screening = Screening { reduction: 2, margin: 15 };
 
+    /// Screening as a setting gives it (on or off, and a margin in centipawns): `None` when it is off.
+    pub fn of_setting(on: bool, margin: u32) -> Option<Screening> {
+        on.then(|| Screening { margin: margin.min(10_000) as i32, ..Screening::DEFAULT })
+    }
+
     /// The shallowest depth a screen may cut at, for searches at `engine_depth`; `None` when it would be below 1.
     pub fn depth(&self, engine_depth: u8) -> Option<u8> {
         engine_depth.checked_sub(self.reduction).filter(|d| *d >= 1 && self.reduction > 0)

@@ -67,12 +67,7 @@ pub fn grow_tree(
         max_depth: u8::MAX - 1,
         time: None,
         no_progress: shared.options.no_progress,
-        screen: crate::config::Config {
-            screen: shared.options.screen,
-            screen_margin: shared.options.screen_margin,
-            ..Default::default()
-        }
-        .screening(),
+        screen: crate::search::analysis::Screening::of_setting(shared.options.screen, shared.options.screen_margin),
     };
     let analysis_stop = Arc::new(AtomicBool::new(false));
     // Reporter: `info` lines from the tree while it grows; it also turns stop/ponderhit into the analysis' stop.
