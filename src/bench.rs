@@ -13,7 +13,7 @@ use shakmaty::{Chess, Position, uci::UciMove};
 use crate::{
     score::{Bound, Score},
     store::{
-        Change, Store, StoreError,
+        Change, Receipt, Store, StoreError,
         key::PositionKey,
         node::{Edge, Eval, Node, PackedPosition},
     },
@@ -111,36 +111,46 @@ pub fn change_key(change: &Change) -> Option<PositionKey> {
 }
 
 /// Writes `changes` in submissions of `batch`, all queued at once (the writer batches across them), as a bulk
-/// load: values deferred, then brought up to date in one pass at the end.
-/// Calls `on_commit` with the number of changes known committed after each submission.
+/// load: records and values committed together by a settle, at the end and (with `settle_every`) after every so
+/// many submissions. Calls `on_commit` with the number of changes known committed after each settle.
 pub fn write_all(
     store: &Store,
     changes: Vec<Change>,
     batch: usize,
+    settle_every: Option<usize>,
     mut on_commit: impl FnMut(usize),
 ) -> Result<(), StoreError> {
     let writer = store.writer();
     let mut receipts = Vec::new();
-    let mut sizes = Vec::new();
     let mut chunk = Vec::with_capacity(batch);
+    let (mut submitted, mut submissions) = (0, 0usize);
+    let every = settle_every.unwrap_or(usize::MAX).max(1);
+    let mut submit = |chunk: Vec<Change>, receipts: &mut Vec<(Receipt, usize)>| {
+        submitted += chunk.len();
+        submissions += 1;
+        receipts.push((writer.submit_deferred(chunk), 0));
+        if submissions.is_multiple_of(every) {
+            receipts.push((writer.settle(), submitted));
+        }
+    };
     for change in changes {
         chunk.push(change);
         if chunk.len() == batch {
-            sizes.push(chunk.len());
-            receipts.push(writer.submit_deferred(std::mem::take(&mut chunk)));
+            submit(std::mem::take(&mut chunk), &mut receipts);
         }
     }
     if !chunk.is_empty() {
-        sizes.push(chunk.len());
-        receipts.push(writer.submit_deferred(chunk));
+        submit(chunk, &mut receipts);
     }
-    let mut committed = 0;
-    for (receipt, size) in receipts.into_iter().zip(sizes) {
+    let total = submitted;
+    receipts.push((writer.settle(), total));
+    for (receipt, committed) in receipts {
         receipt.wait()?;
-        committed += size;
-        on_commit(committed);
+        if committed > 0 {
+            on_commit(committed);
+        }
     }
-    writer.settle().wait()
+    Ok(())
 }
 
 /// Results of the store benchmark.
@@ -182,7 +192,7 @@ pub fn store_bench(store: &Store, positions: usize, reads: usize, seed: u64) -> 
         .collect();
 
     let t = Instant::now();
-    write_all(store, changes, 10_000, |_| {})?;
+    write_all(store, changes, 10_000, None, |_| {})?;
     let inserts_per_second = per_second(keys.len(), t.elapsed());
     let stats = store.stats()?;
 
@@ -264,7 +274,7 @@ pub fn search_bench(store: &Store, positions: usize, samples: usize, seed: u64) 
             Change::SetEngine(_) | Change::AddEngines(_) => None,
         })
         .collect();
-    write_all(store, changes, 10_000, |_| {})?;
+    write_all(store, changes, 10_000, None, |_| {})?;
     let mut rng = fastrand::Rng::with_seed(seed ^ 0xa1fa);
 
     let mut alpha_ms = Vec::with_capacity(samples);

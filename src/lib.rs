@@ -13,8 +13,8 @@
 //!   board, `worker` runs one engine's loop, `pool` hands jobs to workers. Uses the layers above only.
 //! - [`store`]: keys, the record codecs, the LMDB environment, its transactions and the one writer. It knows bytes
 //!   and records, not what they are worth: the writer runs an [`Upkeep`](store::upkeep::Upkeep) handed to it at
-//!   open inside every transaction, over the records the transaction changed, and bulk loads defer it to one pass
-//!   at their end. Imports nothing from the layers below.
+//!   open inside every transaction, over the records the transaction changed; a bulk load's records wait in memory
+//!   and are committed with their values by one pass. Imports nothing from the layers below.
 //! - [`values`]: what the tree is worth. The graph view of the store (`values::graph`), the path-independent idea
 //!   value of every node with its cycle handling and its propagation up the parent links (`values::idea`), and the
 //!   upkeep the store's writer runs (`values::upkeep`), where `Store::open` is defined: it opens a store with that

@@ -217,7 +217,7 @@ fn the_map_grows_on_demand() {
     let store = Store::open(dir.path(), &options).unwrap();
     let changes = random_positions(11, 5_000);
     let keys: Vec<_> = changes.iter().filter_map(change_key).collect();
-    deeptree::bench::write_all(&store, changes, 700, |_| {}).unwrap();
+    deeptree::bench::write_all(&store, changes, 700, None, |_| {}).unwrap();
     let stats = store.stats().unwrap();
     assert_eq!(stats.positions, 5_000);
     assert!(stats.map_size > 64 * 1024, "the map grew past its initial size");
@@ -234,7 +234,7 @@ fn a_long_reader_does_not_block_the_writer() {
     let view = store.read().unwrap();
     let changes = random_positions(5, 2_000);
     let first = change_key(&changes[0]).unwrap();
-    deeptree::bench::write_all(&store, changes, 500, |_| {}).unwrap();
+    deeptree::bench::write_all(&store, changes, 500, None, |_| {}).unwrap();
     // The old snapshot does not see the new positions; a new one does.
     assert!(view.node(first).unwrap().is_none());
     drop(view);
@@ -340,14 +340,76 @@ fn a_bulk_load_brings_every_value_up_to_date_in_one_pass_at_its_end() {
     let store = Store::open(dir.path(), &StoreOptions::default()).unwrap();
     // Breadth first: parents are written before their children, so every value depends on records written later.
     let changes = generated_tree(5, 20_000);
-    write_all(&store, changes, 1_000, |_| {}).unwrap();
+    write_all(&store, changes, 1_000, None, |_| {}).unwrap();
     assert_eq!(store.stats().unwrap().positions, 20_000);
     assert_values_as_recomputed(&store);
     // The same load again changes nothing: a second bulk pass finds every value already right.
     let before: Vec<_> = store.read().unwrap().nodes().unwrap().map(Result::unwrap).collect();
-    write_all(&store, generated_tree(5, 20_000), 1_000, |_| {}).unwrap();
+    write_all(&store, generated_tree(5, 20_000), 1_000, None, |_| {}).unwrap();
     let after: Vec<_> = store.read().unwrap().nodes().unwrap().map(Result::unwrap).collect();
     assert!(before == after, "a repeated bulk load changed records");
+}
+
+/// The same changes with every edge's depth and score replaced.
+fn reanalysed(changes: &[Change], depth: u8, shift: i32) -> Vec<Change> {
+    changes
+        .iter()
+        .cloned()
+        .map(|mut change| {
+            if let Change::Merge { node, .. } = &mut change {
+                for edge in &mut node.edges {
+                    edge.depth = depth;
+                    edge.score = Score::cp(shift + edge.score.as_cp().unwrap_or(0) % 50);
+                }
+            }
+            change
+        })
+        .collect()
+}
+
+#[test]
+fn a_bulk_load_over_stored_records_merges_into_them_and_settles_at_its_size_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    // At most 100 x 20 = 2,000 records wait in memory: the load below is settled three times on its own.
+    let options = StoreOptions { max_batch: 100, ..StoreOptions::default() };
+    let store = Store::open(dir.path(), &options).unwrap();
+    let tree = generated_tree(9, 6_000);
+    let stored: Vec<Change> = tree.iter().step_by(2).cloned().collect();
+    store.writer().submit(stored).wait().unwrap();
+    // Every position again, its edges found shallower (depth 10) and scored otherwise: the stored depth-18 edges
+    // must win where they exist, the new ones elsewhere.
+    write_all(&store, reanalysed(&tree, 10, 7), 250, None, |_| {}).unwrap();
+    let view = store.read().unwrap();
+    for (i, change) in tree.iter().enumerate() {
+        let key = change_key(change).unwrap();
+        let node = view.node(key).unwrap().unwrap_or_else(|| panic!("position {i} missing"));
+        let Change::Merge { node: original, .. } = change else { unreachable!() };
+        assert_eq!(node.edges.len(), original.edges.len());
+        let expected = if i % 2 == 0 { 18 } else { 10 };
+        assert!(node.edges.iter().all(|e| e.depth == expected), "position {i}: {:?}", node.edges);
+    }
+    drop(view);
+    assert_eq!(store.stats().unwrap().positions, 6_000);
+    assert_values_as_recomputed(&store);
+}
+
+#[test]
+fn a_write_with_values_now_commits_the_waiting_bulk_load_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), &StoreOptions::default()).unwrap();
+    let tree = generated_tree(3, 3_000);
+    let (bulk, now) = tree.split_at(2_000);
+    let writer = store.writer();
+    writer.submit_deferred(bulk.to_vec()).wait().unwrap();
+    // Accepted, not yet committed: a reader does not see the bulk load.
+    assert_eq!(store.stats().unwrap().positions, 0);
+    writer.submit(now.to_vec()).wait().unwrap();
+    // The write with values now found the bulk load's records committed before it, and carried its values over them.
+    assert_eq!(store.stats().unwrap().positions, 3_000);
+    assert_values_as_recomputed(&store);
+    // Nothing waits any more: a settle commits nothing and succeeds.
+    writer.settle().wait().unwrap();
+    assert_eq!(store.stats().unwrap().positions, 3_000);
 }
 
 /// Every record of the store in `dir`, in key order.

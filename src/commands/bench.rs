@@ -311,13 +311,14 @@ pub struct FillArgs {
     pub batch: usize,
 }
 
-/// Writes generated positions into the store in `db`, printing `committed N` after each commit.
+/// Writes generated positions into the store in `db` as a bulk load, settled every ten submissions, printing
+/// `committed N` after each settle.
 pub fn fill(db: Option<&Path>, config: &Config, args: FillArgs) -> CommandResult {
     let FillArgs { positions, seed, batch } = args;
     let store = open_store(db, config)?;
     let changes = bench::random_positions(seed, positions);
     let mut out = std::io::stdout().lock();
-    bench::write_all(&store, changes, batch.max(1), |n| {
+    bench::write_all(&store, changes, batch.max(1), Some(10), |n| {
         let _ = writeln!(out, "committed {n}");
         let _ = out.flush();
     })?;

@@ -113,8 +113,9 @@ impl InteropError {
 /// collision) is retried one change at a time, so that only the offending positions are left out; each of those is
 /// reported through `on_refused`.
 ///
-/// A bulk load: the batches are submitted with deferred values ([`StoreWriter::submit_deferred`]), and
-/// [`finish`](Self::finish) brings the values of every record they changed up to date in one pass.
+/// A bulk load: the batches are submitted with deferred values ([`StoreWriter::submit_deferred`]): each is
+/// checked at once and waits in the writer, and [`finish`](Self::finish) commits them with the values of every
+/// record they changed, in one pass (a very large load is also committed along the way).
 ///
 /// [`StoreWriter::submit_deferred`]: crate::store::StoreWriter::submit_deferred
 pub(crate) struct BatchWriter<'s> {

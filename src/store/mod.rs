@@ -70,8 +70,8 @@ const META_SCHEMA: &str = "schema_version";
 const META_ENGINE: &str = "engine";
 /// How many parent links the store holds (u64, big-endian), kept by the writer.
 const META_LINKS: &str = "link_count";
-/// Present while cached values are owed by a bulk load (see `writer`): a store opened with it has every value
-/// recomputed.
+/// Present while cached values are owed by a bulk load of an older build, which committed records before their values
+/// (see `writer`): a store opened with it has every value recomputed.
 const META_VALUES_OWED: &str = "values_owed";
 /// Prefix of the list of engines: `engines/N` holds the name of engine number N (N in decimal, from 0).
 const META_ENGINES: &str = "engines/";

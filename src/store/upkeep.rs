@@ -5,7 +5,7 @@
 //! The store knows the cached fields of a record ([`Node::idea`], [`Node::cyclic`]) only as bytes to keep: what they
 //! mean and how they are computed belong to the upkeep.
 
-use std::path::Path;
+use std::{borrow::Cow, path::Path};
 
 use heed::RwTxn;
 
@@ -13,7 +13,7 @@ use crate::score::Score;
 
 use super::{
     Shared,
-    key::{KeyMap, PositionKey},
+    key::{KeyMap, KeySet, PositionKey},
     node::Node,
 };
 
@@ -49,7 +49,7 @@ pub struct TxnRecords<'t, 'e> {
     pub(super) merged: &'t KeyMap<Node>,
 }
 
-impl TxnRecords<'_, '_> {
+impl<'t> TxnRecords<'t, '_> {
     /// The record at `key`. A record that cannot be read or decoded is logged and counts as absent: the upkeep
     /// leaves it out rather than failing the transaction that carries other changes.
     pub fn record(&self, key: PositionKey) -> Option<Node> {
@@ -87,8 +87,8 @@ impl TxnRecords<'_, '_> {
 
     /// Every record, in key order for the stored ones, then this transaction's new ones; records that do not decode
     /// are logged and left out. One sequential pass: far cheaper than a lookup per record when most are needed.
-    pub fn for_each_record(&self, mut f: impl FnMut(PositionKey, Node)) {
-        let mut seen_merged = 0;
+    pub fn for_each_record(&self, mut f: impl FnMut(PositionKey, Cow<'t, Node>)) {
+        let mut seen_merged = KeySet::default();
         match self.shared.nodes.iter(self.txn) {
             Err(e) => log::error!("{}: {e}", self.file().display()),
             Ok(iter) => {
@@ -99,41 +99,19 @@ impl TxnRecords<'_, '_> {
                     };
                     let Some(key) = PositionKey::from_slice(key) else { continue };
                     if let Some(node) = self.merged.get(&key) {
-                        seen_merged += 1;
-                        f(key, node.clone());
+                        seen_merged.insert(key);
+                        f(key, Cow::Borrowed(node));
                         continue;
                     }
                     match Node::decode(bytes) {
-                        Ok(node) => f(key, node),
+                        Ok(node) => f(key, Cow::Owned(node)),
                         Err(e) => log::error!("{}: key {key}: {e}; left out of cached values", self.file().display()),
                     }
                 }
             }
         }
-        if seen_merged < self.merged.len() {
-            let stored = |key: &PositionKey| matches!(self.shared.nodes.get(self.txn, &key.to_bytes()), Ok(Some(_)));
-            for (key, node) in self.merged.iter().filter(|(key, _)| !stored(key)) {
-                f(*key, node.clone());
-            }
-        }
-    }
-
-    /// Every child's parents, in the children's key order, from one sequential pass over the parent links.
-    pub fn for_each_parents(&self, mut f: impl FnMut(PositionKey, Vec<PositionKey>)) {
-        match self.shared.links.iter(self.txn) {
-            Err(e) => log::error!("{}: {e}", self.file().display()),
-            Ok(iter) => {
-                for (_, page) in iter.flatten() {
-                    let Ok(links) = super::links::decode_page(page) else {
-                        log::warn!("{}: a page of parent links is unreadable; left out", self.file().display());
-                        continue;
-                    };
-                    // A child's links are never split across pages.
-                    for group in links.chunk_by(|a, b| a.0 == b.0) {
-                        f(group[0].0, group.iter().map(|(_, parent)| *parent).collect());
-                    }
-                }
-            }
+        for (key, node) in self.merged.iter().filter(|(key, _)| !seen_merged.contains(key)) {
+            f(*key, Cow::Borrowed(node));
         }
     }
 

@@ -2,19 +2,22 @@
 
 //!
 //! Every transaction ends with the upkeep of cached values ([`Upkeep`]) over the records it changed. A bulk load
-//! submits with [`StoreWriter::submit_deferred`] instead: its records are committed without that upkeep, their keys
-//! are gathered, and [`StoreWriter::settle`] (or the writer's end) runs it once over all of them, children before
-//! parents. A meta entry marks the store while values are owed, in the same transaction as the first deferred
-//! write; a store opened with the mark (a process that died in a bulk load) has every value recomputed on open.
+//! submits with [`StoreWriter::submit_deferred`] instead: each submission is checked (and refused whole on a key
+//! collision) when it arrives, but its records wait in memory. [`StoreWriter::settle`], the writer's end, a write
+//! of the other kind, or [`BULK_PENDING_FACTOR`] times `max_batch` waiting records commit them all in one
+//! transaction: each record is merged with the record stored at that moment, written once, in key order, with its
+//! cached values computed once for all of them, children before parents. Records and values are committed together,
+//! so a crash in a bulk load loses only what waited, never a value. A meta entry marked stores written by builds
+//! that committed records before their values; a store opened with the mark has every value recomputed on open.
 
-use std::{collections::HashMap, sync::Arc, thread::JoinHandle};
+use std::{sync::Arc, thread::JoinHandle};
 
 use crossbeam_channel::{Receiver, Sender, bounded, unbounded};
 use heed::RwTxn;
 
 use super::{
     Change, META_ENGINE, META_LINKS, META_VALUES_OWED, Shared, StoreError,
-    key::{KeyMap, KeySet, PositionKey},
+    key::{KeyMap, PositionKey},
     node::{Node, PackedPosition},
     upkeep::{CachedValues, TxnRecords, Upkeep},
 };
@@ -22,8 +25,12 @@ use super::{
 /// The outcome of each submission of a batch: a submission is refused whole, without holding back the others.
 type Verdicts = Vec<Result<(), StoreError>>;
 
-/// How many times more changes a transaction of deferred writes may take than the settings' `max_batch`.
+/// How many times more changes one check of deferred writes may take than the settings' `max_batch`.
 const BULK_BATCH_FACTOR: usize = 8;
+
+/// How many times the settings' `max_batch` records a bulk load may hold in memory before the writer settles them
+/// on its own: 1,000,000 with the default settings, about 300 MB.
+pub const BULK_PENDING_FACTOR: usize = 20;
 
 /// Where the outcome of one submission is sent.
 type Ack = Sender<Result<(), StoreError>>;
@@ -40,10 +47,22 @@ enum Values {
 /// Which records a settle brings up to date.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Settle {
-    /// Those written with deferred values by this process.
-    Owed,
-    /// Every record of the store (values left owed by a process that stopped without settling).
+    /// The records of deferred submissions waiting in memory.
+    Pending,
+    /// Those, and every record of the store (values left owed by an older build that stopped in a bulk load).
     All,
+}
+
+/// The records of a bulk load, accepted and waiting for their settle.
+#[derive(Default)]
+struct Pending {
+    /// The submitted nodes of each key, merged with each other but not yet with the stored record: that merge runs in
+    /// the settle's transaction, so that what another process wrote meanwhile is kept.
+    nodes: KeyMap<Node>,
+    /// (child, parent) links of the waiting nodes, with repeats.
+    links: Vec<([u8; 8], [u8; 8])>,
+    /// The failure of a settle the writer ran on its own, told to the next settle.
+    failed: Option<StoreError>,
 }
 
 enum Message {
@@ -80,16 +99,18 @@ impl StoreWriter {
         self.send(|ack| Message::Write { changes, values: Values::Now, ack })
     }
 
-    /// Queues changes of a bulk load: they are committed like [`submit`](Self::submit)'s, but the cached values of
-    /// the records they change are brought up to date at the next [`settle`](Self::settle) (at the latest when the
-    /// store closes), in one pass over all of them.
+    /// Queues changes of a bulk load. Its receipt tells whether they were accepted (checked against the store and
+    /// the bulk load's earlier changes, refused whole on a key collision); they are committed, with their records'
+    /// cached values, by the next [`settle`](Self::settle), at the latest when the store closes or when many records
+    /// wait (see the [module](self) docs).
     pub fn submit_deferred(&self, changes: Vec<Change>) -> Receipt {
         self.send(|ack| Message::Write { changes, values: Values::Deferred, ack })
     }
 
-    /// Brings the cached values owed by deferred submissions up to date, in one transaction.
+    /// Commits every accepted deferred change with its records' cached values, in one transaction. Its receipt
+    /// answers once they are committed, or with the failure of any settle since the last one.
     pub fn settle(&self) -> Receipt {
-        self.send(|ack| Message::Settle { which: Settle::Owed, ack })
+        self.send(|ack| Message::Settle { which: Settle::Pending, ack })
     }
 
     pub(super) fn settle_all(&self) -> Receipt {
@@ -142,8 +163,8 @@ impl Drop for WriterThread {
 }
 
 fn run(shared: &Shared, upkeep: &dyn Upkeep, rx: &Receiver<Message>, max_batch: usize) {
-    // Keys written with deferred values and not yet settled.
-    let mut owed = KeySet::default();
+    let mut pending = Pending::default();
+    let pending_limit = max_batch.saturating_mul(BULK_PENDING_FACTOR).max(1);
     let mut stopping = false;
     while !stopping {
         let Ok(first) = rx.recv() else { break };
@@ -156,11 +177,7 @@ fn run(shared: &Shared, upkeep: &dyn Upkeep, rx: &Receiver<Message>, max_batch: 
             match message {
                 Message::Stop => stopping = true,
                 Message::Settle { which, ack } if batch.is_empty() => {
-                    let outcome = settle(shared, upkeep, which, &mut owed);
-                    if let Err(e) = &outcome {
-                        log::error!("bringing cached values up to date failed: {e}");
-                    }
-                    let _ = ack.send(outcome);
+                    let _ = ack.send(settle(shared, upkeep, which, &mut pending));
                 }
                 message @ Message::Settle { .. } => held = Some(message),
                 Message::Write { changes, values, ack } => match batch.first() {
@@ -173,8 +190,7 @@ fn run(shared: &Shared, upkeep: &dyn Upkeep, rx: &Receiver<Message>, max_batch: 
                     }
                 },
             }
-            // A bulk load's writes take larger transactions: each copies a page of the tree once for many changes
-            // instead of once per transaction, and no reader waits for their values anyway.
+            // A bulk load's checks take larger transactions: no reader waits for them.
             let limit = match batch.first() {
                 Some((_, Values::Deferred, _)) => max_batch.saturating_mul(BULK_BATCH_FACTOR),
                 _ => max_batch,
@@ -183,99 +199,213 @@ fn run(shared: &Shared, upkeep: &dyn Upkeep, rx: &Receiver<Message>, max_batch: 
                 next = rx.try_recv().ok();
             }
         }
-        write_batch(shared, upkeep, batch, &mut owed);
+        write_batch(shared, upkeep, batch, &mut pending, pending_limit);
         if let Some(message) = held {
             // Put back in front: handled alone at the next turn.
             match message {
                 Message::Settle { which, ack } => {
-                    let _ = ack.send(settle(shared, upkeep, which, &mut owed));
+                    let _ = ack.send(settle(shared, upkeep, which, &mut pending));
                 }
                 Message::Write { changes, values, ack } => {
-                    write_batch(shared, upkeep, vec![(changes, values, ack)], &mut owed)
+                    write_batch(shared, upkeep, vec![(changes, values, ack)], &mut pending, pending_limit)
                 }
                 Message::Stop => stopping = true,
             }
         }
     }
-    if !owed.is_empty()
-        && let Err(e) = settle(shared, upkeep, Settle::Owed, &mut owed)
-    {
-        log::error!("cached values of a bulk load not brought up to date ({e}); they are recomputed on next open");
+    if let Err(e) = settle(shared, upkeep, Settle::Pending, &mut pending) {
+        log::error!("the waiting records of a bulk load were not committed: {e}");
     }
 }
 
-/// Commits one batch of writes (all of one kind) and answers each submission.
-fn write_batch(shared: &Shared, upkeep: &dyn Upkeep, batch: Vec<(Vec<Change>, Values, Ack)>, owed: &mut KeySet) {
+/// Commits one batch of writes (all of one kind) and answers each submission; deferred writes are checked and left
+/// waiting in `pending`.
+fn write_batch(
+    shared: &Shared,
+    upkeep: &dyn Upkeep,
+    batch: Vec<(Vec<Change>, Values, Ack)>,
+    pending: &mut Pending,
+    pending_limit: usize,
+) {
     let Some(values) = batch.first().map(|(_, values, _)| *values) else { return };
+    if values == Values::Deferred {
+        return accept_deferred(shared, upkeep, batch, pending, pending_limit);
+    }
+    // A write of cached values now must see the bulk load's records: they are committed first.
+    if !pending.nodes.is_empty()
+        && let Err(e) = settle(shared, upkeep, Settle::Pending, pending)
+    {
+        log::error!("the waiting records of a bulk load were not committed: {e}");
+        pending.failed = Some(e);
+    }
     let submissions: Vec<&[Change]> = batch.iter().map(|(changes, _, _)| changes.as_slice()).collect();
-    let first_owed = values == Values::Deferred && owed.is_empty();
     let outcome = shared.write(|shared, txn| {
         let (results, merged) = apply_batch(shared, txn, &submissions)?;
-        match values {
-            Values::Now => write_with_cached_values(shared, upkeep, txn, merged)?,
-            Values::Deferred => {
-                if first_owed && !merged.is_empty() {
-                    shared.meta.put(txn, META_VALUES_OWED, &[1]).map_err(|e| shared.lmdb_error(e))?;
-                }
-                let keys: Vec<PositionKey> = merged.keys().copied().collect();
-                write_records(shared, txn, merged, &KeyMap::default())?;
-                return Ok((results, keys));
-            }
-        }
-        Ok((results, Vec::new()))
+        write_with_cached_values(shared, upkeep, txn, merged)?;
+        Ok(results)
     });
+    answer(batch.into_iter().map(|(_, _, ack)| ack).collect(), outcome);
+}
+
+/// Sends each submission its verdict, or every one the failure that aborted their transaction.
+fn answer(acks: Vec<Ack>, outcome: Result<Verdicts, StoreError>) {
     match outcome {
-        Ok((results, deferred)) => {
-            owed.extend(deferred);
-            for ((_, _, ack), result) in batch.into_iter().zip(results) {
+        Ok(results) => {
+            for (ack, result) in acks.into_iter().zip(results) {
                 let _ = ack.send(result);
             }
         }
         Err(e) => {
-            log::error!("store write failed, {} submissions not committed: {e}", batch.len());
-            for (_, _, ack) in batch {
+            log::error!("store write failed, {} submissions not committed: {e}", acks.len());
+            for ack in acks {
                 let _ = ack.send(Err(e.clone()));
             }
         }
     }
 }
 
-/// Brings owed cached values up to date in one transaction, and clears the store's mark.
-fn settle(shared: &Shared, upkeep: &dyn Upkeep, which: Settle, owed: &mut KeySet) -> Result<(), StoreError> {
-    if which == Settle::Owed && owed.is_empty() {
-        return Ok(());
+/// Checks deferred submissions against the store and the waiting records, commits the meta changes among them,
+/// and leaves their merges waiting in `pending`; settles when `pending_limit` records wait.
+fn accept_deferred(
+    shared: &Shared,
+    upkeep: &dyn Upkeep,
+    batch: Vec<(Vec<Change>, Values, Ack)>,
+    pending: &mut Pending,
+    pending_limit: usize,
+) {
+    let (submissions, acks): (Vec<Vec<Change>>, Vec<Ack>) =
+        batch.into_iter().map(|(changes, _, ack)| (changes, ack)).unzip();
+    let outcome = shared.write(|shared, txn| {
+        let slices: Vec<&[Change]> = submissions.iter().map(Vec::as_slice).collect();
+        check_batch(shared, txn, &slices, &pending.nodes).map(|(results, _)| results)
+    });
+    let outcome = outcome.inspect(|results| {
+        for (changes, _) in submissions.into_iter().zip(results).filter(|(_, verdict)| verdict.is_ok()) {
+            for change in changes {
+                if let Change::Merge { key, node, children } = change {
+                    pending.links.extend(children.iter().map(|child| (child.to_bytes(), key.to_bytes())));
+                    match pending.nodes.get_mut(&key) {
+                        Some(waiting) => waiting.merge(&node),
+                        None => {
+                            pending.nodes.insert(key, node);
+                        }
+                    }
+                }
+            }
+        }
+    });
+    let outcome = match outcome {
+        Ok(results) if pending.nodes.len() >= pending_limit => {
+            settle(shared, upkeep, Settle::Pending, pending).map(|()| results)
+        }
+        outcome => outcome,
+    };
+    if let Err(e) = &outcome {
+        pending.failed.get_or_insert(e.clone());
+    }
+    answer(acks, outcome);
+}
+
+/// Commits the waiting records of a bulk load (and with [`Settle::All`] every record's values) in one
+/// transaction: each waiting node merged into the record stored now, its parent links, and the cached values of
+/// everything that changed. Clears the store's mark of owed values.
+fn settle(shared: &Shared, upkeep: &dyn Upkeep, which: Settle, pending: &mut Pending) -> Result<(), StoreError> {
+    let failed = pending.failed.take();
+    if which == Settle::Pending && pending.nodes.is_empty() {
+        return failed.map_or(Ok(()), Err);
     }
     let started = std::time::Instant::now();
+    let mut waiting = std::mem::take(&mut pending.nodes);
+    let count = waiting.len();
+    let mut links = std::mem::take(&mut pending.links);
+    links.sort_unstable();
+    links.dedup();
+    let mut order: Vec<PositionKey> = waiting.keys().copied().collect();
+    order.sort_unstable();
+    let lmdb = |e| shared.lmdb_error(e);
     shared.write(|shared, txn| {
+        // In place: a retried transaction merges the same stored records again, which changes nothing.
+        merge_waiting(shared, txn, &mut waiting, &order)?;
+        let merged = &mut waiting;
+        let added = store_links(shared, txn, &links)?;
+        if added > 0 {
+            let count = shared.link_count(txn)?;
+            shared.meta.put(txn, META_LINKS, &(count + added).to_be_bytes()).map_err(lmdb)?;
+        }
         let mut keys: Vec<PositionKey> = match which {
-            Settle::Owed => owed.iter().copied().collect(),
+            Settle::Pending => merged.keys().copied().collect(),
             Settle::All => {
-                let mut keys = Vec::new();
-                for item in shared.nodes.iter(txn).map_err(|e| shared.lmdb_error(e))? {
-                    let (key, _) = item.map_err(|e| shared.lmdb_error(e))?;
-                    keys.extend(PositionKey::from_slice(key));
+                let mut keys: Vec<PositionKey> = merged.keys().copied().collect();
+                for item in shared.nodes.iter(txn).map_err(lmdb)? {
+                    let (key, _) = item.map_err(lmdb)?;
+                    keys.extend(PositionKey::from_slice(key).filter(|key| !merged.contains_key(key)));
                 }
                 keys
             }
         };
         keys.sort_unstable();
-        let updated = upkeep.update(&TxnRecords { shared, txn, merged: &KeyMap::default() }, &keys);
-        let stored = shared.nodes.len(txn).map_err(|e| shared.lmdb_error(e))?;
+        let updated = upkeep.update(&TxnRecords { shared, txn, merged }, &keys);
+        let stored = shared.nodes.len(txn).map_err(lmdb)?;
         if updated.len() as u64 * 4 >= stored {
-            write_values_in_one_pass(shared, txn, &updated)?;
+            write_values_in_one_pass(shared, txn, &updated, merged)?;
+            let updated_waiting: KeyMap<CachedValues> =
+                updated.iter().filter(|(key, _)| merged.contains_key(key)).map(|(k, v)| (*k, *v)).collect();
+            write_records(shared, txn, merged, &updated_waiting)?;
         } else {
-            write_records(shared, txn, KeyMap::default(), &updated)?;
+            write_records(shared, txn, merged, &updated)?;
         }
-        shared.meta.delete(txn, META_VALUES_OWED).map_err(|e| shared.lmdb_error(e))?;
+        shared.meta.delete(txn, META_VALUES_OWED).map_err(lmdb)?;
         Ok(())
     })?;
     log::info!(
-        "{}: cached values of {} records brought up to date in {:.2} s",
+        "{}: {} waiting records committed{}, with their cached values, in {:.2} s",
         shared.data_file.display(),
-        if which == Settle::Owed { owed.len().to_string() } else { "all".to_string() },
+        count,
+        if which == Settle::All { " and every value recomputed" } else { "" },
         started.elapsed().as_secs_f64()
     );
-    owed.clear();
+    failed.map_or(Ok(()), Err)
+}
+
+/// Merges the waiting nodes into the records stored now, read in key order, in place; a node whose record would
+/// not change is dropped. A waiting node whose stored record holds another position (written by another process
+/// since the check) or does not decode is dropped too, with an error in the log.
+fn merge_waiting(
+    shared: &Shared,
+    txn: &RwTxn,
+    waiting: &mut KeyMap<Node>,
+    order: &[PositionKey],
+) -> Result<(), StoreError> {
+    for &key in order {
+        let Some(bytes) = shared.nodes.get(txn, &key.to_bytes()).map_err(|e| shared.lmdb_error(e))? else {
+            continue;
+        };
+        let Some(node) = waiting.get_mut(&key) else { continue };
+        match Node::decode(bytes) {
+            Ok(stored) if stored.position != node.position => {
+                log::error!(
+                    "{}: key {key} holds {} since it was checked; {} left out",
+                    shared.data_file.display(),
+                    stored.position.fen(),
+                    node.position.fen()
+                );
+                waiting.remove(&key);
+            }
+            Ok(stored) => {
+                let mut updated = stored.clone();
+                updated.merge(node);
+                if updated == stored {
+                    waiting.remove(&key);
+                } else {
+                    *node = updated;
+                }
+            }
+            Err(e) => {
+                log::error!("{}: key {key}: {e}; its waiting changes left out", shared.data_file.display());
+                waiting.remove(&key);
+            }
+        }
+    }
     Ok(())
 }
 
@@ -285,30 +415,16 @@ fn settle(shared: &Shared, upkeep: &dyn Upkeep, which: Settle, owed: &mut KeySet
 /// Submissions are checked first; the accepted changes are then applied in key order, and the parent links in
 /// (child, parent) order, so that consecutive writes land on the same pages.
 fn apply_batch(shared: &Shared, txn: &mut RwTxn, batch: &[&[Change]]) -> Result<(Verdicts, KeyMap<Node>), StoreError> {
-    let mut accepted_positions: HashMap<PositionKey, &PackedPosition> = HashMap::new();
-    let mut results = Vec::with_capacity(batch.len());
+    let (results, mut stored) = check_batch(shared, txn, batch, &KeyMap::default())?;
     let mut merges: Vec<(PositionKey, &Node)> = Vec::new();
     let mut links: Vec<([u8; 8], [u8; 8])> = Vec::new();
-    // Records read while checking, kept for the merge: each is read and decoded once.
-    let mut stored: KeyMap<Option<Node>> = KeyMap::default();
-    for changes in batch {
-        let verdict = check(shared, txn, changes, &accepted_positions, &mut stored)?;
-        if verdict.is_ok() {
-            for change in *changes {
-                match change {
-                    Change::Merge { key, node, children } => {
-                        accepted_positions.insert(*key, &node.position);
-                        merges.push((*key, node));
-                        links.extend(children.iter().map(|child| (child.to_bytes(), key.to_bytes())));
-                    }
-                    Change::SetEngine(identity) => {
-                        shared.meta.put(txn, META_ENGINE, identity.as_bytes()).map_err(|e| shared.lmdb_error(e))?
-                    }
-                    Change::AddEngines(names) => shared.add_engines(txn, names)?,
-                }
+    for (changes, _) in batch.iter().zip(&results).filter(|(_, verdict)| verdict.is_ok()) {
+        for change in *changes {
+            if let Change::Merge { key, node, children } = change {
+                merges.push((*key, node));
+                links.extend(children.iter().map(|child| (child.to_bytes(), key.to_bytes())));
             }
         }
-        results.push(verdict);
     }
     // Stable: several changes of one key keep their order.
     merges.sort_by_key(|(key, _)| *key);
@@ -326,51 +442,104 @@ fn apply_batch(shared: &Shared, txn: &mut RwTxn, batch: &[&[Change]]) -> Result<
     Ok((results, merged))
 }
 
-/// Would this submission be accepted? Checks every merge against the stored record and the positions accepted
-/// earlier in the batch. The inner `Err` refuses the submission.
+/// Checks each submission of a batch (see [`check`]) against the stored records, a bulk load's `waiting` records
+/// and the positions accepted before it, and applies the meta changes of the accepted ones. Returns the verdicts
+/// and the stored records read, each read (in key order) and decoded once.
+fn check_batch(
+    shared: &Shared,
+    txn: &mut RwTxn,
+    batch: &[&[Change]],
+    waiting: &KeyMap<Node>,
+) -> Result<(Verdicts, KeyMap<Option<Node>>), StoreError> {
+    let lmdb = |e| shared.lmdb_error(e);
+    let mut accepted: KeyMap<&PackedPosition> = KeyMap::default();
+    let mut keys: Vec<PositionKey> = batch
+        .iter()
+        .flat_map(|changes| changes.iter())
+        .filter_map(|change| match change {
+            Change::Merge { key, .. } if !waiting.contains_key(key) => Some(*key),
+            _ => None,
+        })
+        .collect();
+    keys.sort_unstable();
+    keys.dedup();
+    // Records read while checking, kept for the merge. A record that does not decode is kept as its error.
+    let mut stored: KeyMap<Option<Node>> = KeyMap::default();
+    let mut corrupt: KeyMap<crate::store::node::DecodeError> = KeyMap::default();
+    stored.reserve(keys.len());
+    for key in keys {
+        match shared.nodes.get(txn, &key.to_bytes()).map_err(lmdb)? {
+            None => {
+                stored.insert(key, None);
+            }
+            Some(bytes) => match Node::decode(bytes) {
+                Ok(record) => {
+                    stored.insert(key, Some(record));
+                }
+                Err(source) => {
+                    corrupt.insert(key, source);
+                }
+            },
+        }
+    }
+    let mut results = Vec::with_capacity(batch.len());
+    for changes in batch {
+        let verdict = check(shared, changes, &accepted, waiting, &stored, &corrupt);
+        if verdict.is_ok() {
+            for change in *changes {
+                match change {
+                    Change::Merge { key, node, .. } => {
+                        accepted.insert(*key, &node.position);
+                    }
+                    Change::SetEngine(identity) => {
+                        shared.meta.put(txn, META_ENGINE, identity.as_bytes()).map_err(lmdb)?
+                    }
+                    Change::AddEngines(names) => shared.add_engines(txn, names)?,
+                }
+            }
+        }
+        results.push(verdict);
+    }
+    Ok((results, stored))
+}
+
+/// Would this submission be accepted? Checks every merge against the positions accepted earlier in the batch, the
+/// waiting records of a bulk load and the stored records read for the batch.
 fn check(
     shared: &Shared,
-    txn: &RwTxn,
     changes: &[Change],
-    accepted: &HashMap<PositionKey, &PackedPosition>,
-    stored: &mut KeyMap<Option<Node>>,
-) -> Result<Result<(), StoreError>, StoreError> {
+    accepted: &KeyMap<&PackedPosition>,
+    waiting: &KeyMap<Node>,
+    stored: &KeyMap<Option<Node>>,
+    corrupt: &KeyMap<crate::store::node::DecodeError>,
+) -> Result<(), StoreError> {
     for change in changes {
         let Change::Merge { key, node, .. } = change else {
             continue;
         };
-        let stored_position = match accepted.get(key) {
-            Some(position) => Some((*position).clone()),
+        let known = match accepted.get(key).copied().or_else(|| waiting.get(key).map(|node| &node.position)) {
+            Some(position) => Some(position),
             None => {
-                if !stored.contains_key(key) {
-                    let record = match shared.nodes.get(txn, &key.to_bytes()).map_err(|e| shared.lmdb_error(e))? {
-                        None => None,
-                        Some(bytes) => match Node::decode(bytes) {
-                            Ok(record) => Some(record),
-                            Err(source) => {
-                                return Ok(Err(StoreError::Corrupt {
-                                    path: shared.data_file.clone(),
-                                    key: *key,
-                                    source,
-                                }));
-                            }
-                        },
-                    };
-                    stored.insert(*key, record);
+                if let Some(source) = corrupt.get(key) {
+                    return Err(StoreError::Corrupt {
+                        path: shared.data_file.clone(),
+                        key: *key,
+                        source: source.clone(),
+                    });
                 }
-                stored.get(key).and_then(|record| record.as_ref().map(|r| r.position.clone()))
+                stored.get(key).and_then(|record| record.as_ref().map(|r| &r.position))
             }
         };
-        if let Some(stored) = stored_position.filter(|stored| *stored != node.position) {
-            return Ok(Err(StoreError::Collision {
+        if let Some(known) = known.filter(|known| **known != node.position) {
+            return Err(StoreError::Collision {
                 path: shared.data_file.clone(),
                 key: *key,
-                stored_fen: stored.fen(),
+                stored_fen: known.fen(),
                 new_fen: node.position.fen(),
-            }));
+            });
         }
     }
-    Ok(Ok(()))
+    Ok(())
 }
 
 /// Merges a checked node into its stored record (or into its earlier merge in this batch), keeping the result in
@@ -462,7 +631,7 @@ fn write_with_cached_values(
     shared: &Shared,
     upkeep: &dyn Upkeep,
     txn: &mut RwTxn,
-    merged: KeyMap<Node>,
+    mut merged: KeyMap<Node>,
 ) -> Result<(), StoreError> {
     if merged.is_empty() {
         return Ok(());
@@ -471,15 +640,16 @@ fn write_with_cached_values(
     let changed: Vec<PositionKey> = merged.keys().copied().collect();
     let updated = upkeep.update(&TxnRecords { shared, txn, merged: &merged }, &changed);
     shared.last_update_nanos.store(started.elapsed().as_nanos() as u64, std::sync::atomic::Ordering::Relaxed);
-    write_records(shared, txn, merged, &updated)
+    write_records(shared, txn, &mut merged, &updated)
 }
 
-/// Writes new cached values into their records in one pass of a cursor over every record: cheaper than a lookup
-/// per record when many of them changed.
+/// Writes new cached values into their records (but those in `skip`) in one pass of a cursor over every record:
+/// cheaper than a lookup per record when many of them changed.
 fn write_values_in_one_pass(
     shared: &Shared,
     txn: &mut RwTxn,
     updated: &KeyMap<CachedValues>,
+    skip: &KeyMap<Node>,
 ) -> Result<(), StoreError> {
     let lmdb = |e| shared.lmdb_error(e);
     let mut buffer = Vec::with_capacity(256);
@@ -487,7 +657,7 @@ fn write_values_in_one_pass(
     while let Some(item) = cursor.next() {
         let (key, bytes) = item.map_err(lmdb)?;
         let Some(key) = PositionKey::from_slice(key) else { continue };
-        let Some(values) = updated.get(&key) else { continue };
+        let Some(values) = updated.get(&key).filter(|_| !skip.contains_key(&key)) else { continue };
         // A record that does not decode is left as it is: the upkeep left it out too.
         let Ok(mut node) = Node::decode(bytes) else { continue };
         node.idea = values.idea;
@@ -505,25 +675,28 @@ fn write_values_in_one_pass(
 fn write_records(
     shared: &Shared,
     txn: &mut RwTxn,
-    mut merged: KeyMap<Node>,
+    merged: &mut KeyMap<Node>,
     updated: &KeyMap<CachedValues>,
 ) -> Result<(), StoreError> {
     let mut keys: Vec<PositionKey> = merged.keys().chain(updated.keys()).copied().collect();
     keys.sort_unstable();
     keys.dedup();
     let mut buffer = Vec::with_capacity(256);
+    let mut read;
     for key in keys {
         let key_bytes = key.to_bytes();
-        let mut node = match merged.remove(&key) {
+        let node = match merged.get_mut(&key) {
             Some(node) => node,
             None => {
                 let Some(bytes) = shared.nodes.get(txn, &key_bytes).map_err(|e| shared.lmdb_error(e))? else {
                     continue;
                 };
                 let Ok(node) = Node::decode(bytes) else { continue };
-                node
+                read = node;
+                &mut read
             }
         };
+        // Set in place: a retried transaction writes the same.
         if let Some(values) = updated.get(&key) {
             node.idea = values.idea;
             node.cyclic = values.cyclic;

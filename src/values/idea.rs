@@ -26,7 +26,7 @@
 //! Sign flips: every value is from the side to move at its node; an edge's value is its child's value backed up
 //! ([`Score::back_up`]: negated, mate one ply further).
 
-use std::collections::VecDeque;
+use std::{collections::VecDeque, sync::Arc};
 
 use crate::{
     score::Score,
@@ -247,34 +247,94 @@ pub fn recompute_all<G: GraphMut>(g: &mut G, keys: &[PositionKey]) {
 /// Gives what [`propagate`] gives from the same graph, without its per-node cycle search: cycles run through
 /// reversible moves only (see [`super::graph`]), so the components over all moves are the cycles.
 pub fn recompute_in_one_pass<G: GraphMut>(g: &mut G, keys: &[PositionKey]) -> usize {
+    const OUTSIDE: u32 = u32::MAX;
     let mut index: KeyMap<u32> = KeyMap::default();
     index.reserve(keys.len());
-    let mut members: Vec<PositionKey> = Vec::with_capacity(keys.len());
+    let mut members: Vec<Arc<GraphNode>> = Vec::with_capacity(keys.len());
     for &key in keys {
-        if g.node(key).is_some() && !index.contains_key(&key) {
-            index.insert(key, members.len() as u32);
-            members.push(key);
+        if index.contains_key(&key) {
+            continue;
         }
-    }
-    // Children inside the set, as one flat list with offsets.
-    let mut offsets: Vec<usize> = Vec::with_capacity(members.len() + 1);
-    let mut children: Vec<u32> = Vec::with_capacity(members.len() * 3);
-    for &key in &members {
-        offsets.push(children.len());
         if let Some(node) = g.node(key) {
-            children.extend(node.edges.iter().filter_map(|edge| index.get(&edge.child).copied()));
+            index.insert(key, members.len() as u32);
+            members.push(node);
         }
     }
+    // The members as flat arrays, so that no node of the graph is held here while its values are set: every
+    // edge's child as a member's index (or OUTSIDE), with offsets; and the children inside the set alone, for the
+    // components.
+    let count = members.len();
+    let mut edge_offsets: Vec<usize> = Vec::with_capacity(count + 1);
+    let mut edges: Vec<(PositionKey, Score, u32)> = Vec::with_capacity(count * 3);
+    let mut offsets: Vec<usize> = Vec::with_capacity(count + 1);
+    let mut children: Vec<u32> = Vec::with_capacity(count * 3);
+    for node in &members {
+        edge_offsets.push(edges.len());
+        offsets.push(children.len());
+        for edge in &node.edges {
+            let child = index.get(&edge.child).copied();
+            edges.push((edge.child, edge.score, child.unwrap_or(OUTSIDE)));
+            children.extend(child);
+        }
+    }
+    edge_offsets.push(edges.len());
     offsets.push(children.len());
+    drop(index);
+    let member_keys: Vec<PositionKey> = members.iter().map(|node| node.key).collect();
+    let evaluated: Vec<bool> = members.iter().map(|node| node.evaluated).collect();
+    let eval_score: Vec<Option<Score>> = members.iter().map(|node| node.eval_score).collect();
+    // The values as stored, then as computed: children come before their parents.
+    let mut idea: Vec<Option<Score>> = members.iter().map(|node| node.idea).collect();
+    let mut cyclic: Vec<bool> = members.iter().map(|node| node.cyclic).collect();
+    drop(members);
     let mut computed = 0;
-    for component in components_children_first(&offsets, &children) {
-        let component: Vec<PositionKey> = component.iter().map(|&i| members[i as usize]).collect();
-        for (member, idea, cyclic) in values_of_component(g, &component) {
-            computed += 1;
-            let unchanged = g.node(member).is_none_or(|node| node.idea == idea && node.cyclic == cyclic);
-            if !unchanged {
-                g.set_cached(member, idea, cyclic);
+    let (order, ends) = components_children_first(&offsets, &children);
+    drop((offsets, children));
+    let mut start = 0;
+    for end in ends {
+        let component = &order[start..end];
+        start = end;
+        if let [i] = *component {
+            // A node on no cycle: one level deep over its children's values (as `values_of_component` computes it,
+            // read from the arrays instead of the graph).
+            let i = i as usize;
+            let key = member_keys[i];
+            let mut best: Option<Score> = None;
+            let mut reaches_cycle = false;
+            for &(child_key, score, child) in &edges[edge_offsets[i]..edge_offsets[i + 1]] {
+                let (child_evaluated, child_idea, child_cyclic) = if child != OUTSIDE {
+                    let c = child as usize;
+                    (evaluated[c], idea[c], cyclic[c])
+                } else {
+                    g.node(child_key).map_or((false, None, false), |c| (c.evaluated, c.idea, c.cyclic))
+                };
+                let away = child_key != key;
+                reaches_cycle |= away && child_cyclic;
+                let value = match (child_evaluated && away, child_idea) {
+                    // Sign flip: the child's value is from the opponent's side.
+                    (true, Some(value)) => value.back_up(),
+                    _ => score,
+                };
+                best = Some(best.map_or(value, |b| b.max(value)));
             }
+            let value = evaluated[i].then(|| best.or(eval_score[i]).unwrap_or(Score::DRAW));
+            computed += 1;
+            if value != idea[i] || reaches_cycle != cyclic[i] {
+                g.set_cached(key, value, reaches_cycle);
+            }
+            idea[i] = value;
+            cyclic[i] = reaches_cycle;
+            continue;
+        }
+        let keys: Vec<PositionKey> = component.iter().map(|&i| member_keys[i as usize]).collect();
+        for ((member, value, on_cycle), &i) in values_of_component(g, &keys).into_iter().zip(component) {
+            computed += 1;
+            let i = i as usize;
+            if idea[i] != value || cyclic[i] != on_cycle {
+                g.set_cached(member, value, on_cycle);
+            }
+            idea[i] = value;
+            cyclic[i] = on_cycle;
         }
     }
     computed
@@ -282,15 +342,16 @@ pub fn recompute_in_one_pass<G: GraphMut>(g: &mut G, keys: &[PositionKey]) -> us
 
 /// The strongly connected components of a graph given as flat child lists (`children[offsets[i]..offsets[i + 1]]`
 /// are the children of node `i`), each component after every component it reaches (Tarjan's algorithm, without
-/// recursion).
-fn components_children_first(offsets: &[usize], children: &[u32]) -> Vec<Vec<u32>> {
+/// recursion): the members of all components in one list, and where each component ends in it.
+fn components_children_first(offsets: &[usize], children: &[u32]) -> (Vec<u32>, Vec<usize>) {
     const UNSEEN: u32 = u32::MAX;
     let count = offsets.len().saturating_sub(1);
     let mut order = vec![UNSEEN; count];
     let mut low = vec![0u32; count];
     let mut on_stack = vec![false; count];
     let mut stack: Vec<u32> = Vec::new();
-    let mut components = Vec::new();
+    let mut members = Vec::with_capacity(count);
+    let mut ends = Vec::with_capacity(count);
     let mut next_order = 0u32;
     // (node, position of its next child in `children`)
     let mut calls: Vec<(u32, usize)> = Vec::new();
@@ -327,19 +388,18 @@ fn components_children_first(offsets: &[usize], children: &[u32]) -> Vec<Vec<u32
                 low[parent as usize] = low[parent as usize].min(low[n]);
             }
             if low[n] == order[n] {
-                let mut component = Vec::new();
                 while let Some(member) = stack.pop() {
                     on_stack[member as usize] = false;
-                    component.push(member);
+                    members.push(member);
                     if member == node {
                         break;
                     }
                 }
-                components.push(component);
+                ends.push(members.len());
             }
         }
     }
-    components
+    (members, ends)
 }
 
 /// The idea value and cyclic flag of every member of a component whose children outside it have their values.

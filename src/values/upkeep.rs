@@ -136,16 +136,17 @@ impl GraphMut for TxnGraph<'_, '_, '_> {
     }
 }
 
-/// The whole graph of the transaction, loaded in memory by one sequential pass over the records and the parent
-/// links, with the values computed so far laid over it.
-struct LoadedGraph {
+/// The whole graph of the transaction, loaded in memory by one sequential pass over the records, with the values
+/// computed so far laid over it. Parent links are read from the transaction when asked for (the one-pass
+/// recomputation needs none).
+struct LoadedGraph<'r, 't, 'e> {
+    records: &'r TxnRecords<'t, 'e>,
     nodes: KeyMap<Arc<GraphNode>>,
-    parents: KeyMap<Vec<PositionKey>>,
     updated: KeyMap<CachedValues>,
 }
 
-impl LoadedGraph {
-    fn load(records: &TxnRecords<'_, '_>) -> LoadedGraph {
+impl<'r, 't, 'e> LoadedGraph<'r, 't, 'e> {
+    fn load(records: &'r TxnRecords<'t, 'e>) -> LoadedGraph<'r, 't, 'e> {
         let mut read = Vec::with_capacity(records.stored_len() as usize);
         records.for_each_record(|key, node| read.push((key, node)));
         // Resolving every move to its child's key is most of the work: it is shared among the cores.
@@ -169,25 +170,24 @@ impl LoadedGraph {
         for node in resolved.into_iter().flatten() {
             nodes.insert(node.key, Arc::new(node));
         }
-        let mut parents: KeyMap<Vec<PositionKey>> = KeyMap::default();
-        records.for_each_parents(|child, list| {
-            parents.insert(child, list);
-        });
-        LoadedGraph { nodes, parents, updated: KeyMap::default() }
+        // Most values change in a bulk load: room for all of them at once.
+        let mut updated = KeyMap::default();
+        updated.reserve(nodes.len());
+        LoadedGraph { records, nodes, updated }
     }
 }
 
-impl Graph for LoadedGraph {
+impl Graph for LoadedGraph<'_, '_, '_> {
     fn node(&self, key: PositionKey) -> Option<Arc<GraphNode>> {
         self.nodes.get(&key).cloned()
     }
 
     fn parents(&self, key: PositionKey) -> Vec<PositionKey> {
-        self.parents.get(&key).cloned().unwrap_or_default()
+        self.records.parents(key)
     }
 }
 
-impl GraphMut for LoadedGraph {
+impl GraphMut for LoadedGraph<'_, '_, '_> {
     fn set_cached(&mut self, key: PositionKey, idea: Option<Score>, cyclic: bool) {
         if let Some(node) = self.nodes.get_mut(&key) {
             let node = Arc::make_mut(node);
