@@ -13,7 +13,7 @@
 use std::{sync::Arc, thread::JoinHandle};
 
 use crossbeam_channel::{Receiver, Sender, bounded, unbounded};
-use heed::RwTxn;
+use heed::{PutFlags, RwTxn};
 
 use super::{
     Change, META_ENGINE, META_LINKS, META_VALUES_OWED, Shared, StoreError,
@@ -681,6 +681,13 @@ fn write_records(
     let mut keys: Vec<PositionKey> = merged.keys().chain(updated.keys()).copied().collect();
     keys.sort_unstable();
     keys.dedup();
+    // Keys past every stored one (a load into an empty store) are appended: no search, and every page filled.
+    let lmdb = |e| shared.lmdb_error(e);
+    let append = match (keys.first(), shared.nodes.last(txn).map_err(lmdb)?) {
+        (Some(first), Some((last, _))) => first.to_bytes().as_slice() > last,
+        (_, None) => true,
+        (None, _) => false,
+    };
     let mut buffer = Vec::with_capacity(256);
     let mut read;
     for key in keys {
@@ -703,7 +710,11 @@ fn write_records(
         }
         buffer.clear();
         node.encode_into(&mut buffer);
-        shared.nodes.put(txn, &key_bytes, &buffer).map_err(|e| shared.lmdb_error(e))?;
+        if append {
+            shared.nodes.put_with_flags(txn, PutFlags::APPEND, &key_bytes, &buffer).map_err(lmdb)?;
+        } else {
+            shared.nodes.put(txn, &key_bytes, &buffer).map_err(lmdb)?;
+        }
     }
     Ok(())
 }
