@@ -160,20 +160,41 @@ fn recompute<G: Graph>(g: &G, key: PositionKey) -> Vec<(PositionKey, Option<Scor
     values_of_component(g, &cycle_component(g, key))
 }
 
-/// Negamax one level deep over cached child values (no cycle through this node).
-fn node_value_from_cache<G: Graph>(g: &G, node: &GraphNode) -> Score {
-    node.edges
-        .iter()
-        .map(|edge| {
-            match g.node(edge.child).filter(|c| c.evaluated && c.key != node.key) {
-                // Sign flip: the child's value is from the opponent's side.
-                Some(child) => child.idea.map_or(edge.score, Score::back_up),
-                None => edge.score,
-            }
-        })
-        .max()
-        .or(node.eval_score)
-        .unwrap_or(Score::DRAW)
+/// What the value of a node on no cycle needs to know of one child.
+#[derive(Debug, Clone, Copy)]
+struct ChildValues {
+    evaluated: bool,
+    idea: Option<Score>,
+    cyclic: bool,
+}
+
+impl ChildValues {
+    fn of(node: &GraphNode) -> ChildValues {
+        ChildValues { evaluated: node.evaluated, idea: node.idea, cyclic: node.cyclic }
+    }
+}
+
+/// The value of a node on no cycle: negamax one level deep over its children's cached values, from its `edges`
+/// (child, engine score, what is known of the child: `None` when it is not stored). Also says whether a child other
+/// than the node itself reaches a cycle.
+fn value_over_children(
+    key: PositionKey,
+    eval_score: Option<Score>,
+    edges: impl Iterator<Item = (PositionKey, Score, Option<ChildValues>)>,
+) -> (Score, bool) {
+    let mut best: Option<Score> = None;
+    let mut reaches_cycle = false;
+    for (child_key, score, known) in edges {
+        let known = known.filter(|_| child_key != key);
+        reaches_cycle |= known.is_some_and(|c| c.cyclic);
+        let value = match known.filter(|c| c.evaluated).and_then(|c| c.idea) {
+            // Sign flip: the child's value is from the opponent's side.
+            Some(value) => value.back_up(),
+            None => score,
+        };
+        best = Some(best.map_or(value, |b| b.max(value)));
+    }
+    (best.or(eval_score).unwrap_or(Score::DRAW), reaches_cycle)
 }
 
 /// Brings cached idea values and cyclic flags up to date after `changed` nodes changed, carrying every change
@@ -295,29 +316,20 @@ pub fn recompute_in_one_pass<G: GraphMut>(g: &mut G, keys: &[PositionKey]) -> us
         let component = &order[start..end];
         start = end;
         if let [i] = *component {
-            // A node on no cycle: one level deep over its children's values (as `values_of_component` computes it,
-            // read from the arrays instead of the graph).
+            // A node on no cycle, as `values_of_component` values it, its members' children read from the arrays.
             let i = i as usize;
             let key = member_keys[i];
-            let mut best: Option<Score> = None;
-            let mut reaches_cycle = false;
-            for &(child_key, score, child) in &edges[edge_offsets[i]..edge_offsets[i + 1]] {
-                let (child_evaluated, child_idea, child_cyclic) = if child != OUTSIDE {
-                    let c = child as usize;
-                    (evaluated[c], idea[c], cyclic[c])
+            let own = edges[edge_offsets[i]..edge_offsets[i + 1]].iter().map(|&(child, score, index)| {
+                let known = if index != OUTSIDE {
+                    let c = index as usize;
+                    Some(ChildValues { evaluated: evaluated[c], idea: idea[c], cyclic: cyclic[c] })
                 } else {
-                    g.node(child_key).map_or((false, None, false), |c| (c.evaluated, c.idea, c.cyclic))
+                    g.node(child).map(|node| ChildValues::of(&node))
                 };
-                let away = child_key != key;
-                reaches_cycle |= away && child_cyclic;
-                let value = match (child_evaluated && away, child_idea) {
-                    // Sign flip: the child's value is from the opponent's side.
-                    (true, Some(value)) => value.back_up(),
-                    _ => score,
-                };
-                best = Some(best.map_or(value, |b| b.max(value)));
-            }
-            let value = evaluated[i].then(|| best.or(eval_score[i]).unwrap_or(Score::DRAW));
+                (child, score, known)
+            });
+            let (best, reaches_cycle) = value_over_children(key, eval_score[i], own);
+            let value = evaluated[i].then_some(best);
             computed += 1;
             if value != idea[i] || reaches_cycle != cyclic[i] {
                 g.set_cached(key, value, reaches_cycle);
@@ -405,7 +417,7 @@ fn components_children_first(offsets: &[usize], children: &[u32]) -> (Vec<u32>, 
 /// The idea value and cyclic flag of every member of a component whose children outside it have their values.
 fn values_of_component<G: Graph>(g: &G, component: &[PositionKey]) -> Vec<(PositionKey, Option<Score>, bool)> {
     let on_cycle = component.len() > 1;
-    let inside: KeySet = if on_cycle { component.iter().copied().collect() } else { KeySet::default() };
+    let inside: KeySet = component.iter().copied().filter(|_| on_cycle).collect();
     // The unrolls of one component share one budget: a component of many members (kings and rooks shuffling in
     // an endgame) would otherwise cost members times the budget at every change inside it.
     let member_budget = (COMPONENT_BUDGET / component.len().max(1)).max(MEMBER_BUDGET_FLOOR);
@@ -413,23 +425,21 @@ fn values_of_component<G: Graph>(g: &G, component: &[PositionKey]) -> Vec<(Posit
     let mut out = Vec::with_capacity(component.len());
     for &member in component {
         let Some(node) = g.node(member) else { continue };
-        let cyclic = on_cycle
-            || node
-                .edges
-                .iter()
-                .any(|e| e.child != member && g.node(e.child).is_some_and(|c| c.cyclic && !inside.contains(&e.child)));
-        let idea = if !node.evaluated {
-            None
-        } else if on_cycle {
-            let mut budget = member_budget;
-            let mut path = vec![member];
-            let value = unroll_idea_in_component(g, &node, &inside, &mut path, &mut budget);
-            cut += usize::from(budget == 0);
-            Some(value)
-        } else {
-            Some(node_value_from_cache(g, &node))
-        };
-        out.push((member, idea, cyclic));
+        if on_cycle {
+            let idea = node.evaluated.then(|| {
+                let mut budget = member_budget;
+                let mut path = vec![member];
+                let value = unroll_idea_in_component(g, &node, &inside, &mut path, &mut budget);
+                cut += usize::from(budget == 0);
+                value
+            });
+            out.push((member, idea, true));
+            continue;
+        }
+        let edges =
+            node.edges.iter().map(|edge| (edge.child, edge.score, g.node(edge.child).map(|c| ChildValues::of(&c))));
+        let (value, reaches_cycle) = value_over_children(member, node.eval_score, edges);
+        out.push((member, node.evaluated.then_some(value), reaches_cycle));
     }
     if cut > 0 {
         log::debug!(
