@@ -29,8 +29,10 @@
 
 use super::{key::PositionKey, node::DecodeError};
 
-/// Most entries of a page before it is split: a page of 1 KiB, several to an LMDB page.
-pub const PAGE_LINKS: usize = 64;
+/// Most entries of a page before it is split: 992 bytes, so that four full pages with their keys and LMDB's
+/// per-entry overhead fill one 4 KiB LMDB page (64 entries left room for three). Pages written with more (64 before
+/// this limit) read as they are.
+pub const PAGE_LINKS: usize = 62;
 
 /// Bytes of one entry: the child's key and the parent's.
 pub const ENTRY: usize = 2 * PositionKey::SIZE;
