@@ -119,6 +119,64 @@ fn a_shallow_tree_defers_to_the_search_and_a_deep_one_answers() {
     assert_eq!(gos(&log), [clock]);
 }
 
+/// `show --json` of the position after `moves` (from the start position).
+fn shown(db: &Path, moves: &str) -> serde_json::Value {
+    let output = Command::new(env!("CARGO_BIN_EXE_deeptree"))
+        .args(["--db", db.to_str().expect("utf-8 path"), "show", "--moves", moves, "--depth", "1", "--json"])
+        .env("DEEPTREE_CONFIG", db.join("none.toml"))
+        .output()
+        .expect("show runs");
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    serde_json::from_slice(&output.stdout).expect("show prints JSON")
+}
+
+/// The tree's best move in a shown position (moves come sorted, best first).
+fn best_move(shown: &serde_json::Value) -> String {
+    shown["moves"][0]["uci"].as_str().expect("a best move").to_owned()
+}
+
+#[test]
+fn a_position_below_an_analysed_root_answers_to_the_depth_the_roots_passes_settled_there() {
+    // Combined depth 3 + 4 = 7 at the start position, settled with move distance 5.
+    let dir = tempfile::tempdir().expect("tempdir");
+    grow(dir.path(), 3, 4);
+    std::fs::write(dir.path().join("none.toml"), "move_distance = 5\n").expect("settings");
+    let root = shown(dir.path(), "");
+    assert_eq!(root["settled_depth"], 4, "{root}");
+    assert_eq!(root["known_depth"], 4, "the root is known exactly as deep as it settled: {root}");
+
+    // One ply below the root, on the tree's best line: its own settled depth is not stored, but the root's passes
+    // settled it.
+    let first = best_move(&root);
+    let below = shown(dir.path(), &first);
+    assert!(below["settled_depth"].is_null(), "{below}");
+    let known = below["known_depth"].as_u64().expect("known below the root");
+    assert!((1..=3).contains(&known), "at most the root's depth less one ply: {below}");
+
+    let log = dir.path().join("fake.log");
+    let mut uci = fake_session(dir.path(), &log, &["MoveDistance value 5"]);
+    uci.send(&format!("position startpos moves {first}"));
+    // Asked for depth 4 (engine depth 3 and one ply): the tree knows as much, and answers at once.
+    let (_, lines) = uci.best("go depth 4");
+    assert!(gos(&log).is_empty(), "no search for depth 4: {lines:?}");
+    assert!(
+        lines.iter().any(|l| l.starts_with("info string tree move: combined depth 4 (engine 3 + software 1)")),
+        "{lines:?}"
+    );
+    assert!(lines.iter().any(|l| l.starts_with("info depth 4 ")), "{lines:?}");
+    // Asked for depth 8: deeper than the root's passes reached here, so the engine searches.
+    let (_, lines) = uci.best("go depth 8");
+    assert_eq!(gos(&log), ["go depth 8"], "{lines:?}");
+    assert!(!lines.iter().any(|l| l.contains("tree move")), "{lines:?}");
+    // Two plies below: the answer still comes from the tree where the passes settled a ply, else from a search.
+    let reply = best_move(&below);
+    uci.send(&format!("position startpos moves {first} {reply}"));
+    let (_, lines) = uci.best("go depth 4");
+    let searched = gos(&log).len() > 1;
+    let answered = lines.iter().any(|l| l.starts_with("info string tree move: combined depth 4"));
+    assert!(searched != answered, "either the tree or the engine: {lines:?}");
+}
+
 #[test]
 fn the_direct_engine_is_ready_before_go_and_hears_the_guis_game_and_clocks() {
     let dir = tempfile::tempdir().expect("tempdir");

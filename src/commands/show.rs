@@ -6,7 +6,11 @@ use shakmaty::Position;
 
 use crate::{
     config::Config,
-    search::{analysis::Line, show},
+    search::{
+        analysis::{Line, Params, Screening, settled_in_store},
+        show,
+    },
+    store::{ReadView, StoreError, key::PositionKey},
 };
 
 use super::{CommandResult, open_existing_store};
@@ -35,7 +39,8 @@ pub fn run(db: Option<&Path>, config: &Config, args: ShowArgs) -> CommandResult 
     let line = Line::parse_in(fen.as_deref(), &moves, chess960)?;
     let store = open_existing_store(db, config)?;
     let view = store.read()?;
-    let tree = show::tree(&view, line.root(), &line.history_keys(), depth)?;
+    let mut tree = show::tree(&view, line.root(), &line.history_keys(), depth)?;
+    tree.known_depth = known_depth(&view, &line, config, tree.settled_depth)?;
     if json {
         println!("{}", serde_json::to_string(&tree)?);
     } else {
@@ -45,3 +50,27 @@ pub fn run(db: Option<&Path>, config: &Config, args: ShowArgs) -> CommandResult 
     }
     Ok(())
 }
+
+/// Deepest software depth an analysis of the root would settle with no new search, at the engine depth of the root's
+/// evaluation and the settings' move distance, screening and no-progress rule; `None` when the root has no evaluation.
+fn known_depth(
+    view: &ReadView<'_>,
+    line: &Line,
+    config: &Config,
+    settled: Option<u8>,
+) -> Result<Option<u8>, StoreError> {
+    let Some(eval) = view.node(PositionKey::of(line.root()))?.and_then(|node| node.eval) else { return Ok(None) };
+    let params = Params {
+        engine_depth: eval.depth,
+        move_distance: config.move_distance as i32,
+        max_depth: u8::MAX - 1,
+        time: None,
+        no_progress: config.no_progress,
+        screen: Screening::of_setting(config.screen, config.screen_margin),
+    };
+    let from = settled.map_or(0, |d| d.saturating_add(1));
+    Ok(settled_in_store(view, line, &params, from, MAX_KNOWN_DEPTH)?.or(settled))
+}
+
+/// Deepest software depth `show` looks for.
+const MAX_KNOWN_DEPTH: u8 = 40;

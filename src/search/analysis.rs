@@ -638,6 +638,40 @@ impl<'a, E: Evaluator> Analysis<'a, E> {
 /// Software depths past the one being settled that the host looks ahead by default.
 pub const DEFAULT_LOOK_AHEAD: u8 = 2;
 
+/// The deepest software depth, from `from` up to `up_to`, at which a pass from `line`'s root would plan no search:
+/// the depth an analysis of this position would settle at once, with what the store holds now. `None` when even
+/// `from` would need a search.
+///
+/// A position below an analysed root is known deeper than its own settled depth says (that is only written where an
+/// analysis had it as root): the root's passes evaluated the lines through it. This asks the same question a root's
+/// pass asks, with the position as root and `params` (the walk's move distance is the root's at its plies 0 and 1,
+/// wider than the one the position had below the root), so a depth found here is one an analysis of it would settle
+/// too. Nothing is written and no engine runs; each depth is one walk of the stored graph.
+pub fn settled_in_store(
+    view: &crate::store::ReadView<'_>,
+    line: &Line,
+    params: &Params,
+    from: u8,
+    up_to: u8,
+) -> Result<Option<u8>, StoreError> {
+    let root = Root { position: line.root().clone(), key: PositionKey::of(line.root()), history: line.history_keys() };
+    let graph = StoreGraph::new(view);
+    let failed = KeySet::default();
+    let mut trace = Trace::off();
+    let mut settled = None;
+    for depth in from..=up_to {
+        let result = walk::walk_tree(&graph, params, &mut trace, &failed, &root, depth)?;
+        if let Some(e) = graph.take_error() {
+            return Err(e);
+        }
+        if !result.planned.is_empty() || !result.terminal.is_empty() || result.skipped > 0 {
+            break;
+        }
+        settled = Some(depth);
+    }
+    Ok(settled)
+}
+
 /// An answer as claims keep it for other processes.
 fn claimed(answer: &Answer) -> ClaimedAnswer {
     ClaimedAnswer {

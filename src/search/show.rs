@@ -20,6 +20,11 @@ pub struct ShownNode {
     pub fen: String,
     pub key: String,
     pub settled_depth: Option<u8>,
+    /// The software depth an analysis of this position would settle at once, with what the store holds (at least
+    /// `settled_depth`; positions below an analysed root are known deeper than their own settled depth). Only the
+    /// shown root has it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub known_depth: Option<u8>,
     pub moves: Vec<ShownMove>,
     /// Legal moves with no edge (never searched on their own).
     pub unsearched: usize,
@@ -179,6 +184,7 @@ fn shown_node(
         fen: shakmaty::fen::Fen::from_position(pos, shakmaty::EnPassantMode::Legal).to_string(),
         key: key.to_string(),
         settled_depth: node.and_then(|n| n.settled_depth),
+        known_depth: None,
         moves,
         unsearched,
         rest: node
@@ -223,6 +229,11 @@ pub fn render_text(root: &ShownNode, ply_offset: usize, white_to_move: bool) -> 
         root.fen,
         root.key,
         root.settled_depth.map(|d| format!("  settled depth {d}")).unwrap_or_default()
+            + &root
+                .known_depth
+                .filter(|&d| Some(d) != root.settled_depth)
+                .map(|d| format!("  known to software depth {d}"))
+                .unwrap_or_default()
     ));
     render_moves(&mut out, root, 0, ply_offset, white_to_move);
     out

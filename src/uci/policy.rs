@@ -3,6 +3,8 @@
 //! A tree move is played at once only when the tree's combined depth at the root (the engine depth of the root's
 //! evaluation plus the software depth settled below it, as the `info` line shows) is at least the depth the inner
 //! engine would reach in this move's budget ([`super::depth::DepthModel`], fitted to this game's direct searches).
+//! Below an analysed root, where no settled depth is stored, the depth the root's passes settled is found by walking
+//! the stored graph ([`known_deep_enough`]).
 //! Otherwise the direct engine searches, exactly as the bare engine would. `go infinite` and `go ponder` grow the
 //! tree instead (see `growth`).
 
@@ -25,7 +27,7 @@ use super::{
 use crate::{
     notation::{canonical_uci, legal_line},
     score::{Bound, Score},
-    search::analysis::Line,
+    search::analysis::{Line, Params, Screening, settled_in_store},
     store::{
         Change,
         key::PositionKey,
@@ -103,9 +105,9 @@ fn play(shared: &Shared, line: &Line, go: &Go, searchmoves: &[UciMove], control:
         // The tree's word counts where it knows at least as deep as the search would see, and where the game's
         // history does not change its verdict (a move that would repeat a position of this game scores a draw in
         // alpha but not in idea: the engine, which sees the game, searches instead).
-        if let Some(answer) = tree_answer(shared, line, searchmoves)
-            && f64::from(answer.combined_depth) >= expected
+        if let Some(mut answer) = tree_answer(shared, line, searchmoves)
             && answer.score == answer.idea
+            && (f64::from(answer.combined_depth) >= expected || known_deep_enough(shared, line, &mut answer, expected))
         {
             shared.out.send(&format!(
                 "info string tree move: combined depth {} (engine {} + software {}) against {expected:.1} for a search",
@@ -119,6 +121,67 @@ fn play(shared: &Shared, line: &Line, go: &Go, searchmoves: &[UciMove], control:
         }
     }
     direct(shared, line, go, searchmoves, control);
+}
+
+/// Most software depth the tree's answer is checked for below an analysed root. A walk of the stored graph per depth
+/// asked; deeper than this, a position is only known as deep as its own settled depth says.
+pub const MAX_CHECKED_DEPTH: u8 = 8;
+
+/// Halvings of the move distance the check may use, each counted as one ply less (see [`known_deep_enough`]).
+pub const MAX_NARROWING: u8 = 2;
+
+/// Whether the tree knows `line`'s root deep enough for a move in `expected` plies, though no analysis had the root
+/// as root (its own settled depth says less): the position lies below an analysed root, whose passes evaluated the
+/// lines through it. The stored graph is walked from the position as an analysis pass would walk it, at the software
+/// depth needed (engine depth of its evaluation plus software depth at least `expected`); when that pass would plan
+/// no search, the depth is settled now, and `answer` claims it.
+///
+/// A position `p` plies below a root was walked with the root's move distance halved `p - 1` times, so a pass with
+/// the full distance asks for alternatives the root never needed. The check tries the full distance, then halves it
+/// up to [`MAX_NARROWING`] times, and counts each halving as one ply less: a depth settled with half the move distance
+/// claims one ply less than it would with the whole.
+fn known_deep_enough(shared: &Shared, line: &Line, answer: &mut TreeAnswer, expected: f64) -> bool {
+    let Some(store) = &shared.store else { return false };
+    if !expected.is_finite() {
+        return false;
+    }
+    let engine_depth = answer.combined_depth - answer.software_depth;
+    let Ok(needed) = u8::try_from((expected.ceil() as i64 - i64::from(engine_depth)).max(0)) else { return false };
+    if needed > MAX_CHECKED_DEPTH {
+        return false;
+    }
+    let Ok(view) = store.read() else { return false };
+    let started = Instant::now();
+    for narrowing in 0..=MAX_NARROWING {
+        let params = Params {
+            engine_depth: u8::try_from(engine_depth).unwrap_or(u8::MAX),
+            move_distance: (shared.options.move_distance >> narrowing) as i32,
+            max_depth: u8::MAX - 1,
+            time: None,
+            no_progress: shared.options.no_progress,
+            screen: Screening::of_setting(shared.options.screen, shared.options.screen_margin),
+        };
+        let depth = needed + narrowing;
+        match settled_in_store(&view, line, &params, depth, depth) {
+            Ok(Some(_)) => {
+                log::debug!(
+                    "tree known to software depth {depth} at move distance {} ({:.2} ms)",
+                    params.move_distance,
+                    started.elapsed().as_secs_f64() * 1e3
+                );
+                answer.software_depth = u32::from(needed);
+                answer.combined_depth = engine_depth + u32::from(needed);
+                return true;
+            }
+            Ok(None) => {}
+            Err(e) => {
+                log::warn!("the tree's depth here could not be read: {e}");
+                return false;
+            }
+        }
+    }
+    log::debug!("tree not known to software depth {needed} ({:.2} ms)", started.elapsed().as_secs_f64() * 1e3);
+    false
 }
 
 /// The depth the direct engine would reach for this `go`: the depth asked for, or the model's estimate for the nodes
