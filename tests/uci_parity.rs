@@ -137,44 +137,47 @@ fn best_move(shown: &serde_json::Value) -> String {
 
 #[test]
 fn a_position_below_an_analysed_root_answers_to_the_depth_the_roots_passes_settled_there() {
-    // Combined depth 3 + 4 = 7 at the start position, settled with move distance 5.
+    // Combined depth 3 + 4 = 7 at the start position, settled with move distance 5 (too narrow to halve: the UCI
+    // check then uses the full distance, as `show` does).
     let dir = tempfile::tempdir().expect("tempdir");
     grow(dir.path(), 3, 4);
     std::fs::write(dir.path().join("none.toml"), "move_distance = 5\n").expect("settings");
     let root = shown(dir.path(), "");
     assert_eq!(root["settled_depth"], 4, "{root}");
-    assert_eq!(root["known_depth"], 4, "the root is known exactly as deep as it settled: {root}");
+    assert!(root.get("known_depth").is_none_or(|d| d == 4), "the root is known as deep as it settled: {root}");
 
-    // One ply below the root, on the tree's best line: its own settled depth is not stored, but the root's passes
-    // settled it.
+    // One and two plies below the root, on the tree's best line: no settled depth is stored there, but the root's
+    // passes settled some. The UCI session answers exactly to the depth `show` finds, and searches one ply deeper.
     let first = best_move(&root);
     let below = shown(dir.path(), &first);
-    assert!(below["settled_depth"].is_null(), "{below}");
-    let known = below["known_depth"].as_u64().expect("known below the root");
-    assert!((1..=3).contains(&known), "at most the root's depth less one ply: {below}");
-
+    let second = format!("{first} {}", best_move(&below));
     let log = dir.path().join("fake.log");
     let mut uci = fake_session(dir.path(), &log, &["MoveDistance value 5"]);
-    uci.send(&format!("position startpos moves {first}"));
-    // Asked for depth 4 (engine depth 3 and one ply): the tree knows as much, and answers at once.
-    let (_, lines) = uci.best("go depth 4");
-    assert!(gos(&log).is_empty(), "no search for depth 4: {lines:?}");
-    assert!(
-        lines.iter().any(|l| l.starts_with("info string tree move: combined depth 4 (engine 3 + software 1)")),
-        "{lines:?}"
-    );
-    assert!(lines.iter().any(|l| l.starts_with("info depth 4 ")), "{lines:?}");
-    // Asked for depth 8: deeper than the root's passes reached here, so the engine searches.
-    let (_, lines) = uci.best("go depth 8");
-    assert_eq!(gos(&log), ["go depth 8"], "{lines:?}");
-    assert!(!lines.iter().any(|l| l.contains("tree move")), "{lines:?}");
-    // Two plies below: the answer still comes from the tree where the passes settled a ply, else from a search.
-    let reply = best_move(&below);
-    uci.send(&format!("position startpos moves {first} {reply}"));
-    let (_, lines) = uci.best("go depth 4");
-    let searched = gos(&log).len() > 1;
-    let answered = lines.iter().any(|l| l.starts_with("info string tree move: combined depth 4"));
-    assert!(searched != answered, "either the tree or the engine: {lines:?}");
+    let mut searches = 0;
+    let mut answered_below_root = 0;
+    for moves in [first.as_str(), second.as_str()] {
+        let shown = shown(dir.path(), moves);
+        assert!(shown["settled_depth"].is_null(), "{shown}");
+        let known = shown["known_depth"].as_u64().unwrap_or(0);
+        assert!(known < 4, "below the root, less than the root's depth: {shown}");
+        uci.send(&format!("position startpos moves {moves}"));
+        if known > 0 {
+            let depth = 3 + known;
+            let (_, lines) = uci.best(&format!("go depth {depth}"));
+            assert_eq!(gos(&log).len(), searches, "no search for depth {depth} after {moves}: {lines:?}");
+            let claim = format!("info string tree move: combined depth {depth} (engine 3 + software {known})");
+            assert!(lines.iter().any(|l| l.starts_with(&claim)), "{lines:?}");
+            assert!(lines.iter().any(|l| l.starts_with(&format!("info depth {depth} "))), "{lines:?}");
+            answered_below_root += 1;
+        }
+        let deeper = format!("go depth {}", 3 + known + 1);
+        let (_, lines) = uci.best(&deeper);
+        searches += 1;
+        assert_eq!(gos(&log).last(), Some(&deeper), "one ply deeper than known after {moves}: {lines:?}");
+        assert_eq!(gos(&log).len(), searches, "{lines:?}");
+        assert!(!lines.iter().any(|l| l.contains("tree move")), "{lines:?}");
+    }
+    assert!(answered_below_root > 0, "the tree answered below its root at least once");
 }
 
 #[test]

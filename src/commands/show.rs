@@ -7,7 +7,7 @@ use shakmaty::Position;
 use crate::{
     config::Config,
     search::{
-        analysis::{Line, Params, Screening, settled_in_store},
+        analysis::{Line, Params, Screening, SettledInStore},
         show,
     },
     store::{ReadView, StoreError, key::PositionKey},
@@ -51,8 +51,9 @@ pub fn run(db: Option<&Path>, config: &Config, args: ShowArgs) -> CommandResult 
     Ok(())
 }
 
-/// Deepest software depth an analysis of the root would settle with no new search, at the engine depth of the root's
-/// evaluation and the settings' move distance, screening and no-progress rule; `None` when the root has no evaluation.
+/// Deepest software depth a pass from the root would settle with no new search, each depth after the ones before it,
+/// at the engine depth of the root's evaluation and the settings' move distance (never narrowed, unlike the UCI
+/// check), screening and no-progress rule; `None` when the root has no evaluation or no depth above 0 settles.
 fn known_depth(
     view: &ReadView<'_>,
     line: &Line,
@@ -68,8 +69,8 @@ fn known_depth(
         no_progress: config.no_progress,
         screen: Screening::of_setting(config.screen, config.screen_margin),
     };
-    let from = settled.map_or(0, |d| d.saturating_add(1));
-    Ok(settled_in_store(view, line, &params, from, MAX_KNOWN_DEPTH)?.or(settled))
+    let from = settled.map_or(1, |d| d.saturating_add(1));
+    Ok(SettledInStore::new(view, line).deepest(&params, from, MAX_KNOWN_DEPTH)?.or(settled))
 }
 
 /// Deepest software depth `show` looks for.

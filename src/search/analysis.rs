@@ -638,38 +638,51 @@ impl<'a, E: Evaluator> Analysis<'a, E> {
 /// Software depths past the one being settled that the host looks ahead by default.
 pub const DEFAULT_LOOK_AHEAD: u8 = 2;
 
-/// The deepest software depth, from `from` up to `up_to`, at which a pass from `line`'s root would plan no search:
-/// the depth an analysis of this position would settle at once, with what the store holds now. `None` when even
-/// `from` would need a search.
+/// The software depths a pass from `line`'s root would settle with what the store holds now, without a search.
 ///
-/// A position below an analysed root is known deeper than its own settled depth says (that is only written where an
-/// analysis had it as root): the root's passes evaluated the lines through it. This asks the same question a root's
-/// pass asks, with the position as root and `params` (the walk's move distance is the root's at its plies 0 and 1,
-/// wider than the one the position had below the root), so a depth found here is one an analysis of it would settle
-/// too. Nothing is written and no engine runs; each depth is one walk of the stored graph.
-pub fn settled_in_store(
-    view: &crate::store::ReadView<'_>,
-    line: &Line,
-    params: &Params,
-    from: u8,
-    up_to: u8,
-) -> Result<Option<u8>, StoreError> {
-    let root = Root { position: line.root().clone(), key: PositionKey::of(line.root()), history: line.history_keys() };
-    let graph = StoreGraph::new(view);
-    let failed = KeySet::default();
-    let mut trace = Trace::off();
-    let mut settled = None;
-    for depth in from..=up_to {
-        let result = walk::walk_tree(&graph, params, &mut trace, &failed, &root, depth)?;
-        if let Some(e) = graph.take_error() {
-            return Err(e);
-        }
-        if !result.planned.is_empty() || !result.terminal.is_empty() || result.skipped > 0 {
-            break;
-        }
-        settled = Some(depth);
+/// A position below an analysed root has no settled depth of its own (that is written only where an analysis had it
+/// as root), but the root's passes evaluated the lines through it. `SettledInStore` asks, for one depth at a time,
+/// what a pass of an analysis of this position would ask: would the walk of the stored graph at that depth, with the
+/// position as root, its game history and `params`, plan any search? The terminal positions it meets do not count:
+/// an analysis stores them and settles in the same pass. Nothing is written and no engine runs; a walk stops at the
+/// first search it would plan, and the walks share one cache of decoded records.
+///
+/// A depth that plans nothing here is not always one an analysis would report as settled: an analysis settles the
+/// depths in order, with the engine depth of its settings, where a caller here may give the engine depth of the
+/// position's own evaluation or a narrower move distance.
+pub struct SettledInStore<'v, 's> {
+    graph: StoreGraph<'v, 's>,
+    root: Root,
+}
+
+impl<'v, 's> SettledInStore<'v, 's> {
+    pub fn new(view: &'v crate::store::ReadView<'s>, line: &Line) -> Self {
+        let root =
+            Root { position: line.root().clone(), key: PositionKey::of(line.root()), history: line.history_keys() };
+        SettledInStore { graph: StoreGraph::new(view), root }
     }
-    Ok(settled)
+
+    /// Whether a pass at software depth `depth` with `params` would plan no search.
+    pub fn plans_nothing(&self, params: &Params, depth: u8) -> Result<bool, StoreError> {
+        let nothing = walk::plans_nothing(&self.graph, params, &self.root, depth)?;
+        match self.graph.take_error() {
+            Some(e) => Err(e),
+            None => Ok(nothing),
+        }
+    }
+
+    /// The last of the depths `from`, `from + 1`, ... `up_to` that plan nothing, each after all the ones before it;
+    /// `None` when `from` plans a search (or `from > up_to`).
+    pub fn deepest(&self, params: &Params, from: u8, up_to: u8) -> Result<Option<u8>, StoreError> {
+        let mut settled = None;
+        for depth in from..=up_to {
+            if !self.plans_nothing(params, depth)? {
+                break;
+            }
+            settled = Some(depth);
+        }
+        Ok(settled)
+    }
 }
 
 /// An answer as claims keep it for other processes.

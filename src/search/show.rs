@@ -20,9 +20,9 @@ pub struct ShownNode {
     pub fen: String,
     pub key: String,
     pub settled_depth: Option<u8>,
-    /// The software depth an analysis of this position would settle at once, with what the store holds (at least
-    /// `settled_depth`; positions below an analysed root are known deeper than their own settled depth). Only the
-    /// shown root has it.
+    /// The software depth a pass from this position would settle at once, with what the store holds (at least
+    /// `settled_depth`; positions below an analysed root are known deeper than their own settled depth), when above
+    /// 0. Only the shown root has it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub known_depth: Option<u8>,
     pub moves: Vec<ShownMove>,

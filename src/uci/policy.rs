@@ -27,7 +27,7 @@ use super::{
 use crate::{
     notation::{canonical_uci, legal_line},
     score::{Bound, Score},
-    search::analysis::{Line, Params, Screening, settled_in_store},
+    search::analysis::{Line, Params, Screening, SettledInStore},
     store::{
         Change,
         key::PositionKey,
@@ -107,7 +107,8 @@ fn play(shared: &Shared, line: &Line, go: &Go, searchmoves: &[UciMove], control:
         // alpha but not in idea: the engine, which sees the game, searches instead).
         if let Some(mut answer) = tree_answer(shared, line, searchmoves)
             && answer.score == answer.idea
-            && (f64::from(answer.combined_depth) >= expected || known_deep_enough(shared, line, &mut answer, expected))
+            && (f64::from(answer.combined_depth) >= expected
+                || known_deep_enough(shared, line, searchmoves, &mut answer, expected))
         {
             shared.out.send(&format!(
                 "info string tree move: combined depth {} (engine {} + software {}) against {expected:.1} for a search",
@@ -130,50 +131,65 @@ pub const MAX_CHECKED_DEPTH: u8 = 8;
 /// Halvings of the move distance the check may use, each counted as one ply less (see [`known_deep_enough`]).
 pub const MAX_NARROWING: u8 = 2;
 
-/// Whether the tree knows `line`'s root deep enough for a move in `expected` plies, though no analysis had the root
-/// as root (its own settled depth says less): the position lies below an analysed root, whose passes evaluated the
-/// lines through it. The stored graph is walked from the position as an analysis pass would walk it, at the software
-/// depth needed (engine depth of its evaluation plus software depth at least `expected`); when that pass would plan
-/// no search, the depth is settled now, and `answer` claims it.
+/// Narrowest move distance the check uses, in centipawns: below it a pass follows little more than the best line.
+pub const MIN_CHECKED_DISTANCE: u32 = 5;
+
+/// Whether the tree knows `line`'s root deep enough for a move in `expected` plies, though its own settled depth says
+/// less: the position lies below an analysed root, whose passes evaluated the lines through it. The stored graph is
+/// walked from the position as the passes of an analysis of it would walk it ([`SettledInStore`]), at the engine depth
+/// of its evaluation, each software depth from 1 to the one needed (engine depth plus software depth at least
+/// `expected`); when none of them would plan a search, `answer` claims the depth needed.
 ///
 /// A position `p` plies below a root was walked with the root's move distance halved `p - 1` times, so a pass with
-/// the full distance asks for alternatives the root never needed. The check tries the full distance, then halves it
-/// up to [`MAX_NARROWING`] times, and counts each halving as one ply less: a depth settled with half the move distance
-/// claims one ply less than it would with the whole.
-fn known_deep_enough(shared: &Shared, line: &Line, answer: &mut TreeAnswer, expected: f64) -> bool {
+/// the full distance may ask for alternatives the root never needed. The check tries the full distance, then halves
+/// it up to [`MAX_NARROWING`] times (not below [`MIN_CHECKED_DISTANCE`]), and counts each halving as one ply less:
+/// with half the move distance, the depth needed plus one must settle. That exchange is a rule of this policy, not a
+/// result of the search. With `searchmoves` the tree's answer is the best allowed move, which the walk need not
+/// have deepened: no check then.
+fn known_deep_enough(
+    shared: &Shared,
+    line: &Line,
+    searchmoves: &[UciMove],
+    answer: &mut TreeAnswer,
+    expected: f64,
+) -> bool {
     let Some(store) = &shared.store else { return false };
-    if !expected.is_finite() {
+    if !expected.is_finite() || !searchmoves.is_empty() {
         return false;
     }
     let engine_depth = answer.combined_depth - answer.software_depth;
     let Ok(needed) = u8::try_from((expected.ceil() as i64 - i64::from(engine_depth)).max(0)) else { return false };
-    if needed > MAX_CHECKED_DEPTH {
+    if needed > MAX_CHECKED_DEPTH || needed == 0 {
         return false;
     }
     let Ok(view) = store.read() else { return false };
+    let settled = SettledInStore::new(&view, line);
     let started = Instant::now();
     for narrowing in 0..=MAX_NARROWING {
+        let move_distance = shared.options.move_distance >> narrowing;
+        if narrowing > 0 && move_distance < MIN_CHECKED_DISTANCE {
+            break;
+        }
         let params = Params {
             engine_depth: u8::try_from(engine_depth).unwrap_or(u8::MAX),
-            move_distance: (shared.options.move_distance >> narrowing) as i32,
+            move_distance: move_distance as i32,
             max_depth: u8::MAX - 1,
             time: None,
             no_progress: shared.options.no_progress,
             screen: Screening::of_setting(shared.options.screen, shared.options.screen_margin),
         };
         let depth = needed + narrowing;
-        match settled_in_store(&view, line, &params, depth, depth) {
-            Ok(Some(_)) => {
+        match settled.deepest(&params, 1, depth) {
+            Ok(Some(found)) if found == depth => {
                 log::debug!(
-                    "tree known to software depth {depth} at move distance {} ({:.2} ms)",
-                    params.move_distance,
+                    "tree known to software depth {depth} at move distance {move_distance} ({:.2} ms)",
                     started.elapsed().as_secs_f64() * 1e3
                 );
                 answer.software_depth = u32::from(needed);
                 answer.combined_depth = engine_depth + u32::from(needed);
                 return true;
             }
-            Ok(None) => {}
+            Ok(_) => {}
             Err(e) => {
                 log::warn!("the tree's depth here could not be read: {e}");
                 return false;

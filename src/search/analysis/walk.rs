@@ -46,6 +46,8 @@ struct Walk<'t, G: Records> {
     skipped: usize,
     /// Where the root stands in the path (the game's history comes before it).
     root_at: usize,
+    /// Stop at the first search planned (or skipped): the caller asks only whether the pass would plan any.
+    until_first_plan: bool,
 }
 
 const MINUS_INFINITY: Score = Score::MATED_NOW;
@@ -78,6 +80,9 @@ impl<G: Records> Walk<'_, G> {
         beta: Score,
         path: &mut Vec<PositionKey>,
     ) -> Result<Option<Score>, StoreError> {
+        if self.until_first_plan && (!self.planned.is_empty() || self.skipped > 0) {
+            return Ok(None);
+        }
         self.max_ply = self.max_ply.max(ply);
         let node = self.tree.record(key)?;
         let needs_eval = node.as_ref().and_then(|n| n.eval.as_ref()).is_none_or(|e| e.depth < self.params.engine_depth);
@@ -354,6 +359,25 @@ pub(super) fn walk_tree<G: Records>(
     root: &Root,
     depth: u8,
 ) -> Result<WalkResult, StoreError> {
+    walk_from(tree, params, trace, failed, root, depth, false)
+}
+
+/// Whether a pass at software depth `depth` from the root would plan no search (nor skip one); the walk stops at the
+/// first search it would plan.
+pub(super) fn plans_nothing<G: Records>(tree: &G, params: &Params, root: &Root, depth: u8) -> Result<bool, StoreError> {
+    let result = walk_from(tree, params, &mut Trace::off(), &KeySet::default(), root, depth, true)?;
+    Ok(result.planned.is_empty() && result.skipped == 0)
+}
+
+fn walk_from<G: Records>(
+    tree: &G,
+    params: &Params,
+    trace: &mut Trace,
+    failed: &KeySet,
+    root: &Root,
+    depth: u8,
+    until_first_plan: bool,
+) -> Result<WalkResult, StoreError> {
     let mut walk = Walk {
         tree,
         params,
@@ -368,6 +392,7 @@ pub(super) fn walk_tree<G: Records>(
         max_ply: 0,
         skipped: 0,
         root_at: root.history.len(),
+        until_first_plan,
     };
     let mut path: Vec<PositionKey> = root.history.clone();
     path.push(root.key);
