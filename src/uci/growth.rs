@@ -17,7 +17,7 @@ use crate::{
     notation::legal_line,
     score::Score,
     search::{
-        analysis::{Analysis, Line, Params},
+        analysis::{Analysis, Line},
         evaluator::PoolEvaluator,
     },
     store::Store,
@@ -61,14 +61,7 @@ pub fn grow_tree(
         }
     }
     let Some((_, evaluator)) = pool.as_mut() else { return };
-    let params = Params {
-        engine_depth: shared.options.engine_depth,
-        move_distance: shared.options.move_distance as i32,
-        max_depth: u8::MAX - 1,
-        time: None,
-        no_progress: shared.options.no_progress,
-        screen: crate::search::analysis::Screening::of_setting(shared.options.screen, shared.options.screen_margin),
-    };
+    let params = shared.options.analysis_params();
     let analysis_stop = Arc::new(AtomicBool::new(false));
     // Reporter: `info` lines from the tree while it grows; it also turns stop/ponderhit into the analysis' stop.
     let reporter = {

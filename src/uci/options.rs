@@ -3,6 +3,7 @@
 use crate::{
     config::Config,
     engine::protocol::{EngineOption, OptionKind},
+    search::analysis::{Params, Screening},
 };
 
 /// Options deeptree declares itself; an inner engine's option of the same name is not offered again.
@@ -53,6 +54,19 @@ pub struct Options {
 }
 
 impl Options {
+    /// The search's parameters as these options set them, with no depth or time limit (a search in a game runs until
+    /// the GUI stops it).
+    pub fn analysis_params(&self) -> Params {
+        Params {
+            engine_depth: self.engine_depth,
+            move_distance: self.move_distance as i32,
+            max_depth: u8::MAX - 1,
+            time: None,
+            no_progress: self.no_progress,
+            screen: Screening::of_setting(self.screen, self.screen_margin),
+        }
+    }
+
     pub fn from_config(config: &Config, tree_path: String) -> Options {
         Options {
             tree_path,

@@ -27,7 +27,7 @@ use super::{
 use crate::{
     notation::{canonical_uci, legal_line},
     score::{Bound, Score},
-    search::analysis::{Line, Params, Screening, SettledInStore},
+    search::analysis::{Line, Params, SettledInStore},
     store::{
         Change,
         key::PositionKey,
@@ -173,10 +173,7 @@ fn known_deep_enough(
         let params = Params {
             engine_depth: u8::try_from(engine_depth).unwrap_or(u8::MAX),
             move_distance: move_distance as i32,
-            max_depth: u8::MAX - 1,
-            time: None,
-            no_progress: shared.options.no_progress,
-            screen: Screening::of_setting(shared.options.screen, shared.options.screen_margin),
+            ..shared.options.analysis_params()
         };
         let depth = needed + narrowing;
         match settled.deepest(&params, 1, depth) {
