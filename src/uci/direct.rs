@@ -17,6 +17,7 @@ use shakmaty::{Chess, Position, uci::UciMove};
 
 use super::{
     command::Go,
+    depth::Phase,
     policy::{store_game_line, tree_answer},
     session::{Control, Shared},
     time::share,
@@ -295,7 +296,7 @@ pub fn direct(shared: &Shared, line: &Line, go: &Go, searchmoves: &[UciMove], co
             }
             if searchmoves.is_empty() && !evaluation.stopped {
                 let mut model = shared.depth_model.lock();
-                model.record(evaluation.nodes, timing.engine_time(), evaluation.depth());
+                model.record(Phase::of(line.root()), evaluation.nodes, timing.engine_time(), evaluation.depth());
                 if go.movetime.is_none()
                     && let Some(share) = share(go, line.root().turn().is_white())
                 {

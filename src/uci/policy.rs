@@ -13,11 +13,11 @@ use std::{
     time::{Duration, Instant},
 };
 
-use shakmaty::{Position, uci::UciMove};
+use shakmaty::{Chess, Position, uci::UciMove};
 
 use super::{
     command::Go,
-    depth::DepthModel,
+    depth::{DepthModel, Phase},
     direct::{bestmove, direct},
     growth::grow_tree,
     session::{Control, Shared},
@@ -100,7 +100,7 @@ fn play(shared: &Shared, line: &Line, go: &Go, searchmoves: &[UciMove], control:
     if !shared.options.analyse_mode {
         let expected = {
             let model = shared.depth_model.lock();
-            expected_depth(go, line.root().turn().is_white(), &model, shared.options.engine_depth)
+            expected_depth(go, line.root(), &model, shared.options.engine_depth)
         };
         // The tree's word counts where it knows at least as deep as the search would see, and where the game's
         // history does not change its verdict (a move that would repeat a position of this game scores a draw in
@@ -197,22 +197,23 @@ fn known_deep_enough(
     false
 }
 
-/// The depth the direct engine would reach for this `go`: the depth asked for, or the model's estimate for the nodes
-/// or the time it would spend.
-pub fn expected_depth(go: &Go, white_to_move: bool, model: &DepthModel, engine_depth: u8) -> f64 {
+/// The depth the direct engine would reach in `position` for this `go`: the depth asked for, or the model's estimate
+/// for the nodes or the time it would spend in the position's phase.
+pub fn expected_depth(go: &Go, position: &Chess, model: &DepthModel, engine_depth: u8) -> f64 {
     if let Some(depth) = go.depth {
         return depth as f64;
     }
+    let phase = Phase::of(position);
     if let Some(nodes) = go.nodes {
-        return model.depth_for_nodes(nodes);
+        return model.depth_for_nodes(phase, nodes);
     }
     if go.mate.is_some() {
         // A mate search is the engine's job.
         return f64::INFINITY;
     }
-    match share(go, white_to_move) {
-        Some(share) if go.movetime.is_some() => model.depth_for_time(share),
-        Some(share) => model.depth_for_time(model.expected_time(share)),
+    match share(go, position.turn().is_white()) {
+        Some(share) if go.movetime.is_some() => model.depth_for_time(phase, share),
+        Some(share) => model.depth_for_time(phase, model.expected_time(share)),
         None => f64::from(engine_depth),
     }
 }
@@ -308,7 +309,7 @@ mod tests {
     #[test]
     fn the_yardstick_is_the_limit_the_gui_set() {
         let model = DepthModel::default();
-        let depth = |go: Go| expected_depth(&go, true, &model, 18);
+        let depth = |go: Go| expected_depth(&go, &Chess::default(), &model, 18);
         assert_eq!(depth(Go { depth: Some(9), ..Go::default() }), 9.0);
         assert_eq!(depth(Go::default()), 18.0, "no limit: the engine depth");
         assert_eq!(depth(Go { mate: Some(3), ..Go::default() }), f64::INFINITY);
