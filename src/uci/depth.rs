@@ -143,7 +143,7 @@ impl DepthModel {
     /// A new game: this game's fit becomes the prior of the next, and its samples are dropped.
     pub fn new_game(&mut self) {
         let spend = self.expected_time(Duration::from_secs(1)).as_secs_f64();
-        let offsets = [0, 1, 2, 3, 4].map(|phase| self.offset(Phase(phase)));
+        let offsets = std::array::from_fn(|phase| self.offset(Phase(phase)));
         *self = DepthModel::with_prior(offsets, self.nps());
         self.prior_spend = spend;
     }
