@@ -46,6 +46,9 @@ pub struct Config {
     pub engine_search_timeout_secs: u64,
     /// Grow the last root's tree when no timed game is running (UCI mode).
     pub background_analysis: bool,
+    /// Store each direct search of a game (UCI mode) as its position's evaluation, so that the position is answered
+    /// from the tree when it comes again.
+    pub store_searches: bool,
     /// Deep Blue's "no progress" rule in the search: a move into a position the same side could have reached
     /// earlier on the path is refused (off by default).
     pub no_progress: bool,
@@ -76,6 +79,7 @@ impl Default for Config {
             engine_handshake_timeout_secs: 10,
             engine_search_timeout_secs: 60,
             background_analysis: true,
+            store_searches: true,
             no_progress: false,
             screen: false,
             screen_margin: crate::search::analysis::Screening::DEFAULT.margin as u32,

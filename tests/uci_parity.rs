@@ -225,3 +225,34 @@ fn the_direct_engine_is_ready_before_go_and_hears_the_guis_game_and_clocks() {
     uci.send("stop");
     assert!(uci.until("bestmove", PATIENCE).last().is_some_and(|l| l.starts_with("bestmove")));
 }
+
+/// A game's direct search is stored as its position's evaluation, so the position is answered from the tree when it
+/// comes again (here in the next session); with `StoreSearches` off the tree is left as it was and the position is
+/// searched again.
+#[test]
+fn a_games_search_is_stored_unless_store_searches_is_off() {
+    for store in [true, false] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let log = dir.path().join("fake.log");
+        let setting = format!("StoreSearches value {store}");
+        let mut first = fake_session(dir.path(), &log, &[&setting]);
+        first.send("position startpos moves e2e4");
+        let (played, lines) = first.best("go depth 6");
+        assert_eq!(gos(&log), ["go depth 6"], "an empty tree searches: {lines:?}");
+        drop(first); // `quit`: what was submitted is written before the process ends
+
+        let log_again = dir.path().join("fake-again.log");
+        let mut again = fake_session(dir.path(), &log_again, &[&setting]);
+        again.send("position startpos moves e2e4");
+        let (replayed, lines) = again.best("go depth 6");
+        let from_tree = lines.iter().any(|l| l.starts_with("info string tree move: combined depth 6"));
+        if store {
+            assert!(gos(&log_again).is_empty(), "the stored search answers: {:?} {lines:?}", gos(&log_again));
+            assert!(from_tree, "{lines:?}");
+            assert_eq!(replayed, played, "the stored move");
+        } else {
+            assert_eq!(gos(&log_again), ["go depth 6"], "nothing stored, searched again: {lines:?}");
+            assert!(!from_tree, "{lines:?}");
+        }
+    }
+}

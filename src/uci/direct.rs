@@ -304,7 +304,11 @@ pub fn direct(shared: &Shared, line: &Line, go: &Go, searchmoves: &[UciMove], co
                 }
             }
             store_game_line(shared, line);
-            if searchmoves.is_empty() && !evaluation.stopped && evaluation.bound() == Bound::Exact {
+            if shared.options.store_searches
+                && searchmoves.is_empty()
+                && !evaluation.stopped
+                && evaluation.bound() == Bound::Exact
+            {
                 store_direct_result(shared, line.root(), &evaluation);
             }
         }

@@ -7,13 +7,14 @@ use crate::{
 };
 
 /// Options deeptree declares itself; an inner engine's option of the same name is not offered again.
-pub const OWN: [&str; 14] = [
+pub const OWN: [&str; 15] = [
     "TreePath",
     "InnerEngine",
     "Engines",
     "EngineDepth",
     "MoveDistance",
     "BackgroundAnalysis",
+    "StoreSearches",
     "NoProgress",
     "Screen",
     "Hash",
@@ -34,6 +35,8 @@ pub struct Options {
     pub engine_depth: u8,
     pub move_distance: u32,
     pub background_analysis: bool,
+    /// A game's direct searches are stored in the tree as their positions' evaluations.
+    pub store_searches: bool,
     /// Deep Blue's "no progress" rule in the tree's growth.
     pub no_progress: bool,
     /// Screening of alternatives in the tree's growth.
@@ -75,6 +78,7 @@ impl Options {
             engine_depth: config.engine_depth,
             move_distance: config.move_distance,
             background_analysis: config.background_analysis,
+            store_searches: config.store_searches,
             no_progress: config.no_progress,
             screen: config.screen,
             screen_margin: config.screen_margin,
@@ -108,6 +112,7 @@ impl Options {
             spin("EngineDepth", i64::from(self.engine_depth), 1, 99),
             spin("MoveDistance", i64::from(self.move_distance), 0, 1000),
             check("BackgroundAnalysis", self.background_analysis),
+            check("StoreSearches", self.store_searches),
             check("NoProgress", self.no_progress),
             check("Screen", self.screen),
             spin("Hash", i64::from(self.hash_mib), 1, 65536),
@@ -136,6 +141,7 @@ impl Options {
             "EngineDepth" => self.engine_depth = number() as u8,
             "MoveDistance" => self.move_distance = number() as u32,
             "BackgroundAnalysis" => self.background_analysis = value == "true",
+            "StoreSearches" => self.store_searches = value == "true",
             "NoProgress" => self.no_progress = value == "true",
             "Screen" => self.screen = value == "true",
             "Hash" => self.hash_mib = number() as u32,
