@@ -49,6 +49,10 @@ pub struct Config {
     /// Store each direct search of a game (UCI mode) as its position's evaluation, so that the position is answered
     /// from the tree when it comes again.
     pub store_searches: bool,
+    /// Plies the tree may know less than a timed search (UCI mode) would reach and still answer at once: 0 answers
+    /// only where the tree knows at least as deep; each ply more answers where a search of about half the time
+    /// would reach.
+    pub tree_depth_margin: u8,
     /// Deep Blue's "no progress" rule in the search: a move into a position the same side could have reached
     /// earlier on the path is refused (off by default).
     pub no_progress: bool,
@@ -80,6 +84,7 @@ impl Default for Config {
             engine_search_timeout_secs: 60,
             background_analysis: true,
             store_searches: true,
+            tree_depth_margin: 0,
             no_progress: false,
             screen: false,
             screen_margin: crate::search::analysis::Screening::DEFAULT.margin as u32,

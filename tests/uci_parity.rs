@@ -256,3 +256,85 @@ fn a_games_search_is_stored_unless_store_searches_is_off() {
         }
     }
 }
+
+/// `TreeDepthMargin` lets the tree answer where it knows that many plies less than a timed search would reach; a
+/// depth the GUI asks for is never lowered by it.
+#[test]
+fn the_depth_margin_answers_a_timed_go_from_a_shallower_tree() {
+    let clock = "go wtime 1000 btime 1000 winc 10 binc 10";
+    // Combined depth 3 + 2 = 5 at the root: without a margin a one-second clock is searched (see above).
+    let dir = tempfile::tempdir().expect("tempdir");
+    grow(dir.path(), 3, 2);
+    let log = dir.path().join("fake.log");
+    let mut uci = fake_session(dir.path(), &log, &["TreeDepthMargin value 20"]);
+    uci.send("position startpos");
+    let (_, lines) = uci.best(clock);
+    assert!(gos(&log).is_empty(), "answered within the margin: {:?} {lines:?}", gos(&log));
+    assert!(lines.iter().any(|l| l.starts_with("info string tree move: combined depth 5")), "{lines:?}");
+    let (_, lines) = uci.best("go depth 6");
+    assert_eq!(gos(&log), ["go depth 6"], "a depth asked for is searched: {lines:?}");
+    uci.send("setoption name TreeDepthMargin value 0");
+    let (_, lines) = uci.best(clock);
+    assert_eq!(gos(&log), ["go depth 6", clock], "no margin: searched: {lines:?}");
+}
+
+/// Imports an EPD text into a new tree.
+fn import_epd(db: &Path, epd: &str) {
+    let file = db.join("tree.epd");
+    std::fs::write(&file, epd).expect("EPD written");
+    std::fs::write(db.join("none.toml"), "").expect("default settings for `shown`");
+    let output = Command::new(env!("CARGO_BIN_EXE_deeptree"))
+        .args(["--db", db.to_str().expect("utf-8 path"), "import", "epd", file.to_str().expect("utf-8 path")])
+        .output()
+        .expect("import runs");
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+}
+
+/// The knight shuffle 1. Nf3 Nf6 2. Ng1 Ng8, every position evaluated at depth 30; `start_moves` are the start
+/// position's moves (all scored +25).
+fn knight_shuffle(start_moves: &str) -> String {
+    format!(
+        "rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq - bm {start_moves}; ce 25; acd 30;\n\
+         rnbqkbnr/pppppppp/8/8/8/5N2/PPPPPPPP/RNBQKB1R b KQkq - bm Nf6; ce -20; acd 30;\n\
+         rnbqkb1r/pppppppp/5n2/8/8/5N2/PPPPPPPP/RNBQKB1R w KQkq - bm Ng1; ce 10; acd 30;\n\
+         rnbqkb1r/pppppppp/5n2/8/8/8/PPPPPPPP/RNBQKBNR b KQkq - bm Ng8; ce -30; acd 30;\n"
+    )
+}
+
+/// A repetition inside the tree (the knight shuffle comes back to the root) makes the tree's alpha score differ from
+/// its idea score, but the game's history plays no part: the tree answers. Where the game's history changes the
+/// verdict (a move into a position of the game), the engine, which sees the game, searches.
+#[test]
+fn a_repetition_in_the_tree_answers_and_one_of_the_game_is_searched() {
+    let clock = "go wtime 1000 btime 1000 winc 10 binc 10";
+    let dir = tempfile::tempdir().expect("tempdir");
+    import_epd(dir.path(), &knight_shuffle("Nf3"));
+    let shown = shown(dir.path(), "");
+    let nf3 = &shown["moves"][0];
+    assert_eq!(nf3["uci"], "g1f3", "{shown}");
+    assert_ne!(nf3["alpha"], nf3["idea"], "the shuffle back to the root is a draw in alpha only: {shown}");
+    let log = dir.path().join("fake.log");
+    let mut uci = fake_session(dir.path(), &log, &["StoreSearches value false"]);
+    uci.send("position startpos");
+    let (played, lines) = uci.best(clock);
+    assert!(gos(&log).is_empty(), "the tree answered: {:?} {lines:?}", gos(&log));
+    assert_eq!(played, "g1f3", "{lines:?}");
+    drop(uci);
+
+    // 1. e4 is the start position's way out of the shuffle: after 1. Nf3 Nf6 in the game, 2. Ng1 Ng8 comes back to the
+    // game's first position (a draw), where from the root alone White would play 1. e4 instead.
+    let dir = tempfile::tempdir().expect("tempdir");
+    import_epd(dir.path(), &knight_shuffle("Nf3 e4"));
+    let log = dir.path().join("fake.log");
+    let mut uci = fake_session(dir.path(), &log, &["StoreSearches value false"]);
+    uci.send("position startpos moves g1f3 g8f6");
+    let (_, lines) = uci.best(clock);
+    assert_eq!(gos(&log).len(), 1, "the game's repetition is searched: {lines:?}");
+    assert!(!lines.iter().any(|l| l.contains("tree move")), "{lines:?}");
+    // The start position itself, no history: the tree answers 1. e4 (+25; 1. Nf3 only shuffles back, a draw).
+    uci.send("ucinewgame");
+    uci.send("position startpos");
+    let (played, lines) = uci.best(clock);
+    assert_eq!(gos(&log).len(), 1, "the tree answered: {lines:?}");
+    assert_eq!(played, "e2e4", "{lines:?}");
+}

@@ -7,7 +7,7 @@ use crate::{
 };
 
 /// Options deeptree declares itself; an inner engine's option of the same name is not offered again.
-pub const OWN: [&str; 15] = [
+pub const OWN: [&str; 16] = [
     "TreePath",
     "InnerEngine",
     "Engines",
@@ -15,6 +15,7 @@ pub const OWN: [&str; 15] = [
     "MoveDistance",
     "BackgroundAnalysis",
     "StoreSearches",
+    "TreeDepthMargin",
     "NoProgress",
     "Screen",
     "Hash",
@@ -37,6 +38,8 @@ pub struct Options {
     pub background_analysis: bool,
     /// A game's direct searches are stored in the tree as their positions' evaluations.
     pub store_searches: bool,
+    /// Plies the tree may know less than a timed search would reach and still answer at once.
+    pub tree_depth_margin: u8,
     /// Deep Blue's "no progress" rule in the tree's growth.
     pub no_progress: bool,
     /// Screening of alternatives in the tree's growth.
@@ -79,6 +82,7 @@ impl Options {
             move_distance: config.move_distance,
             background_analysis: config.background_analysis,
             store_searches: config.store_searches,
+            tree_depth_margin: config.tree_depth_margin,
             no_progress: config.no_progress,
             screen: config.screen,
             screen_margin: config.screen_margin,
@@ -113,6 +117,7 @@ impl Options {
             spin("MoveDistance", i64::from(self.move_distance), 0, 1000),
             check("BackgroundAnalysis", self.background_analysis),
             check("StoreSearches", self.store_searches),
+            spin("TreeDepthMargin", i64::from(self.tree_depth_margin), 0, 20),
             check("NoProgress", self.no_progress),
             check("Screen", self.screen),
             spin("Hash", i64::from(self.hash_mib), 1, 65536),
@@ -142,6 +147,7 @@ impl Options {
             "MoveDistance" => self.move_distance = number() as u32,
             "BackgroundAnalysis" => self.background_analysis = value == "true",
             "StoreSearches" => self.store_searches = value == "true",
+            "TreeDepthMargin" => self.tree_depth_margin = number() as u8,
             "NoProgress" => self.no_progress = value == "true",
             "Screen" => self.screen = value == "true",
             "Hash" => self.hash_mib = number() as u32,

@@ -2,7 +2,8 @@
 //!
 //! A tree move is played at once only when the tree's combined depth at the root (the engine depth of the root's
 //! evaluation plus the software depth settled below it, as the `info` line shows) is at least the depth the inner
-//! engine would reach in this move's budget ([`super::depth::DepthModel`], fitted to this game's direct searches).
+//! engine would reach in this move's budget ([`super::depth::DepthModel`], fitted to this game's direct searches),
+//! less the `TreeDepthMargin` option's plies when the budget is a clock (0 by default).
 //! Below an analysed root, where no settled depth is stored, the depth the root's passes settled is found by walking
 //! the stored graph ([`known_deep_enough`]).
 //! Otherwise the direct engine searches, exactly as the bare engine would. `go infinite` and `go ponder` grow the
@@ -102,11 +103,18 @@ fn play(shared: &Shared, line: &Line, go: &Go, searchmoves: &[UciMove], control:
             let model = shared.depth_model.lock();
             expected_depth(go, line.root(), &model, shared.options.engine_depth)
         };
+        // The margin the user allows applies to the clock's estimate, never to a depth the GUI asked for.
+        let expected = if go.depth.is_none() && go.nodes.is_none() {
+            expected - f64::from(shared.options.tree_depth_margin)
+        } else {
+            expected
+        };
         // The tree's word counts where it knows at least as deep as the search would see, and where the game's
         // history does not change its verdict (a move that would repeat a position of this game scores a draw in
-        // alpha but not in idea: the engine, which sees the game, searches instead).
+        // alpha, not with the root alone: the engine, which sees the game, searches instead). Repetitions inside
+        // the tree below the root count in both and do not keep the tree from answering.
         if let Some(mut answer) = tree_answer(shared, line, searchmoves)
-            && answer.score == answer.idea
+            && answer.score == answer.score_from_root
             && (f64::from(answer.combined_depth) >= expected
                 || known_deep_enough(shared, line, searchmoves, &mut answer, expected))
         {
@@ -221,9 +229,10 @@ pub fn expected_depth(go: &Go, position: &Chess, model: &DepthModel, engine_dept
 /// The tree's move for a position.
 pub struct TreeAnswer {
     best: UciMove,
-    /// Alpha score of the move (repetitions of the game count as draws) and its idea score (they do not).
+    /// Alpha score of the move (repetitions of the game count as draws).
     score: Score,
-    idea: Score,
+    /// The alpha score with the game's history ignored.
+    score_from_root: Score,
     pv: Vec<UciMove>,
     /// Engine depth of the root's evaluation plus the software depth settled below it.
     pub combined_depth: u32,
@@ -267,7 +276,7 @@ pub fn tree_answer(shared: &Shared, line: &Line, searchmoves: &[UciMove]) -> Opt
     Some(TreeAnswer {
         best: best.uci,
         score: best.alpha,
-        idea: best.idea,
+        score_from_root: best.alpha_from_root,
         pv: best.pv.clone(),
         combined_depth: software + u32::from(tree.engine_depth),
         software_depth: software,

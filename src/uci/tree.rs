@@ -17,6 +17,9 @@ use crate::{
 pub struct Candidate {
     pub uci: UciMove,
     pub alpha: Score,
+    /// The alpha score with the root as the only position before the move: the game's history ignored. Where it
+    /// differs from `alpha`, a move would repeat a position of the game.
+    pub alpha_from_root: Score,
     pub idea: Score,
     /// The move and the tree's best continuation after it.
     pub pv: Vec<UciMove>,
@@ -45,13 +48,14 @@ pub fn view(view: &ReadView<'_>, root: &Chess, history: &[PositionKey]) -> Resul
     let graph = StoreGraph::new(view);
     let Some(gnode) = graph.node(root_key) else { return Ok(None) };
     let alphas = alpha_of_edges(&graph, root_key, history);
+    let alphas_from_root = if history.is_empty() { alphas.clone() } else { alpha_of_edges(&graph, root_key, &[]) };
     let mut path: Vec<PositionKey> = history.to_vec();
     path.push(root_key);
     let mut candidates: Vec<Candidate> = gnode
         .edges
         .iter()
-        .zip(alphas)
-        .filter_map(|(edge, alpha)| {
+        .zip(alphas.into_iter().zip(alphas_from_root))
+        .filter_map(|(edge, (alpha, alpha_from_root))| {
             let uci = edge.uci?;
             let idea = idea_of_edge(&graph, edge.child, edge.score, &[root_key]);
             let mut pv = vec![uci];
@@ -59,7 +63,7 @@ pub fn view(view: &ReadView<'_>, root: &Chess, history: &[PositionKey]) -> Resul
             path.push(edge.child);
             principal_variation(&graph, &child, &mut path, &mut pv);
             path.truncate(history.len() + 1);
-            Some(Candidate { uci, alpha, idea, pv })
+            Some(Candidate { uci, alpha, alpha_from_root, idea, pv })
         })
         .collect();
     candidates.sort_by(|a, b| b.alpha.cmp(&a.alpha).then(b.idea.cmp(&a.idea)));
