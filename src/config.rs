@@ -18,6 +18,9 @@ use std::{
 
 use serde::{Deserialize, Serialize};
 
+/// Most plies of `tree_depth_margin` (and of the UCI option `TreeDepthMargin`).
+pub const MAX_TREE_DEPTH_MARGIN: u8 = 20;
+
 /// Every setting of deeptree.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -121,6 +124,15 @@ impl Config {
     pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
         let config: Config = basic_toml::from_str(text)
             .map_err(|e| ConfigError::Parse { path: path.to_owned(), message: e.to_string() })?;
+        if config.tree_depth_margin > MAX_TREE_DEPTH_MARGIN {
+            return Err(ConfigError::Parse {
+                path: path.to_owned(),
+                message: format!(
+                    "tree_depth_margin {} is out of range 0..{MAX_TREE_DEPTH_MARGIN}",
+                    config.tree_depth_margin
+                ),
+            });
+        }
         crate::engine::spec::EngineSpec::parse_list(&config.engines)
             .map_err(|e| ConfigError::Parse { path: path.to_owned(), message: format!("engines: {e}") })?;
         Ok(config)
@@ -185,6 +197,13 @@ mod tests {
         let err = Config::parse("engine_dept = 3\n", Path::new("/x/deeptree.toml")).unwrap_err();
         assert!(err.to_string().contains("/x/deeptree.toml"), "{err}");
         assert!(err.to_string().contains("engine_dept"), "{err}");
+    }
+
+    #[test]
+    fn a_depth_margin_out_of_range_is_an_error() {
+        let err = Config::parse("tree_depth_margin = 21\n", Path::new("/x/deeptree.toml")).unwrap_err();
+        assert!(err.to_string().contains("tree_depth_margin 21 is out of range"), "{err}");
+        assert_eq!(Config::parse("tree_depth_margin = 20\n", Path::new("x")).unwrap().tree_depth_margin, 20);
     }
 
     #[test]

@@ -271,11 +271,14 @@ fn the_depth_margin_answers_a_timed_go_from_a_shallower_tree() {
     let (_, lines) = uci.best(clock);
     assert!(gos(&log).is_empty(), "answered within the margin: {:?} {lines:?}", gos(&log));
     assert!(lines.iter().any(|l| l.starts_with("info string tree move: combined depth 5")), "{lines:?}");
+    assert!(lines.iter().any(|l| l.contains("margin 20")), "{lines:?}");
     let (_, lines) = uci.best("go depth 6");
     assert_eq!(gos(&log), ["go depth 6"], "a depth asked for is searched: {lines:?}");
+    let (_, lines) = uci.best("go nodes 1000000");
+    assert_eq!(gos(&log), ["go depth 6", "go nodes 1000000"], "nodes asked for are searched: {lines:?}");
     uci.send("setoption name TreeDepthMargin value 0");
     let (_, lines) = uci.best(clock);
-    assert_eq!(gos(&log), ["go depth 6", clock], "no margin: searched: {lines:?}");
+    assert_eq!(gos(&log), ["go depth 6", "go nodes 1000000", clock], "no margin: searched: {lines:?}");
 }
 
 /// Imports an EPD text into a new tree.
@@ -291,12 +294,12 @@ fn import_epd(db: &Path, epd: &str) {
 }
 
 /// The knight shuffle 1. Nf3 Nf6 2. Ng1 Ng8, every position evaluated at depth 30; `start_moves` are the start
-/// position's moves (all scored +25).
-fn knight_shuffle(start_moves: &str) -> String {
+/// position's moves (all scored +25), `second_moves` White's moves after 1. Nf3 Nf6 (all scored +10).
+fn knight_shuffle(start_moves: &str, second_moves: &str) -> String {
     format!(
         "rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq - bm {start_moves}; ce 25; acd 30;\n\
          rnbqkbnr/pppppppp/8/8/8/5N2/PPPPPPPP/RNBQKB1R b KQkq - bm Nf6; ce -20; acd 30;\n\
-         rnbqkb1r/pppppppp/5n2/8/8/5N2/PPPPPPPP/RNBQKB1R w KQkq - bm Ng1; ce 10; acd 30;\n\
+         rnbqkb1r/pppppppp/5n2/8/8/5N2/PPPPPPPP/RNBQKB1R w KQkq - bm {second_moves}; ce 10; acd 30;\n\
          rnbqkb1r/pppppppp/5n2/8/8/8/PPPPPPPP/RNBQKBNR b KQkq - bm Ng8; ce -30; acd 30;\n"
     )
 }
@@ -308,7 +311,7 @@ fn knight_shuffle(start_moves: &str) -> String {
 fn a_repetition_in_the_tree_answers_and_one_of_the_game_is_searched() {
     let clock = "go wtime 1000 btime 1000 winc 10 binc 10";
     let dir = tempfile::tempdir().expect("tempdir");
-    import_epd(dir.path(), &knight_shuffle("Nf3"));
+    import_epd(dir.path(), &knight_shuffle("Nf3", "Ng1"));
     let shown = shown(dir.path(), "");
     let nf3 = &shown["moves"][0];
     assert_eq!(nf3["uci"], "g1f3", "{shown}");
@@ -322,19 +325,23 @@ fn a_repetition_in_the_tree_answers_and_one_of_the_game_is_searched() {
     drop(uci);
 
     // 1. e4 is the start position's way out of the shuffle: after 1. Nf3 Nf6 in the game, 2. Ng1 Ng8 comes back to the
-    // game's first position (a draw), where from the root alone White would play 1. e4 instead.
-    let dir = tempfile::tempdir().expect("tempdir");
-    import_epd(dir.path(), &knight_shuffle("Nf3 e4"));
-    let log = dir.path().join("fake.log");
-    let mut uci = fake_session(dir.path(), &log, &["StoreSearches value false"]);
-    uci.send("position startpos moves g1f3 g8f6");
-    let (_, lines) = uci.best(clock);
-    assert_eq!(gos(&log).len(), 1, "the game's repetition is searched: {lines:?}");
-    assert!(!lines.iter().any(|l| l.contains("tree move")), "{lines:?}");
-    // The start position itself, no history: the tree answers 1. e4 (+25; 1. Nf3 only shuffles back, a draw).
-    uci.send("ucinewgame");
-    uci.send("position startpos");
-    let (played, lines) = uci.best(clock);
-    assert_eq!(gos(&log).len(), 1, "the tree answered: {lines:?}");
-    assert_eq!(played, "e2e4", "{lines:?}");
+    // game's first position (a draw), where from the root alone White would play 1. e4 (2. Ng1 worth +25). Searched
+    // where 2. Ng1 is the tree's only move, and where 2. e4 (+10 either way) is the tree's best with the game's
+    // history: the history changes which move is best.
+    for second_moves in ["Ng1", "Ng1 e4"] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        import_epd(dir.path(), &knight_shuffle("Nf3 e4", second_moves));
+        let log = dir.path().join("fake.log");
+        let mut uci = fake_session(dir.path(), &log, &["StoreSearches value false"]);
+        uci.send("position startpos moves g1f3 g8f6");
+        let (_, lines) = uci.best(clock);
+        assert_eq!(gos(&log).len(), 1, "the game's repetition is searched ({second_moves}): {lines:?}");
+        assert!(!lines.iter().any(|l| l.contains("tree move")), "{lines:?}");
+        // The start position itself, no history: the tree answers 1. e4 (+25; 1. Nf3 only shuffles back, a draw).
+        uci.send("ucinewgame");
+        uci.send("position startpos");
+        let (played, lines) = uci.best(clock);
+        assert_eq!(gos(&log).len(), 1, "the tree answered: {lines:?}");
+        assert_eq!(played, "e2e4", "{lines:?}");
+    }
 }

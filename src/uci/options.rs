@@ -117,7 +117,12 @@ impl Options {
             spin("MoveDistance", i64::from(self.move_distance), 0, 1000),
             check("BackgroundAnalysis", self.background_analysis),
             check("StoreSearches", self.store_searches),
-            spin("TreeDepthMargin", i64::from(self.tree_depth_margin), 0, 20),
+            spin(
+                "TreeDepthMargin",
+                i64::from(self.tree_depth_margin),
+                0,
+                i64::from(crate::config::MAX_TREE_DEPTH_MARGIN),
+            ),
             check("NoProgress", self.no_progress),
             check("Screen", self.screen),
             spin("Hash", i64::from(self.hash_mib), 1, 65536),

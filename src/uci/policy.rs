@@ -3,7 +3,7 @@
 //! A tree move is played at once only when the tree's combined depth at the root (the engine depth of the root's
 //! evaluation plus the software depth settled below it, as the `info` line shows) is at least the depth the inner
 //! engine would reach in this move's budget ([`super::depth::DepthModel`], fitted to this game's direct searches),
-//! less the `TreeDepthMargin` option's plies when the budget is a clock (0 by default).
+//! less the `TreeDepthMargin` option's plies when the budget is a clock or a `movetime` (0 by default).
 //! Below an analysed root, where no settled depth is stored, the depth the root's passes settled is found by walking
 //! the stored graph ([`known_deep_enough`]).
 //! Otherwise the direct engine searches, exactly as the bare engine would. `go infinite` and `go ponder` grow the
@@ -103,23 +103,23 @@ fn play(shared: &Shared, line: &Line, go: &Go, searchmoves: &[UciMove], control:
             let model = shared.depth_model.lock();
             expected_depth(go, line.root(), &model, shared.options.engine_depth)
         };
-        // The margin the user allows applies to the clock's estimate, never to a depth the GUI asked for.
-        let expected = if go.depth.is_none() && go.nodes.is_none() {
-            expected - f64::from(shared.options.tree_depth_margin)
-        } else {
-            expected
-        };
-        // The tree's word counts where it knows at least as deep as the search would see, and where the game's
-        // history does not change its verdict (a move that would repeat a position of this game scores a draw in
-        // alpha, not with the root alone: the engine, which sees the game, searches instead). Repetitions inside
-        // the tree below the root count in both and do not keep the tree from answering.
+        // The margin the user allows lowers the estimate for a clock or `movetime`, never a limit the GUI set.
+        let margin = if timed(go, line.root()) { shared.options.tree_depth_margin } else { 0 };
+        let needed = expected - f64::from(margin);
+        // The tree's word counts where it knows at least as deep as the search would see (less the margin), and where
+        // the game's history does not change its verdict: a move that would repeat a position of this game scores a
+        // draw in alpha, not with the root alone, and the engine, which sees the game, searches instead. Repetitions
+        // inside the tree below the root count in both and do not keep the tree from answering.
         if let Some(mut answer) = tree_answer(shared, line, searchmoves)
             && answer.score == answer.score_from_root
-            && (f64::from(answer.combined_depth) >= expected
-                || known_deep_enough(shared, line, searchmoves, &mut answer, expected))
+            && answer.score == answer.best_from_root
+            && (f64::from(answer.combined_depth) >= needed
+                || known_deep_enough(shared, line, searchmoves, &mut answer, needed))
         {
+            let margin = if margin > 0 { format!(", margin {margin}") } else { String::new() };
             shared.out.send(&format!(
-                "info string tree move: combined depth {} (engine {} + software {}) against {expected:.1} for a search",
+                "info string tree move: combined depth {} (engine {} + software {}) against {expected:.1} for a \
+                 search{margin}",
                 answer.combined_depth,
                 answer.combined_depth - answer.software_depth,
                 answer.software_depth
@@ -205,6 +205,12 @@ fn known_deep_enough(
     false
 }
 
+/// Whether this `go`'s budget is a clock or a `movetime`, the only budget `TreeDepthMargin` lowers: not a depth, nodes
+/// or mate the GUI asked for, nor a `go` with no limit for the side to move.
+fn timed(go: &Go, position: &Chess) -> bool {
+    go.depth.is_none() && go.nodes.is_none() && go.mate.is_none() && share(go, position.turn().is_white()).is_some()
+}
+
 /// The depth the direct engine would reach in `position` for this `go`: the depth asked for, or the model's estimate
 /// for the nodes or the time it would spend in the position's phase.
 pub fn expected_depth(go: &Go, position: &Chess, model: &DepthModel, engine_depth: u8) -> f64 {
@@ -231,8 +237,10 @@ pub struct TreeAnswer {
     best: UciMove,
     /// Alpha score of the move (repetitions of the game count as draws).
     score: Score,
-    /// The alpha score with the game's history ignored.
+    /// The move's alpha score with the game's history ignored, and the best such score of the moves allowed: where
+    /// either differs from `score`, the game's history changes the tree's verdict.
     score_from_root: Score,
+    best_from_root: Score,
     pv: Vec<UciMove>,
     /// Engine depth of the root's evaluation plus the software depth settled below it.
     pub combined_depth: u32,
@@ -267,16 +275,16 @@ pub fn tree_answer(shared: &Shared, line: &Line, searchmoves: &[UciMove]) -> Opt
     view.node(PositionKey::of(line.root())).ok()??.eval.as_ref()?;
     let tree = tree::view(&view, line.root(), &line.history_keys()).ok()??;
     // A move nothing has valued yet keeps the placeholder score: never the tree's word.
-    let best = tree
-        .candidates
-        .iter()
-        .filter(|c| c.alpha != Score::MATED_NOW)
-        .find(|c| searchmoves.is_empty() || searchmoves.contains(&c.uci))?;
+    let allowed =
+        |c: &&tree::Candidate| c.alpha != Score::MATED_NOW && (searchmoves.is_empty() || searchmoves.contains(&c.uci));
+    let best = tree.candidates.iter().find(allowed)?;
+    let best_from_root = tree.candidates.iter().filter(allowed).map(|c| c.alpha_from_root).max()?;
     let software = u32::from(tree.settled_depth.unwrap_or(0));
     Some(TreeAnswer {
         best: best.uci,
         score: best.alpha,
         score_from_root: best.alpha_from_root,
+        best_from_root,
         pv: best.pv.clone(),
         combined_depth: software + u32::from(tree.engine_depth),
         software_depth: software,

@@ -17,8 +17,9 @@ use crate::{
 pub struct Candidate {
     pub uci: UciMove,
     pub alpha: Score,
-    /// The alpha score with the root as the only position before the move: the game's history ignored. Where it
-    /// differs from `alpha`, a move would repeat a position of the game.
+    /// The alpha score with the root as the only position before the move: the game's history ignored. It differs
+    /// from `alpha` where the line reaches a position of the game (or, rarely, where either walk ran out of its
+    /// budget and fell back to cached idea values).
     pub alpha_from_root: Score,
     pub idea: Score,
     /// The move and the tree's best continuation after it.
@@ -48,7 +49,10 @@ pub fn view(view: &ReadView<'_>, root: &Chess, history: &[PositionKey]) -> Resul
     let graph = StoreGraph::new(view);
     let Some(gnode) = graph.node(root_key) else { return Ok(None) };
     let alphas = alpha_of_edges(&graph, root_key, history);
-    let alphas_from_root = if history.is_empty() { alphas.clone() } else { alpha_of_edges(&graph, root_key, &[]) };
+    // With the root alone on the path. Only a root from which a cycle is reachable can reach a position of its
+    // history (the game's moves to it are stored edges), so elsewhere the two are the same and one walk does.
+    let alphas_from_root =
+        if history.is_empty() || !gnode.cyclic { alphas.clone() } else { alpha_of_edges(&graph, root_key, &[]) };
     let mut path: Vec<PositionKey> = history.to_vec();
     path.push(root_key);
     let mut candidates: Vec<Candidate> = gnode
