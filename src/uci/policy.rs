@@ -99,12 +99,12 @@ pub fn wait_for_release(go: &Go, control: &Control) {
 /// A move to play: from the tree when it knows more than a search would find, else by the direct engine.
 fn play(shared: &Shared, line: &Line, go: &Go, searchmoves: &[UciMove], control: &Control) {
     if !shared.options.analyse_mode {
-        let expected = {
+        let (expected, timed) = {
             let model = shared.depth_model.lock();
             expected_depth(go, line.root(), &model, shared.options.engine_depth)
         };
         // The margin the user allows lowers the estimate for a clock or `movetime`, never a limit the GUI set.
-        let margin = if timed(go, line.root()) { shared.options.tree_depth_margin } else { 0 };
+        let margin = if timed { shared.options.tree_depth_margin } else { 0 };
         let needed = expected - f64::from(margin);
         // The tree's word counts where it knows at least as deep as the search would see (less the margin), and where
         // the game's history does not change its verdict: a move that would repeat a position of this game scores a
@@ -205,30 +205,25 @@ fn known_deep_enough(
     false
 }
 
-/// Whether this `go`'s budget is a clock or a `movetime`, the only budget `TreeDepthMargin` lowers: not a depth, nodes
-/// or mate the GUI asked for, nor a `go` with no limit for the side to move.
-fn timed(go: &Go, position: &Chess) -> bool {
-    go.depth.is_none() && go.nodes.is_none() && go.mate.is_none() && share(go, position.turn().is_white()).is_some()
-}
-
 /// The depth the direct engine would reach in `position` for this `go`: the depth asked for, or the model's estimate
-/// for the nodes or the time it would spend in the position's phase.
-pub fn expected_depth(go: &Go, position: &Chess, model: &DepthModel, engine_depth: u8) -> f64 {
+/// for the nodes or the time it would spend in the position's phase. The flag says the estimate is the clock's (a
+/// clock or a `movetime`, the only budget `TreeDepthMargin` lowers), not a limit the GUI set.
+pub fn expected_depth(go: &Go, position: &Chess, model: &DepthModel, engine_depth: u8) -> (f64, bool) {
     if let Some(depth) = go.depth {
-        return depth as f64;
+        return (depth as f64, false);
     }
     let phase = Phase::of(position);
     if let Some(nodes) = go.nodes {
-        return model.depth_for_nodes(phase, nodes);
+        return (model.depth_for_nodes(phase, nodes), false);
     }
     if go.mate.is_some() {
         // A mate search is the engine's job.
-        return f64::INFINITY;
+        return (f64::INFINITY, false);
     }
     match share(go, position.turn().is_white()) {
-        Some(share) if go.movetime.is_some() => model.depth_for_time(phase, share),
-        Some(share) => model.depth_for_time(phase, model.expected_time(share)),
-        None => f64::from(engine_depth),
+        Some(share) if go.movetime.is_some() => (model.depth_for_time(phase, share), true),
+        Some(share) => (model.depth_for_time(phase, model.expected_time(share)), true),
+        None => (f64::from(engine_depth), false),
     }
 }
 
@@ -326,7 +321,7 @@ mod tests {
     #[test]
     fn the_yardstick_is_the_limit_the_gui_set() {
         let model = DepthModel::default();
-        let depth = |go: Go| expected_depth(&go, &Chess::default(), &model, 18);
+        let depth = |go: Go| expected_depth(&go, &Chess::default(), &model, 18).0;
         assert_eq!(depth(Go { depth: Some(9), ..Go::default() }), 9.0);
         assert_eq!(depth(Go::default()), 18.0, "no limit: the engine depth");
         assert_eq!(depth(Go { mate: Some(3), ..Go::default() }), f64::INFINITY);
@@ -336,6 +331,11 @@ mod tests {
         let fast = Go { wtime: Some(1000), btime: Some(1000), winc: Some(10), binc: Some(10), ..Go::default() };
         let slow =
             Go { wtime: Some(600_000), btime: Some(600_000), winc: Some(5000), binc: Some(5000), ..Go::default() };
-        assert!(depth(slow) > depth(fast) + 5.0);
+        assert!(depth(slow.clone()) > depth(fast.clone()) + 5.0);
+        // Only a clock or a movetime is the clock's estimate (what TreeDepthMargin may lower).
+        let timed = |go: Go| expected_depth(&go, &Chess::default(), &model, 18).1;
+        assert!(timed(fast.clone()) && timed(slow) && timed(Go { movetime: Some(100), ..Go::default() }));
+        assert!(!timed(Go { depth: Some(9), ..fast.clone() }) && !timed(Go { nodes: Some(10_000), ..fast }));
+        assert!(!timed(Go::default()) && !timed(Go { mate: Some(3), ..Go::default() }));
     }
 }
