@@ -14,9 +14,16 @@
 use std::{
     fmt,
     path::{Path, PathBuf},
+    time::Duration,
 };
 
 use serde::{Deserialize, Serialize};
+
+use crate::{
+    engine::{EngineConfig, Timeouts, spec::EngineSpec},
+    search::analysis::{DEFAULT_LOOK_AHEAD, Params, Screening},
+    store::StoreOptions,
+};
 
 /// Most plies of `tree_depth_margin` (and of the UCI option `TreeDepthMargin`).
 pub const MAX_TREE_DEPTH_MARGIN: u8 = 20;
@@ -81,7 +88,7 @@ impl Default for Config {
             engine_depth: 18,
             move_distance: 20,
             workers: 0,
-            look_ahead: i32::from(crate::search::analysis::DEFAULT_LOOK_AHEAD),
+            look_ahead: i32::from(DEFAULT_LOOK_AHEAD),
             engine_hash_mib: 64,
             engine_handshake_timeout_secs: 10,
             engine_search_timeout_secs: 60,
@@ -90,7 +97,7 @@ impl Default for Config {
             tree_depth_margin: 0,
             no_progress: false,
             screen: false,
-            screen_margin: crate::search::analysis::Screening::DEFAULT.margin as u32,
+            screen_margin: Screening::DEFAULT.margin as u32,
             map_size_mib: 1024,
             write_batch: 50_000,
             log_level: "warn".into(),
@@ -133,7 +140,7 @@ impl Config {
                 ),
             });
         }
-        crate::engine::spec::EngineSpec::parse_list(&config.engines)
+        EngineSpec::parse_list(&config.engines)
             .map_err(|e| ConfigError::Parse { path: path.to_owned(), message: format!("engines: {e}") })?;
         Ok(config)
     }
@@ -171,12 +178,38 @@ impl Config {
         }
         dirs::data_dir().or_else(dirs::home_dir).unwrap_or_else(|| PathBuf::from(".")).join("deeptree").join("tree")
     }
+}
 
-    pub fn store_options(&self) -> crate::store::StoreOptions {
-        crate::store::StoreOptions {
-            initial_map_size: (self.map_size_mib.max(1) << 20) as usize,
-            max_batch: self.write_batch.max(1),
+/// The store's options: its initial map size and its largest write batch.
+impl From<&Config> for StoreOptions {
+    fn from(config: &Config) -> StoreOptions {
+        StoreOptions {
+            initial_map_size: (config.map_size_mib.max(1) << 20) as usize,
+            max_batch: config.write_batch.max(1),
         }
+    }
+}
+
+/// The inner engine of the settings: its command, `Hash`, `Threads` = 1 and the configured timeouts.
+impl From<&Config> for EngineConfig {
+    fn from(config: &Config) -> EngineConfig {
+        let mut engine = EngineConfig::new(config.engine.clone()).with_option("Hash", config.engine_hash_mib);
+        engine.timeouts = Timeouts {
+            handshake: Duration::from_secs(config.engine_handshake_timeout_secs.max(1)),
+            search_silence: Duration::from_secs(config.engine_search_timeout_secs.max(1)),
+        };
+        engine
+    }
+}
+
+/// The search's parameters as the settings give them: their engine depth, move distance, "no progress" rule and
+/// screening, every software depth and no time budget (a run sets its own with [`Params::with_max_depth`] and
+/// [`Params::with_time`]).
+impl From<&Config> for Params {
+    fn from(config: &Config) -> Params {
+        Params::new(config.engine_depth.max(1), config.move_distance.min(100_000) as i32)
+            .with_no_progress(config.no_progress)
+            .with_screen(Screening::of_setting(config.screen, config.screen_margin))
     }
 }
 

@@ -5,29 +5,32 @@
 //!
 //! # Layers
 //!
-//! From the bottom up; each module uses only those above it in this list, except where noted.
+//! From the bottom up; each module uses only those above it in this list.
 //!
-//! - [`score`], [`notation`], [`config`], [`logger`]: scores and bounds, the stored and written forms of moves
-//!   (castling, Chess960), settings, logging. No chess engine, no store.
+//! - [`score`], [`notation`], [`logger`]: scores and bounds, the stored and written forms of moves (castling,
+//!   Chess960), logging. No chess engine, no store.
 //! - [`engine`]: inner-engine processes. `process` owns one engine (the handle and its watchdog), `jobs` is the job
-//!   board, `worker` runs one engine's loop, `pool` hands jobs to workers. Uses the layers above only.
+//!   board, `worker` runs one engine's loop, `pool` hands jobs to workers. Takes its options as an `EngineConfig`.
 //! - [`store`]: keys, the record codecs, the LMDB environment, its transactions and the one writer. It knows bytes
 //!   and records, not what they are worth: the writer runs an [`Upkeep`](store::upkeep::Upkeep) handed to it at
 //!   open inside every transaction, over the records the transaction changed; a bulk load's records wait in memory
-//!   and are committed with their values by one pass. Imports nothing from the layers below.
+//!   and are committed with their values by one pass. Takes its options as a `StoreOptions`.
 //! - [`values`]: what the tree is worth. The graph view of the store (`values::graph`), the path-independent idea
 //!   value of every node with its cycle handling and its propagation up the parent links (`values::idea`), and the
 //!   upkeep the store's writer runs (`values::upkeep`), where `Store::open` is defined: it opens a store with that
-//!   upkeep. Uses the store.
+//!   upkeep.
 //! - [`search`]: the deep-analysis search over the store, the values and an evaluator (the engine pool, or a
-//!   scripted one): root-relative alpha values (`search::alpha`), passes, settling, `show`, and the host's
-//!   benchmark. The host's book of searches (`search::host`) and the answers laid over the store for looking ahead
-//!   (`search::overlay`, memory only: nothing in it is written) belong here too.
-//! - [`interop`]: PGN, EPD, Polyglot and HTML in and out, and `merge`. Uses the store, the values and the search.
+//!   scripted one): root-relative alpha values (`search::alpha`), passes, settling, the tree's view of a position
+//!   (`search::show`), and the host's benchmark. The host's book of searches (`search::host`) and the answers laid
+//!   over the store for looking ahead (`search::overlay`, memory only: nothing in it is written) belong here too.
+//!   Takes its options as `Params`.
+//! - [`interop`]: PGN, EPD, Polyglot and HTML in and out, and `merge`.
+//! - [`config`]: the settings file, read into one `Config`, and the typed options of the layers above it
+//!   (`EngineConfig`, `StoreOptions`, `Params`) made from it.
 //! - [`uci`]: the GUI's face: the protocol loop, the `go` policy (tree against search), the direct engine's
-//!   relay, tree growth. Uses everything below.
-//! - [`commands`] and [`bench`](mod@bench): the bodies of the `deeptree` commands and the measurements; `main.rs` parses the
-//!   command line and dispatches to them.
+//!   relay, tree growth.
+//! - [`commands`], [`bench`](mod@bench): the bodies of the `deeptree` commands and the measurements; `main.rs` parses
+//!   the command line and dispatches to them.
 
 pub mod bench;
 pub mod commands;

@@ -88,9 +88,11 @@ fn run(cli: Cli, config: &Config) -> commands::CommandResult {
         Some(Command::Show(args)) => commands::show::run(db, config, args)?,
         Some(Command::Import(args)) => deeptree::interop::cli::import(&open_store(db, config)?, &args)?,
         Some(Command::Export(args)) => deeptree::interop::cli::export(&open_existing_store(db, config)?, &args)?,
-        Some(Command::Merge(args)) => {
-            deeptree::interop::cli::merge(&open_store(db, config)?, &args, &config.store_options())?
-        }
+        Some(Command::Merge(args)) => deeptree::interop::cli::merge(
+            &open_store(db, config)?,
+            &args,
+            &deeptree::store::StoreOptions::from(config),
+        )?,
         Some(Command::Stats(args)) => commands::stats::run(db, config, args)?,
         Some(Command::Compact(args)) => commands::compact::run(db, config, args)?,
         Some(Command::Bench { what }) => commands::bench::run(db, config, what)?,

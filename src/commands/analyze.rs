@@ -103,27 +103,49 @@ fn parse_on_off(text: &str) -> Result<bool, String> {
     }
 }
 
+impl AnalyzeArgs {
+    /// The settings with this command line's choices over them: one `Config` from which the engines' and the
+    /// search's options are taken.
+    fn over(&self, config: &Config) -> Config {
+        let mut config = config.clone();
+        if let Some(engine_depth) = self.engine_depth {
+            config.engine_depth = engine_depth;
+        }
+        if let Some(move_distance) = self.move_distance {
+            config.move_distance = move_distance;
+        }
+        if let Some(engine) = &self.engine {
+            config.engine = engine.clone();
+        }
+        if let Some(workers) = self.workers.filter(|w| *w > 0) {
+            config.workers = workers;
+        }
+        // --engine or --workers on the command line choose one kind of engine over the settings' list.
+        if let Some(engines) = &self.engines {
+            config.engines = engines.clone();
+        } else if self.engine.is_some() || self.workers.is_some() {
+            config.engines.clear();
+        }
+        if let Some(LookAhead(depths)) = self.look_ahead {
+            config.look_ahead = depths.map_or(-1, i32::from);
+        }
+        if let Some(no_progress) = self.no_progress {
+            config.no_progress = no_progress;
+        }
+        if let Some(screen) = self.screen {
+            config.screen = screen;
+        }
+        if let Some(screen_margin) = self.screen_margin {
+            config.screen_margin = screen_margin;
+        }
+        config
+    }
+}
+
 /// Runs `deeptree analyze` on the store in `db` (created when absent).
 pub fn run(db: Option<&Path>, config: &Config, args: AnalyzeArgs) -> CommandResult {
-    let AnalyzeArgs {
-        fen,
-        roots,
-        moves,
-        engine_depth,
-        move_distance,
-        max_depth,
-        time,
-        workers,
-        engine,
-        engines,
-        look_ahead,
-        no_progress,
-        screen,
-        screen_margin,
-        trace,
-        json,
-        chess960,
-    } = args;
+    let config = &args.over(config);
+    let AnalyzeArgs { fen, roots, moves, max_depth, time, trace, json, chess960, .. } = args;
     let (line, book) = match &roots {
         None => (Line::parse_in(fen.as_deref(), &moves, chess960)?, None),
         Some(path) => {
@@ -141,8 +163,6 @@ pub fn run(db: Option<&Path>, config: &Config, args: AnalyzeArgs) -> CommandResu
         }
     };
     let chess960 = chess960 || book.as_ref().map_or(line.chess960, |(b, _)| b.iter().any(|r| r.line.chess960));
-    // --engine or --workers on the command line choose one kind of engine over the settings' list.
-    let engines = engines.or_else(|| (engine.is_none() && workers.is_none()).then(|| config.engines.clone()));
     // Refused before anything starts: a budget of zero (or one that is not a duration) would otherwise
     // mean no budget at all, and the analysis would run for ever.
     let time = match time {
@@ -154,39 +174,23 @@ pub fn run(db: Option<&Path>, config: &Config, args: AnalyzeArgs) -> CommandResu
         Some(seconds) => return Err(format!("--time {seconds}: give a positive number of seconds").into()),
     };
     let store = open_store(db, config)?;
-    let mut engine_config = EngineConfig::from_config(config);
-    if let Some(engine) = engine {
-        engine_config.command = engine;
-    }
+    let mut engine_config = EngineConfig::from(config);
     if chess960 {
         // The engines read and write castling as king takes rook.
         engine_config = engine_config.with_option("UCI_Chess960", "true");
     }
-    let workers = workers.filter(|w| *w > 0).unwrap_or(if config.workers > 0 {
-        config.workers
-    } else {
-        crate::engine::default_workers()
-    });
+    let workers = if config.workers > 0 { config.workers } else { crate::engine::default_workers() };
     // Ctrl-C from here on stops the analysis cleanly (engines run in their own process groups).
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let handler_stop = stop.clone();
     if let Err(e) = ctrlc::set_handler(move || handler_stop.store(true, Ordering::Relaxed)) {
         log::warn!("Ctrl-C will not stop the analysis cleanly: {e}");
     }
-    let specs =
-        EngineSpec::parse_list(engines.as_deref().unwrap_or_default()).map_err(|e| format!("--engines: {e}"))?;
-    let params = Params {
-        engine_depth: engine_depth.unwrap_or(config.engine_depth).max(1),
-        move_distance: move_distance.unwrap_or(config.move_distance).min(100_000) as i32,
-        max_depth: max_depth.unwrap_or(if time.is_some() { u8::MAX - 1 } else { 4 }),
-        time,
-        no_progress: no_progress.unwrap_or(config.no_progress),
-        screen: crate::search::analysis::Screening::of_setting(
-            screen.unwrap_or(config.screen),
-            screen_margin.unwrap_or(config.screen_margin),
-        ),
-    };
-    let look_ahead = look_ahead.map_or(config.look_ahead(), |l| l.0);
+    let specs = EngineSpec::parse_list(&config.engines).map_err(|e| format!("--engines: {e}"))?;
+    let params = Params::from(config)
+        .with_max_depth(max_depth.unwrap_or(if time.is_some() { u8::MAX - 1 } else { 4 }))
+        .with_time(time);
+    let look_ahead = config.look_ahead();
     if let Some((book, skipped)) = book {
         let configs = if specs.is_empty() {
             vec![engine_config.clone(); workers.max(1)]

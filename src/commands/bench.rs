@@ -10,7 +10,7 @@ use crate::{
         analysis::{Analysis, Line, Params},
         evaluator::PoolEvaluator,
     },
-    store::Store,
+    store::{Store, StoreOptions},
 };
 
 use super::{CommandResult, open_store};
@@ -141,7 +141,7 @@ pub fn run(db: Option<&Path>, config: &Config, what: BenchCommand) -> CommandRes
                     scratch.clone()
                 }
             };
-            let store = Store::open(&dir, &config.store_options())?;
+            let store = Store::open(&dir, &StoreOptions::from(config))?;
             eprintln!("building a store of {positions} positions in {} ...", dir.display());
             let result = bench::store_bench(&store, positions, reads, seed)?;
             drop(store);
@@ -209,7 +209,7 @@ pub fn run(db: Option<&Path>, config: &Config, what: BenchCommand) -> CommandRes
         }
         BenchCommand::Search { positions, samples, seed, json } => {
             let dir = std::env::temp_dir().join(format!("deeptree-bench-search-{}", std::process::id()));
-            let store = Store::open(&dir, &config.store_options())?;
+            let store = Store::open(&dir, &StoreOptions::from(config))?;
             eprintln!("building a store of {positions} positions in {} ...", dir.display());
             let result = bench::search_bench(&store, positions, samples.max(1), seed);
             drop(store);
@@ -231,7 +231,7 @@ pub fn run(db: Option<&Path>, config: &Config, what: BenchCommand) -> CommandRes
             }
         }
         BenchCommand::Settle { engine_depth, move_distance, depth, engine, json } => {
-            let mut engine_config = EngineConfig::from_config(config);
+            let mut engine_config = EngineConfig::from(config);
             if let Some(engine) = engine {
                 engine_config.command = engine;
             }
@@ -240,16 +240,9 @@ pub fn run(db: Option<&Path>, config: &Config, what: BenchCommand) -> CommandRes
             for workers in [1usize, 2] {
                 let dir = std::env::temp_dir().join(format!("deeptree-bench-settle-{}-{workers}", std::process::id()));
                 let _ = std::fs::remove_dir_all(&dir);
-                let store = Store::open(&dir, &config.store_options())?;
+                let store = Store::open(&dir, &StoreOptions::from(config))?;
                 let pool = EnginePool::uniform(&engine_config, workers)?;
-                let params = Params {
-                    engine_depth,
-                    move_distance: move_distance as i32,
-                    max_depth: depth,
-                    time: None,
-                    no_progress: false,
-                    screen: None,
-                };
+                let params = Params::new(engine_depth, move_distance as i32).with_max_depth(depth);
                 let mut analysis = Analysis::new(&store, PoolEvaluator::new(pool), params);
                 let started = std::time::Instant::now();
                 let report = analysis.run(&Line::parse(None, "")?, |_| {})?;

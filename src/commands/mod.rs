@@ -14,7 +14,7 @@ use std::path::Path;
 
 use crate::{
     config::Config,
-    store::{Store, StoreError},
+    store::{Store, StoreError, StoreOptions},
 };
 
 /// What a command comes to: nothing, or an error for the user.
@@ -24,7 +24,7 @@ pub type CommandResult = Result<(), Box<dyn std::error::Error>>;
 pub fn open_store(db: Option<&Path>, config: &Config) -> Result<Store, StoreError> {
     let dir = config.tree_dir(db);
     log::info!("tree store in {}", dir.display());
-    Store::open(&dir, &config.store_options())
+    Store::open(&dir, &StoreOptions::from(config))
 }
 
 /// Opens an existing tree store: for the commands that only read, which must never create one (a mistyped path
@@ -32,5 +32,5 @@ pub fn open_store(db: Option<&Path>, config: &Config) -> Result<Store, StoreErro
 pub fn open_existing_store(db: Option<&Path>, config: &Config) -> Result<Store, StoreError> {
     let dir = config.tree_dir(db);
     log::info!("tree store in {}", dir.display());
-    Store::open_existing(&dir, &config.store_options())
+    Store::open_existing(&dir, &StoreOptions::from(config))
 }

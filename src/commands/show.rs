@@ -7,7 +7,7 @@ use shakmaty::Position;
 use crate::{
     config::Config,
     search::{
-        analysis::{Line, Params, Screening, SettledInStore},
+        analysis::{Line, Params, SettledInStore},
         show,
     },
     store::{ReadView, StoreError, key::PositionKey},
@@ -61,14 +61,7 @@ fn known_depth(
     settled: Option<u8>,
 ) -> Result<Option<u8>, StoreError> {
     let Some(eval) = view.node(PositionKey::of(line.root()))?.and_then(|node| node.eval) else { return Ok(None) };
-    let params = Params {
-        engine_depth: eval.depth,
-        move_distance: config.move_distance as i32,
-        max_depth: u8::MAX - 1,
-        time: None,
-        no_progress: config.no_progress,
-        screen: Screening::of_setting(config.screen, config.screen_margin),
-    };
+    let params = Params::from(config).with_engine_depth(eval.depth);
     let from = settled.map_or(1, |d| d.saturating_add(1));
     Ok(SettledInStore::new(view, line).deepest(&params, from, MAX_KNOWN_DEPTH)?.or(settled))
 }

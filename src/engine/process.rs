@@ -105,16 +105,6 @@ impl EngineConfig {
         }
     }
 
-    /// The inner engine of the settings: its command, `Hash`, `Threads` = 1 and the configured timeouts.
-    pub fn from_config(config: &crate::config::Config) -> EngineConfig {
-        let mut engine = EngineConfig::new(config.engine.clone()).with_option("Hash", config.engine_hash_mib);
-        engine.timeouts = Timeouts {
-            handshake: Duration::from_secs(config.engine_handshake_timeout_secs.max(1)),
-            search_silence: Duration::from_secs(config.engine_search_timeout_secs.max(1)),
-        };
-        engine
-    }
-
     /// Sets an option (replacing an earlier value of the same name, compared as UCI does, ignoring case).
     pub fn with_option(mut self, name: &str, value: impl ToString) -> EngineConfig {
         let value = value.to_string();

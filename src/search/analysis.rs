@@ -63,6 +63,64 @@ pub struct Params {
     pub screen: Option<Screening>,
 }
 
+impl Default for Params {
+    /// The settings' defaults (engine depth 18, move distance 20 cp), every software depth (no limit but a `stop`),
+    /// no time budget, no "no progress" rule, no screening.
+    fn default() -> Params {
+        Params {
+            engine_depth: 18,
+            move_distance: 20,
+            max_depth: u8::MAX - 1,
+            time: None,
+            no_progress: false,
+            screen: None,
+        }
+    }
+}
+
+impl Params {
+    /// The search's two chess parameters, the rest as [`Params::default`].
+    pub fn new(engine_depth: u8, move_distance: i32) -> Params {
+        Params { engine_depth, move_distance, ..Params::default() }
+    }
+
+    /// Settles no deeper than software depth `max_depth`.
+    #[must_use]
+    pub fn with_max_depth(self, max_depth: u8) -> Params {
+        Params { max_depth, ..self }
+    }
+
+    /// Stops after `time` of wall clock (`None`: no budget).
+    #[must_use]
+    pub fn with_time(self, time: Option<Duration>) -> Params {
+        Params { time, ..self }
+    }
+
+    /// Deep Blue's "no progress" rule on or off.
+    #[must_use]
+    pub fn with_no_progress(self, no_progress: bool) -> Params {
+        Params { no_progress, ..self }
+    }
+
+    /// Screening of alternatives (`None`: off).
+    #[must_use]
+    pub fn with_screen(self, screen: Option<Screening>) -> Params {
+        Params { screen, ..self }
+    }
+
+    /// Another engine depth.
+    #[must_use]
+    pub fn with_engine_depth(self, engine_depth: u8) -> Params {
+        Params { engine_depth, ..self }
+    }
+
+    /// Another move distance.
+    #[must_use]
+    pub fn with_move_distance(self, move_distance: i32) -> Params {
+        Params { move_distance, ..self }
+    }
+}
+
 /// Screening (DESIGN.md section 2.6): a node's moves without an edge are searched at the engine depth `D` only when
 /// a shallower look says they could still enter the window.
 ///

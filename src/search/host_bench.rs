@@ -75,8 +75,7 @@ fn settle(
     let store = Store::open(&dir, &StoreOptions::default()).map_err(|e| e.to_string())?;
     let config = EngineConfig::new(format!("{} --mode {scores} --latency-ms {latency_ms}", fake.display()));
     let pool = EnginePool::uniform(&config, workers).map_err(|e| e.to_string())?;
-    let params =
-        Params { engine_depth: 10, move_distance: 20, max_depth: depth, time: None, no_progress: false, screen: None };
+    let params = Params::new(10, 20).with_max_depth(depth);
     let mut analysis = Analysis::new(&store, PoolEvaluator::new(pool), params);
     if !look_ahead {
         analysis.look_ahead = None;

@@ -11,7 +11,7 @@
 //!     BookRoot { line: Line::parse(None, "e2e4 c7c5")?, label: "Sicilian".into() },
 //!     BookRoot { line: Line::parse(None, "d2d4 d7d5")?, label: "Queen's pawn".into() },
 //! ];
-//! let params = Params { engine_depth: 8, move_distance: 20, max_depth: 1, time: None, no_progress: false, screen: None };
+//! let params = Params::new(8, 20).with_max_depth(1);
 //! // Two groups of engines, one scripted engine each: the two roots grow at once.
 //! let engines = vec![ScriptedEvaluator::new(1, 7), ScriptedEvaluator::new(1, 7)];
 //! let stop = Arc::new(AtomicBool::new(false));
@@ -266,7 +266,7 @@ pub fn grow<E: Evaluator + Send>(
                     };
                     let step_started = Instant::now();
                     let time = params.time.map(|t| t.saturating_sub(started.elapsed()));
-                    let step = Params { max_depth: depth, time, ..params.clone() };
+                    let step = params.clone().with_max_depth(depth).with_time(time);
                     let mut analysis = Analysis::new(store, &mut evaluator, step);
                     analysis.look_ahead = look_ahead;
                     analysis.stop = stop.clone();

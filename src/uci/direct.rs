@@ -232,7 +232,7 @@ fn limit_of(go: &Go, engine_depth: u8) -> Limit {
 /// A search by the direct engine; `bestmove` goes out the moment the engine's comes, and what it found is stored
 /// after that.
 pub fn direct(shared: &Shared, line: &Line, go: &Go, searchmoves: &[UciMove], control: &Control) {
-    let limit = limit_of(go, shared.options.engine_depth);
+    let limit = limit_of(go, shared.options.config.engine_depth);
     let request = match engine_request(line, limit, searchmoves, shared.options.multipv) {
         Ok(request) => request,
         Err(e) => {
@@ -304,7 +304,7 @@ pub fn direct(shared: &Shared, line: &Line, go: &Go, searchmoves: &[UciMove], co
                 }
             }
             store_game_line(shared, line);
-            if shared.options.store_searches
+            if shared.options.config.store_searches
                 && searchmoves.is_empty()
                 && !evaluation.stopped
                 && evaluation.bound() == Bound::Exact

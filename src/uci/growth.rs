@@ -91,7 +91,7 @@ pub fn grow_tree(
         })
     };
     let mut analysis = Analysis::new(&store, &mut *evaluator, params);
-    analysis.look_ahead = shared.options.look_ahead;
+    analysis.look_ahead = shared.options.look_ahead();
     analysis.stop = analysis_stop.clone();
     // The session stores the game's moves itself; the engine time goes to the position.
     analysis.line_edges = false;

@@ -1,52 +1,35 @@
-//! deeptree's own UCI options, the standard ones, and the inner engine's, with their checks.
+//! deeptree's UCI options: one table of rows (name, kind, get, set), the standard options among them, and the check
+//! of a value against an option's declaration (also used for the inner engine's options that deeptree offers).
+//!
+//! The settings' options set the session's one [`Config`] (the settings file's values with the GUI's changes over
+//! them); the standard ones (`Threads`, `MultiPV`, `Ponder`, `UCI_AnalyseMode`, `UCI_Chess960`) belong to the session
+//! alone. Adding an option is adding a row to [`OPTIONS`]; a name that no row has is an error.
+//!
+//! ```
+//! use deeptree::{config::Config, uci::options::Options};
+//!
+//! let mut options = Options::new(Config::default());
+//! options.set("EngineDepth", "12")?;
+//! assert_eq!(options.config.engine_depth, 12);
+//! assert!(options.set("EngineDepht", "12").unwrap_err().contains("unknown option"));
+//! # Ok::<_, String>(())
+//! ```
 
 use crate::{
-    config::Config,
-    engine::protocol::{EngineOption, OptionKind},
-    search::analysis::{Params, Screening},
+    config::{Config, MAX_TREE_DEPTH_MARGIN},
+    engine::{
+        protocol::{EngineOption, OptionKind},
+        spec::EngineSpec,
+    },
+    search::analysis::Params,
 };
 
-/// Options deeptree declares itself; an inner engine's option of the same name is not offered again.
-pub const OWN: [&str; 16] = [
-    "TreePath",
-    "InnerEngine",
-    "Engines",
-    "EngineDepth",
-    "MoveDistance",
-    "BackgroundAnalysis",
-    "StoreSearches",
-    "TreeDepthMargin",
-    "NoProgress",
-    "Screen",
-    "Hash",
-    "Threads",
-    "MultiPV",
-    "Ponder",
-    "UCI_AnalyseMode",
-    "UCI_Chess960",
-];
-
-/// The values of deeptree's options.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// The values of deeptree's options: the settings, and what only a GUI sets.
+#[derive(Debug, Clone, PartialEq)]
 pub struct Options {
-    pub tree_path: String,
-    pub inner_engine: String,
-    /// The tree's engines in the one-line form of [`crate::engine::spec`]; empty: `InnerEngine`, as many as `Threads`.
-    pub engines: String,
-    pub engine_depth: u8,
-    pub move_distance: u32,
-    pub background_analysis: bool,
-    /// A game's direct searches are stored in the tree as their positions' evaluations.
-    pub store_searches: bool,
-    /// Plies the tree may know less than a timed search would reach and still answer at once.
-    pub tree_depth_margin: u8,
-    /// Deep Blue's "no progress" rule in the tree's growth.
-    pub no_progress: bool,
-    /// Screening of alternatives in the tree's growth.
-    pub screen: bool,
-    /// Its margin, from the settings (not a UCI option).
-    pub screen_margin: u32,
-    pub hash_mib: u32,
+    /// The settings as the GUI has changed them (`TreePath` is `tree_path`, `InnerEngine` is `engine`, ...).
+    pub config: Config,
+    /// Threads of the direct engine, and the tree's single-threaded workers when `Engines` is empty.
     pub threads: u32,
     pub multipv: u32,
     pub ponder: bool,
@@ -55,114 +38,236 @@ pub struct Options {
     pub chess960: bool,
     /// Options of the inner engine set by the GUI, forwarded to every worker.
     pub inner: Vec<(String, String)>,
-    /// The settings' look ahead for the tree's growth (not a UCI option).
-    pub look_ahead: Option<u8>,
+}
+
+/// The kind of a row: how its value is declared and checked.
+#[derive(Debug, Clone, Copy)]
+pub enum Kind {
+    Check,
+    Spin { min: i64, max: i64 },
+    String,
+}
+
+/// One of deeptree's options: its UCI name and kind, and how it reads and sets its value (a value already checked
+/// against the declaration: `true`/`false`, a number in range, or any text).
+pub struct Row {
+    pub name: &'static str,
+    pub kind: Kind,
+    pub get: fn(&Options) -> String,
+    pub set: fn(&mut Options, &str) -> Result<(), String>,
+}
+
+/// A checked number in the type of its field (the declaration's range fits it).
+fn number<T: TryFrom<i64>>(value: &str) -> Result<T, String> {
+    value.parse::<i64>().ok().and_then(|n| T::try_from(n).ok()).ok_or_else(|| format!("'{value}' is not a number"))
+}
+
+/// deeptree's options, in the order `uci` declares them.
+pub const OPTIONS: &[Row] = &[
+    Row {
+        name: "TreePath",
+        kind: Kind::String,
+        get: |o| o.config.tree_path.clone(),
+        set: |o, v| {
+            o.config.tree_path = v.to_owned();
+            Ok(())
+        },
+    },
+    Row {
+        name: "InnerEngine",
+        kind: Kind::String,
+        get: |o| o.config.engine.clone(),
+        set: |o, v| {
+            o.config.engine = v.to_owned();
+            Ok(())
+        },
+    },
+    Row {
+        name: "Engines",
+        kind: Kind::String,
+        get: |o| o.config.engines.clone(),
+        set: |o, v| {
+            // GUIs send an empty string option as `<empty>`.
+            let v = if v == "<empty>" { "" } else { v };
+            EngineSpec::parse_list(v).map_err(|e| format!("option Engines: {e}"))?;
+            o.config.engines = v.to_owned();
+            Ok(())
+        },
+    },
+    Row {
+        name: "EngineDepth",
+        kind: Kind::Spin { min: 1, max: 99 },
+        get: |o| o.config.engine_depth.to_string(),
+        set: |o, v| {
+            o.config.engine_depth = number(v)?;
+            Ok(())
+        },
+    },
+    Row {
+        name: "MoveDistance",
+        kind: Kind::Spin { min: 0, max: 1000 },
+        get: |o| o.config.move_distance.to_string(),
+        set: |o, v| {
+            o.config.move_distance = number(v)?;
+            Ok(())
+        },
+    },
+    Row {
+        name: "BackgroundAnalysis",
+        kind: Kind::Check,
+        get: |o| o.config.background_analysis.to_string(),
+        set: |o, v| {
+            o.config.background_analysis = v == "true";
+            Ok(())
+        },
+    },
+    Row {
+        name: "StoreSearches",
+        kind: Kind::Check,
+        get: |o| o.config.store_searches.to_string(),
+        set: |o, v| {
+            o.config.store_searches = v == "true";
+            Ok(())
+        },
+    },
+    Row {
+        name: "TreeDepthMargin",
+        kind: Kind::Spin { min: 0, max: MAX_TREE_DEPTH_MARGIN as i64 },
+        get: |o| o.config.tree_depth_margin.to_string(),
+        set: |o, v| {
+            o.config.tree_depth_margin = number(v)?;
+            Ok(())
+        },
+    },
+    Row {
+        name: "NoProgress",
+        kind: Kind::Check,
+        get: |o| o.config.no_progress.to_string(),
+        set: |o, v| {
+            o.config.no_progress = v == "true";
+            Ok(())
+        },
+    },
+    Row {
+        name: "Screen",
+        kind: Kind::Check,
+        get: |o| o.config.screen.to_string(),
+        set: |o, v| {
+            o.config.screen = v == "true";
+            Ok(())
+        },
+    },
+    Row {
+        name: "Hash",
+        kind: Kind::Spin { min: 1, max: 65536 },
+        get: |o| o.config.engine_hash_mib.to_string(),
+        set: |o, v| {
+            o.config.engine_hash_mib = number(v)?;
+            Ok(())
+        },
+    },
+    Row {
+        name: "Threads",
+        kind: Kind::Spin { min: 1, max: 1024 },
+        get: |o| o.threads.to_string(),
+        set: |o, v| {
+            o.threads = number(v)?;
+            Ok(())
+        },
+    },
+    Row {
+        name: "MultiPV",
+        kind: Kind::Spin { min: 1, max: 500 },
+        get: |o| o.multipv.to_string(),
+        set: |o, v| {
+            o.multipv = number(v)?;
+            Ok(())
+        },
+    },
+    Row {
+        name: "Ponder",
+        kind: Kind::Check,
+        get: |o| o.ponder.to_string(),
+        set: |o, v| {
+            o.ponder = v == "true";
+            Ok(())
+        },
+    },
+    Row {
+        name: "UCI_AnalyseMode",
+        kind: Kind::Check,
+        get: |o| o.analyse_mode.to_string(),
+        set: |o, v| {
+            o.analyse_mode = v == "true";
+            Ok(())
+        },
+    },
+    Row {
+        name: "UCI_Chess960",
+        kind: Kind::Check,
+        get: |o| o.chess960.to_string(),
+        set: |o, v| {
+            o.chess960 = v == "true";
+            Ok(())
+        },
+    },
+];
+
+/// The row of the option `name` (compared as UCI does, ignoring case).
+pub fn row(name: &str) -> Option<&'static Row> {
+    OPTIONS.iter().find(|r| r.name.eq_ignore_ascii_case(name))
+}
+
+impl Row {
+    /// The row's declaration, with the current value as the default.
+    pub fn declaration(&self, options: &Options) -> EngineOption {
+        let value = (self.get)(options);
+        let kind = match self.kind {
+            Kind::Check => OptionKind::Check { default: value == "true" },
+            Kind::Spin { min, max } => OptionKind::Spin { default: value.parse().unwrap_or(min), min, max },
+            Kind::String => OptionKind::String { default: value },
+        };
+        EngineOption { name: self.name.to_owned(), kind }
+    }
 }
 
 impl Options {
-    /// The search's parameters as these options set them, with no depth or time limit (a search in a game runs until
-    /// the GUI stops it).
-    pub fn analysis_params(&self) -> Params {
-        Params {
-            engine_depth: self.engine_depth,
-            move_distance: self.move_distance as i32,
-            max_depth: u8::MAX - 1,
-            time: None,
-            no_progress: self.no_progress,
-            screen: Screening::of_setting(self.screen, self.screen_margin),
-        }
-    }
-
-    pub fn from_config(config: &Config, tree_path: String) -> Options {
+    /// The settings' options, and the standard ones as a GUI finds them before it sets any (one thread, one line,
+    /// no pondering, play rather than analysis, standard chess).
+    pub fn new(config: Config) -> Options {
         Options {
-            tree_path,
-            inner_engine: config.engine.clone(),
-            engines: config.engines.clone(),
-            engine_depth: config.engine_depth,
-            move_distance: config.move_distance,
-            background_analysis: config.background_analysis,
-            store_searches: config.store_searches,
-            tree_depth_margin: config.tree_depth_margin,
-            no_progress: config.no_progress,
-            screen: config.screen,
-            screen_margin: config.screen_margin,
-            hash_mib: config.engine_hash_mib,
+            config,
             threads: 1,
             multipv: 1,
             ponder: false,
             analyse_mode: false,
             chess960: false,
             inner: Vec::new(),
-            look_ahead: config.look_ahead(),
         }
     }
 
-    /// The declarations of deeptree's own and the standard options, with the current values as defaults.
+    /// The search's parameters as these options set them, with no depth or time limit (a search in a game runs until
+    /// the GUI stops it).
+    pub fn analysis_params(&self) -> Params {
+        Params::from(&self.config)
+    }
+
+    /// The settings' look ahead for the tree's growth (not a UCI option).
+    pub fn look_ahead(&self) -> Option<u8> {
+        self.config.look_ahead()
+    }
+
+    /// The declarations of deeptree's options, with the current values as defaults.
     pub fn declarations(&self) -> Vec<EngineOption> {
-        let spin = |name: &str, default: i64, min: i64, max: i64| EngineOption {
-            name: name.to_owned(),
-            kind: OptionKind::Spin { default, min, max },
-        };
-        let check =
-            |name: &str, default: bool| EngineOption { name: name.to_owned(), kind: OptionKind::Check { default } };
-        let string = |name: &str, default: &str| EngineOption {
-            name: name.to_owned(),
-            kind: OptionKind::String { default: default.to_owned() },
-        };
-        vec![
-            string("TreePath", &self.tree_path),
-            string("InnerEngine", &self.inner_engine),
-            string("Engines", &self.engines),
-            spin("EngineDepth", i64::from(self.engine_depth), 1, 99),
-            spin("MoveDistance", i64::from(self.move_distance), 0, 1000),
-            check("BackgroundAnalysis", self.background_analysis),
-            check("StoreSearches", self.store_searches),
-            spin(
-                "TreeDepthMargin",
-                i64::from(self.tree_depth_margin),
-                0,
-                i64::from(crate::config::MAX_TREE_DEPTH_MARGIN),
-            ),
-            check("NoProgress", self.no_progress),
-            check("Screen", self.screen),
-            spin("Hash", i64::from(self.hash_mib), 1, 65536),
-            spin("Threads", i64::from(self.threads), 1, 1024),
-            spin("MultiPV", i64::from(self.multipv), 1, 500),
-            check("Ponder", self.ponder),
-            check("UCI_AnalyseMode", self.analyse_mode),
-            check("UCI_Chess960", self.chess960),
-        ]
+        OPTIONS.iter().map(|row| row.declaration(self)).collect()
     }
 
-    /// Applies `setoption` to one of deeptree's own options; the error says why a value was refused.
-    pub fn set_own(&mut self, name: &str, value: &str) -> Result<(), String> {
-        let declared = self.declarations().into_iter().find(|o| o.name.eq_ignore_ascii_case(name));
-        let declared = declared.ok_or_else(|| format!("unknown option '{name}'"))?;
-        let value = check_value(&declared, value)?;
-        let number = || value.parse::<i64>().unwrap_or(0);
-        match declared.name.as_str() {
-            "TreePath" => self.tree_path = value,
-            "InnerEngine" => self.inner_engine = value,
-            "Engines" => {
-                let value = if value == "<empty>" { String::new() } else { value };
-                crate::engine::spec::EngineSpec::parse_list(&value).map_err(|e| format!("option Engines: {e}"))?;
-                self.engines = value;
-            }
-            "EngineDepth" => self.engine_depth = number() as u8,
-            "MoveDistance" => self.move_distance = number() as u32,
-            "BackgroundAnalysis" => self.background_analysis = value == "true",
-            "StoreSearches" => self.store_searches = value == "true",
-            "TreeDepthMargin" => self.tree_depth_margin = number() as u8,
-            "NoProgress" => self.no_progress = value == "true",
-            "Screen" => self.screen = value == "true",
-            "Hash" => self.hash_mib = number() as u32,
-            "Threads" => self.threads = number() as u32,
-            "MultiPV" => self.multipv = number() as u32,
-            "Ponder" => self.ponder = value == "true",
-            "UCI_Chess960" => self.chess960 = value == "true",
-            _ => self.analyse_mode = value == "true",
-        }
-        Ok(())
+    /// Applies `setoption` to one of deeptree's options; the error says why the name or the value was refused (and
+    /// nothing changed).
+    pub fn set(&mut self, name: &str, value: &str) -> Result<(), String> {
+        let row = row(name).ok_or_else(|| format!("unknown option '{name}'"))?;
+        let value = check_value(&row.declaration(self), value)?;
+        (row.set)(self, &value)
     }
 }
 
@@ -199,26 +304,68 @@ mod tests {
 
     #[test]
     fn values_are_checked() {
-        let mut options = Options::from_config(&Config::default(), "/tmp/tree".into());
-        assert!(options.set_own("Threads", "4").is_ok());
+        let mut options = Options::new(Config::default());
+        assert!(options.set("Threads", "4").is_ok());
         assert_eq!(options.threads, 4);
-        assert!(options.set_own("threads", "0").unwrap_err().contains("out of range"));
-        assert!(options.set_own("Ponder", "maybe").is_err());
-        assert!(options.set_own("MultiPV", "x").is_err());
-        assert!(options.set_own("NoSuchOption", "1").is_err());
-        assert!(options.set_own("Engines", "stockfish | workers=3 ; ssh box stockfish | hash=64").is_ok());
-        assert_eq!(options.engines, "stockfish | workers=3 ; ssh box stockfish | hash=64");
-        let refused = options.set_own("Engines", "stockfish | workers=none").unwrap_err();
+        assert!(options.set("threads", "0").unwrap_err().contains("out of range"));
+        assert!(options.set("Ponder", "maybe").is_err());
+        assert!(options.set("MultiPV", "x").is_err());
+        assert!(options.set("NoSuchOption", "1").is_err());
+        assert!(options.set("Engines", "stockfish | workers=3 ; ssh box stockfish | hash=64").is_ok());
+        assert_eq!(options.config.engines, "stockfish | workers=3 ; ssh box stockfish | hash=64");
+        let refused = options.set("Engines", "stockfish | workers=none").unwrap_err();
         assert!(refused.contains("Engines") && refused.contains("workers=none"), "{refused}");
         assert_eq!(
-            options.engines, "stockfish | workers=3 ; ssh box stockfish | hash=64",
+            options.config.engines, "stockfish | workers=3 ; ssh box stockfish | hash=64",
             "a refused list is not kept"
         );
-        assert!(options.set_own("Engines", "<empty>").is_ok());
-        assert_eq!(options.engines, "");
-        assert!(options.set_own("UCI_AnalyseMode", "TRUE").is_ok());
+        assert!(options.set("Engines", "<empty>").is_ok());
+        assert_eq!(options.config.engines, "");
+        assert!(options.set("UCI_AnalyseMode", "TRUE").is_ok());
         assert!(options.analyse_mode);
-        assert!(options.set_own("uci_chess960", "true").is_ok());
+        assert!(options.set("uci_chess960", "true").is_ok());
         assert!(options.chess960 && options.analyse_mode);
+    }
+
+    /// Before the table, a name missing from the setter's match set `UCI_AnalyseMode`: every row now sets its own
+    /// value and no other, and an unknown name changes nothing.
+    #[test]
+    fn every_row_sets_its_own_value_and_an_unknown_name_sets_none() {
+        let before = Options::new(Config::default());
+        for row in OPTIONS {
+            let mut options = before.clone();
+            let value = match row.kind {
+                Kind::Check => if (row.get)(&options) == "true" { "false" } else { "true" }.to_owned(),
+                Kind::Spin { min, max } => {
+                    let now: i64 = (row.get)(&options).parse().unwrap();
+                    if now < max { (now + 1).to_string() } else { min.to_string() }
+                }
+                Kind::String => "stockfish".to_owned() + row.name,
+            };
+            let value = if row.name == "Engines" { "stockfish | workers=2".to_owned() } else { value };
+            options.set(row.name, &value).unwrap();
+            assert_eq!((row.get)(&options), value, "{} reads back what was set", row.name);
+            for other in OPTIONS.iter().filter(|other| other.name != row.name) {
+                assert_eq!((other.get)(&options), (other.get)(&before), "setting {} changed {}", row.name, other.name);
+            }
+            assert_eq!(options.declarations().iter().filter(|d| d.name == row.name).count(), 1);
+        }
+        let mut options = before.clone();
+        let refused = options.set("AnalyseMode", "true").unwrap_err();
+        assert!(refused.contains("unknown option 'AnalyseMode'"), "{refused}");
+        assert_eq!(options, before);
+    }
+
+    #[test]
+    fn the_settings_set_the_declared_defaults() {
+        let config = Config { engine_depth: 11, tree_depth_margin: 3, screen: true, ..Config::default() };
+        let options = Options::new(config);
+        let declared = options.declarations();
+        let find = |name: &str| declared.iter().find(|d| d.name == name).unwrap().kind.clone();
+        assert!(matches!(find("EngineDepth"), OptionKind::Spin { default: 11, min: 1, max: 99 }));
+        assert!(matches!(find("TreeDepthMargin"), OptionKind::Spin { default: 3, min: 0, max: 20 }));
+        assert!(matches!(find("Screen"), OptionKind::Check { default: true }));
+        assert_eq!(options.analysis_params().engine_depth, 11);
+        assert!(options.analysis_params().screen.is_some());
     }
 }

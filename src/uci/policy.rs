@@ -28,7 +28,7 @@ use super::{
 use crate::{
     notation::{canonical_uci, legal_line},
     score::{Bound, Score},
-    search::analysis::{Line, Params, SettledInStore},
+    search::analysis::{Line, SettledInStore},
     store::{
         Change,
         key::PositionKey,
@@ -101,10 +101,10 @@ fn play(shared: &Shared, line: &Line, go: &Go, searchmoves: &[UciMove], control:
     if !shared.options.analyse_mode {
         let (expected, timed) = {
             let model = shared.depth_model.lock();
-            expected_depth(go, line.root(), &model, shared.options.engine_depth)
+            expected_depth(go, line.root(), &model, shared.options.config.engine_depth)
         };
         // The margin the user allows lowers the estimate for a clock or `movetime`, never a limit the GUI set.
-        let margin = if timed { shared.options.tree_depth_margin } else { 0 };
+        let margin = if timed { shared.options.config.tree_depth_margin } else { 0 };
         let needed = expected - f64::from(margin);
         // The tree's word counts where it knows at least as deep as the search would see (less the margin), and where
         // the game's history does not change its verdict: a move that would repeat a position of this game scores a
@@ -174,15 +174,15 @@ fn known_deep_enough(
     let settled = SettledInStore::new(&view, line);
     let started = Instant::now();
     for narrowing in 0..=MAX_NARROWING {
-        let move_distance = shared.options.move_distance >> narrowing;
+        let move_distance = shared.options.config.move_distance >> narrowing;
         if narrowing > 0 && move_distance < MIN_CHECKED_DISTANCE {
             break;
         }
-        let params = Params {
-            engine_depth: u8::try_from(engine_depth).unwrap_or(u8::MAX),
-            move_distance: move_distance as i32,
-            ..shared.options.analysis_params()
-        };
+        let params = shared
+            .options
+            .analysis_params()
+            .with_engine_depth(u8::try_from(engine_depth).unwrap_or(u8::MAX))
+            .with_move_distance(move_distance as i32);
         let depth = needed + narrowing;
         match settled.deepest(&params, 1, depth) {
             Ok(Some(found)) if found == depth => {

@@ -25,7 +25,7 @@ use crate::{
     config::Config,
     engine::{EngineConfig, EngineIdentity, StopHandle, protocol::EngineOption, spec::EngineSpec},
     search::{analysis::Line, evaluator::PoolEvaluator},
-    store::Store,
+    store::{Store, StoreOptions},
 };
 
 mod searches;
@@ -36,7 +36,7 @@ use super::{
     depth::DepthModel,
     direct::{DirectSlot, Overhead, RelayClock},
     growth::grow_tree,
-    options::{OWN, Options, check_value},
+    options::{self, Options, check_value},
     policy::{search, wait_for_release},
 };
 
@@ -123,7 +123,6 @@ impl Running {
 
 struct Session {
     out: Out,
-    base: Config,
     options: Options,
     /// Options the inner engine declared (offered under their own names).
     inner_declared: Vec<EngineOption>,
@@ -173,8 +172,7 @@ pub fn run(config: &Config, tree_dir: PathBuf) {
     let relay = Arc::new(RelayClock::default());
     let mut session = Session {
         out: Out(Arc::new(Mutex::new(std::io::stdout()))),
-        base: config.clone(),
-        options: Options::from_config(config, tree_dir.display().to_string()),
+        options: Options::new(Config { tree_path: tree_dir.display().to_string(), ..config.clone() }),
         inner_declared: Vec::new(),
         store: None,
         store_error: None,
@@ -229,7 +227,7 @@ impl Session {
         if idle_long_enough
             && self.search.is_none()
             && self.background.is_none()
-            && self.options.background_analysis
+            && self.options.config.background_analysis
             && !self.last_go_timed
             && self.line.is_some()
             && self.ensure_store()
@@ -305,7 +303,7 @@ impl Session {
             let (config, overhead) = (self.direct_config(), self.overhead());
             match self.direct.lock().prepare(&config, overhead) {
                 Ok((engine, _)) => self.inner_declared = offered(engine.identity()),
-                Err(e) => problem = Some(format!("inner engine '{}' unavailable: {e}", self.options.inner_engine)),
+                Err(e) => problem = Some(format!("inner engine '{}' unavailable: {e}", self.options.config.engine)),
             }
         }
         for option in self.options.declarations().iter().chain(&self.inner_declared) {
@@ -353,7 +351,7 @@ impl Session {
                 if e.is_engine_fault() {
                     self.direct.lock().close();
                 }
-                let message = format!("inner engine '{}' unavailable: {e}", self.options.inner_engine);
+                let message = format!("inner engine '{}' unavailable: {e}", self.options.config.engine);
                 if self.direct_error.as_ref() != Some(&message) {
                     self.out.error(&message);
                     self.direct_error = Some(message);
@@ -398,5 +396,5 @@ impl Session {
 
 /// The inner engine's options that deeptree offers under their own names (all but those it declares itself).
 fn offered(identity: &EngineIdentity) -> Vec<EngineOption> {
-    identity.options.iter().filter(|o| !OWN.iter().any(|own| own.eq_ignore_ascii_case(&o.name))).cloned().collect()
+    identity.options.iter().filter(|o| options::row(&o.name).is_none()).cloned().collect()
 }

@@ -12,17 +12,17 @@ impl Session {
         }
         self.finish_search();
         self.direct_error = None;
-        if OWN.iter().any(|own| own.eq_ignore_ascii_case(name)) {
+        if options::row(name).is_some() {
             let before = self.options.clone();
-            if let Err(e) = self.options.set_own(name, value) {
+            if let Err(e) = self.options.set(name, value) {
                 self.out.error(&e);
                 return;
             }
-            if before.tree_path != self.options.tree_path {
+            if before.config.tree_path != self.options.config.tree_path {
                 self.store = None;
                 self.store_error = None;
             }
-            if before.inner_engine != self.options.inner_engine {
+            if before.config.engine != self.options.config.engine {
                 self.inner_declared.clear();
                 self.direct.lock().close();
             }
@@ -31,8 +31,8 @@ impl Session {
                 self.direct.lock().close();
                 *self.pool.lock() = None;
             }
-            if (before.inner_engine, before.threads, before.hash_mib)
-                != (self.options.inner_engine.clone(), self.options.threads, self.options.hash_mib)
+            if (&before.config.engine, before.threads, before.config.engine_hash_mib)
+                != (&self.options.config.engine, self.options.threads, self.options.config.engine_hash_mib)
             {
                 // The direct engine takes new values with `setoption` before its next search; the workers restart.
                 *self.pool.lock() = None;
@@ -54,8 +54,7 @@ impl Session {
     }
 
     pub(super) fn engine_config(&self, threads: u32, hash_mib: u32) -> EngineConfig {
-        let mut config = EngineConfig::from_config(&self.base);
-        config.command = self.options.inner_engine.clone();
+        let mut config = EngineConfig::from(&self.options.config);
         config.options = vec![("Threads".into(), threads.to_string()), ("Hash".into(), hash_mib.max(1).to_string())];
         config.options.extend(self.options.inner.iter().filter(|(n, _)| !Overhead::is_option(n)).cloned());
         if self.chess960() {
@@ -72,14 +71,14 @@ impl Session {
 
     /// The direct engine: all `Threads` and all of `Hash`.
     pub(super) fn direct_config(&self) -> EngineConfig {
-        self.engine_config(self.options.threads, self.options.hash_mib)
+        self.engine_config(self.options.threads, self.options.config.engine_hash_mib)
     }
 
     /// The tree's workers: the `Engines` option's, else `InnerEngine` as many as `Threads`, one thread each, `Hash`
     /// shared out.
     pub(super) fn tree_configs(&self) -> Vec<EngineConfig> {
-        let base = self.engine_config(1, (self.options.hash_mib / self.options.threads.max(1)).max(16));
-        match EngineSpec::parse_list(&self.options.engines) {
+        let base = self.engine_config(1, (self.options.config.engine_hash_mib / self.options.threads.max(1)).max(16));
+        match EngineSpec::parse_list(&self.options.config.engines) {
             Ok(specs) if !specs.is_empty() => EngineSpec::configs(&specs, &base),
             // A bad list was refused when it was set; the settings' own is checked at start.
             _ => vec![base; self.options.threads.max(1) as usize],
@@ -99,8 +98,8 @@ impl Session {
         if self.store_error.is_some() {
             return false;
         }
-        let dir = PathBuf::from(&self.options.tree_path);
-        match Store::open(&dir, &self.base.store_options()) {
+        let dir = PathBuf::from(&self.options.config.tree_path);
+        match Store::open(&dir, &StoreOptions::from(&self.options.config)) {
             Ok(store) => {
                 self.store = Some(Arc::new(store));
                 true
