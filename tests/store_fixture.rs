@@ -1,0 +1,220 @@
+//! The stored format's promise: a store written by an earlier release opens, and shows the same, with every later
+//! build. tests/fixtures/store-v1 holds a small store written by deeptree 03e9fbd (evaluations of two engines, settled
+//! depths, the edges of a line, a screen bound, imported moves with placeholder scores, EPD evaluations with a mate)
+//! and what that build printed for it; see its README.md. The fixture is never written: every test opens a copy.
+
+use std::{
+    collections::BTreeMap,
+    path::{Path, PathBuf},
+    process::Command,
+};
+
+use serde_json::Value;
+
+const FIXTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/store-v1");
+
+/// The `show` commands whose output was recorded when the fixture was made, each with its file.
+const SHOWN: [(&[&str], &str); 5] = [
+    (&["show", "--depth", "3"], "show-depth3.txt"),
+    (&["show", "--json", "--depth", "3"], "show-depth3.json"),
+    (&["show", "--moves", "e2e4", "--depth", "2"], "show-e2e4-depth2.txt"),
+    (&["show", "--moves", "e2e4 c7c5 g1f3", "--depth", "2"], "show-sicilian-depth2.txt"),
+    (&["show", "--moves", "e2e4 e7e5 f1c4 b8c6 d1h5 g8f6", "--depth", "1"], "show-mate-depth1.txt"),
+];
+
+/// Fields of `stats --json` that depend on where the copy lies and how its pages are laid out, not on what it holds.
+const STATS_VARYING: [&str; 5] = ["bytes", "tree_bytes", "map_size", "path", "claims"];
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(FIXTURE).join(name)
+}
+
+fn recorded(name: &str) -> String {
+    std::fs::read_to_string(fixture(name)).unwrap_or_else(|e| panic!("the recorded {name} cannot be read: {e}"))
+}
+
+/// Every file of the committed fixture, by name, with its bytes.
+fn committed_files() -> BTreeMap<String, Vec<u8>> {
+    std::fs::read_dir(FIXTURE)
+        .unwrap()
+        .map(|entry| {
+            let entry = entry.unwrap();
+            (entry.file_name().to_string_lossy().into_owned(), std::fs::read(entry.path()).unwrap())
+        })
+        .collect()
+}
+
+/// A copy of the fixture's store in a temporary directory, and what the committed fixture held when it was made.
+struct StoreCopy {
+    _dir: tempfile::TempDir,
+    db: PathBuf,
+    committed: BTreeMap<String, Vec<u8>>,
+}
+
+impl StoreCopy {
+    fn new() -> StoreCopy {
+        let committed = committed_files();
+        assert!(committed.contains_key("data.mdb"), "the fixture has no data.mdb: {:?}", committed.keys());
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("store");
+        std::fs::create_dir(&db).unwrap();
+        std::fs::copy(fixture("data.mdb"), db.join("data.mdb")).unwrap();
+        StoreCopy { _dir: dir, db, committed }
+    }
+
+    /// Runs deeptree on the copy with the fixture's settings (nothing from the environment) and returns its stdout.
+    fn deeptree(&self, args: &[&str]) -> String {
+        let output = Command::new(env!("CARGO_BIN_EXE_deeptree"))
+            .arg("--db")
+            .arg(&self.db)
+            .arg("--config")
+            .arg(fixture("deeptree.toml"))
+            .args(args)
+            .env_remove("DEEPTREE_DB")
+            .env_remove("DEEPTREE_CONFIG")
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "deeptree {args:?} fails on a copy of the store written by 03e9fbd (tests/fixtures/store-v1): {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8(output.stdout).unwrap_or_else(|e| panic!("deeptree {args:?} printed no UTF-8: {e}"))
+    }
+
+    /// Every recorded `show` prints what the build that wrote the store printed.
+    fn assert_shows_as_recorded(&self, after: &str) {
+        for (args, file) in SHOWN {
+            let shown = self.deeptree(args);
+            if file.ends_with(".json") {
+                let shown: Value = serde_json::from_str(&shown)
+                    .unwrap_or_else(|e| panic!("deeptree {args:?} {after} prints no JSON: {e}\n{shown}"));
+                let expected: Value = serde_json::from_str(&recorded(file)).unwrap();
+                if let Some(difference) = json_difference("", &expected, &shown) {
+                    panic!("deeptree {args:?} {after} shows the fixture store otherwise than {file}: {difference}");
+                }
+            } else if let Some(difference) = text_difference(&recorded(file), &shown) {
+                panic!("deeptree {args:?} {after} shows the fixture store otherwise than {file}: {difference}");
+            }
+        }
+    }
+
+    /// `stats --json` counts what the build that wrote the store counted.
+    fn assert_stats_as_recorded(&self, after: &str) {
+        let shown: Value = serde_json::from_str(&self.deeptree(&["stats", "--json"])).unwrap();
+        let expected: Value = serde_json::from_str(&recorded("stats.json")).unwrap();
+        let (shown, expected) = (stable_stats(shown), stable_stats(expected));
+        if let Some(difference) = json_difference("", &expected, &shown) {
+            panic!("deeptree stats --json {after} counts the fixture store otherwise than stats.json: {difference}");
+        }
+    }
+
+    /// The committed fixture is as it was when the test began: only the copy was opened.
+    fn assert_fixture_untouched(&self) {
+        let now = committed_files();
+        assert_eq!(
+            now.keys().collect::<Vec<_>>(),
+            self.committed.keys().collect::<Vec<_>>(),
+            "files appeared in or vanished from tests/fixtures/store-v1: the committed store was opened, not a copy"
+        );
+        for (name, bytes) in &now {
+            assert!(bytes == &self.committed[name], "tests/fixtures/store-v1/{name} was written by the test");
+        }
+    }
+}
+
+/// `stats --json` without the fields that vary with the copy.
+fn stable_stats(mut stats: Value) -> Value {
+    let object = stats.as_object_mut().expect("stats --json prints an object");
+    for field in STATS_VARYING {
+        object.remove(field);
+    }
+    stats
+}
+
+/// The first line where `shown` differs from `expected`, or `None` where they are the same.
+fn text_difference(expected: &str, shown: &str) -> Option<String> {
+    if expected == shown {
+        return None;
+    }
+    let (mut expected_lines, mut shown_lines) = (expected.lines(), shown.lines());
+    for number in 1.. {
+        match (expected_lines.next(), shown_lines.next()) {
+            (Some(e), Some(s)) if e == s => continue,
+            (None, None) => break,
+            (e, s) => {
+                return Some(format!(
+                    "line {number} was {:?}, is now {:?}",
+                    e.unwrap_or("(the end)"),
+                    s.unwrap_or("(the end)")
+                ));
+            }
+        }
+    }
+    Some("the same lines, with other line ends".to_owned())
+}
+
+/// The first place (a JSON path) where `shown` differs from `expected`, or `None` where they are equal.
+fn json_difference(path: &str, expected: &Value, shown: &Value) -> Option<String> {
+    match (expected, shown) {
+        (Value::Object(e), Value::Object(s)) => {
+            for (key, value) in e {
+                match s.get(key) {
+                    None => return Some(format!("{path}.{key} is gone (was {value})")),
+                    Some(now) => {
+                        if let Some(difference) = json_difference(&format!("{path}.{key}"), value, now) {
+                            return Some(difference);
+                        }
+                    }
+                }
+            }
+            s.iter().find(|(key, _)| !e.contains_key(*key)).map(|(key, now)| format!("{path}.{key} is new ({now})"))
+        }
+        (Value::Array(e), Value::Array(s)) => {
+            for (i, (value, now)) in e.iter().zip(s).enumerate() {
+                if let Some(difference) = json_difference(&format!("{path}[{i}]"), value, now) {
+                    return Some(difference);
+                }
+            }
+            (e.len() != s.len()).then(|| format!("{path} had {} items, has {}", e.len(), s.len()))
+        }
+        _ => (expected != shown)
+            .then(|| format!("{} was {expected}, is now {shown}", if path.is_empty() { "." } else { path })),
+    }
+}
+
+#[test]
+fn show_prints_the_fixture_store_as_the_release_that_wrote_it() {
+    let copy = StoreCopy::new();
+    copy.assert_shows_as_recorded("on the store as 03e9fbd wrote it");
+    copy.assert_fixture_untouched();
+}
+
+#[test]
+fn stats_counts_the_fixture_store_as_the_release_that_wrote_it() {
+    let copy = StoreCopy::new();
+    copy.assert_stats_as_recorded("on the store as 03e9fbd wrote it");
+    copy.assert_fixture_untouched();
+}
+
+/// Commands that open the store for writing (and would migrate an older schema) take it as it is: importing its own
+/// games again adds nothing, and a compacted copy shows and counts the same.
+#[test]
+fn the_fixture_store_opens_for_writing_and_keeps_its_tree() {
+    let copy = StoreCopy::new();
+    // A reader first (it leaves a lock file behind), then writers.
+    copy.deeptree(&["show", "--depth", "1"]);
+    let games = fixture("games.pgn");
+    let import: Value =
+        serde_json::from_str(&copy.deeptree(&["import", "pgn", games.to_str().unwrap(), "--json"])).unwrap();
+    assert_eq!(
+        (import["new_edges"].as_u64(), import["new_nodes"].as_u64()),
+        (Some(0), Some(0)),
+        "the games imported into the fixture store are not found in it again: {import}"
+    );
+    copy.assert_shows_as_recorded("after importing the fixture's games again");
+    copy.deeptree(&["compact"]);
+    copy.assert_shows_as_recorded("after compact");
+    copy.assert_stats_as_recorded("after compact");
+    copy.assert_fixture_untouched();
+}
