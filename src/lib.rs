@@ -5,7 +5,7 @@
 //!
 //! # Layers
 //!
-//! From the bottom up; each module uses only those above it in this list.
+//! From the bottom up; each module uses only those above it in this list (tests/layers.rs checks it).
 //!
 //! - [`score`], [`notation`], [`logger`]: scores and bounds, the stored and written forms of moves (castling,
 //!   Chess960), logging. No chess engine, no store.

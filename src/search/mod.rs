@@ -8,3 +8,4 @@ pub mod host_bench;
 pub mod overlay;
 pub mod roots;
 pub mod show;
+pub mod tree;

@@ -78,10 +78,17 @@ fn valued(score: Score) -> Option<Score> {
     (score != Score::MATED_NOW).then_some(score)
 }
 
+/// The one ranking of a position's moves, used by `show`, the exports, the tree's answer and its `info` lines: the
+/// greatest key is the best move. Moves something has valued (an idea or alpha score other than the placeholder)
+/// come before those nothing has, then the higher alpha score, then the higher idea score.
+pub fn ranking(idea: Score, alpha: Score) -> (bool, Score, Score) {
+    (valued(idea).is_some() || valued(alpha).is_some(), alpha, idea)
+}
+
 impl ShownMove {
     /// Has anything valued the move yet (an engine score of its own, its position's evaluation, a repetition)?
     pub fn is_valued(&self) -> bool {
-        valued(self.idea).is_some() || valued(self.alpha).is_some()
+        ranking(self.idea, self.alpha).0
     }
 }
 
@@ -174,7 +181,7 @@ fn shown_node(
             });
         }
     }
-    moves.sort_by(|a, b| b.is_valued().cmp(&a.is_valued()).then(b.alpha.cmp(&a.alpha)).then(b.idea.cmp(&a.idea)));
+    moves.sort_by_key(|m| std::cmp::Reverse(ranking(m.idea, m.alpha)));
     let unsearched = pos
         .legal_moves()
         .iter()

@@ -6,64 +6,30 @@
 //! the GUI's `go` and the engine's, and between the engine's `bestmove` and deeptree's, nothing is stored or logged:
 //! the result is stored after `bestmove` is out.
 
-use std::{
-    collections::VecDeque,
-    sync::atomic::Ordering,
-    time::{Duration, Instant},
-};
+use std::{collections::VecDeque, time::Duration};
 
-use parking_lot::Mutex;
 use shakmaty::{Chess, Position, uci::UciMove};
 
 use super::{
+    answer::{Answerer, DepthSample, Outcome, RelayHops, bestmove, fallback, store_game_line},
     command::Go,
+    control::{Context, Control},
     depth::Phase,
-    policy::{store_game_line, tree_answer},
-    session::{Control, Shared},
-    time::share,
+    message::Info,
+    time::{Overhead, share},
 };
 use crate::{
     engine::{
-        Engine, EngineConfig, EngineError, EngineIdentity, EnginePosition, EvalRequest, Evaluation, Limit,
-        protocol::{Info, OptionKind},
+        Engine, EngineConfig, EngineError, EnginePosition, EvalRequest, Evaluation, Limit, protocol::Info as EngineInfo,
     },
-    notation::{canonical_uci, in_notation, legal_line},
-    score::{Bound, Score},
+    notation::{canonical_uci, legal_line},
+    score::Bound,
     search::analysis::Line,
     store::{
         Change,
         node::{Edge, Eval, Node, PackedPosition, RestBound},
     },
 };
-
-/// The name under which engines (Stockfish among them) take the time they keep back for communication.
-const MOVE_OVERHEAD: &str = "Move Overhead";
-
-/// What the direct engine should keep back for communication: the GUI's value (or the engine's default) plus the
-/// relay's own latency.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Overhead {
-    /// `Move Overhead` as the GUI set it; `None`: the engine's default.
-    pub gui_ms: Option<i64>,
-    /// The relay's measured latency, rounded up to whole milliseconds.
-    pub relay_ms: u64,
-}
-
-impl Overhead {
-    /// The `setoption` for an engine that declares `Move Overhead` as a spin; `None` for any other engine.
-    fn option(&self, identity: &EngineIdentity) -> Option<(String, String)> {
-        let option = identity.option(MOVE_OVERHEAD)?;
-        let OptionKind::Spin { default, min, max } = option.kind else { return None };
-        let relay = i64::try_from(self.relay_ms).unwrap_or(i64::MAX);
-        let value = self.gui_ms.unwrap_or(default).saturating_add(relay).clamp(min, max);
-        Some((option.name.clone(), value.to_string()))
-    }
-
-    /// Whether `name` is the option this plan sets.
-    pub fn is_option(name: &str) -> bool {
-        name.eq_ignore_ascii_case(MOVE_OVERHEAD)
-    }
-}
 
 /// The direct engine's process and what it has been told.
 #[derive(Default)]
@@ -155,7 +121,7 @@ fn configure(
 /// The relay's own latency, hop by hop, over the last searches.
 #[derive(Default)]
 pub struct RelayClock {
-    hops: Mutex<Hops>,
+    hops: Hops,
 }
 
 #[derive(Default)]
@@ -170,9 +136,8 @@ struct Hops {
 const RELAY_SAMPLES: usize = 256;
 
 impl RelayClock {
-    pub fn record(&self, go: Duration, bestmove: Duration) {
-        let mut hops = self.hops.lock();
-        let Hops { go: go_hops, bestmove: bestmove_hops } = &mut *hops;
+    pub fn record(&mut self, go: Duration, bestmove: Duration) {
+        let Hops { go: go_hops, bestmove: bestmove_hops } = &mut self.hops;
         for (queue, hop) in [(go_hops, go), (bestmove_hops, bestmove)] {
             if queue.len() == RELAY_SAMPLES {
                 queue.pop_front();
@@ -189,7 +154,7 @@ impl RelayClock {
     /// 1 s + 0.01 s game. The engine's own overhead (the GUI's value, or its default) covers rare delays, as it does
     /// for the bare engine.
     pub fn margin_ms(&self) -> u64 {
-        let hops = self.hops.lock();
+        let hops = &self.hops;
         let total = percentile(&hops.go, 0.5) + percentile(&hops.bestmove, 0.5);
         ((total.as_micros() + 500) / 1000) as u64
     }
@@ -229,116 +194,136 @@ fn limit_of(go: &Go, engine_depth: u8) -> Limit {
     }
 }
 
-/// A search by the direct engine; `bestmove` goes out the moment the engine's comes, and what it found is stored
-/// after that.
-pub fn direct(shared: &Shared, line: &Line, go: &Go, searchmoves: &[UciMove], control: &Control) {
-    let limit = limit_of(go, shared.options.config.engine_depth);
-    let request = match engine_request(line, limit, searchmoves, shared.options.multipv) {
+/// A search by the direct engine. The outcome is returned the moment the engine's `bestmove` comes (the session writes
+/// it); what the search found is stored after that, by the [`Aftermath`].
+pub fn direct(
+    ctx: &Context,
+    slot: &mut DirectSlot,
+    line: &Line,
+    go: &Go,
+    searchmoves: &[UciMove],
+    control: &mut Control,
+) -> (Outcome, Aftermath) {
+    let limit = limit_of(go, ctx.options.config.engine_depth);
+    let request = match engine_request(line, limit, searchmoves, ctx.options.multipv) {
         Ok(request) => request,
         Err(e) => {
-            shared.out.error(&format!("cannot search: {e}"));
-            fallback_move(shared, line, searchmoves);
-            return;
+            return (
+                fallback(ctx, line, searchmoves, Some(Info::error(format!("cannot search: {e}")))),
+                Aftermath::NONE,
+            );
         }
     };
-    let mut slot = shared.direct.lock();
-    let (engine, quiet) = match slot.prepare(&shared.config_direct, shared.overhead) {
+    let (engine, quiet) = match slot.prepare(&ctx.config_direct, ctx.overhead) {
         Ok(prepared) => prepared,
         Err(e) => {
-            drop(slot);
-            shared.out.error(&format!("inner engine '{}' unavailable: {e}", shared.config_direct.command));
-            fallback_move(shared, line, searchmoves);
-            return;
+            let problem = Info::error(format!("inner engine '{}' unavailable: {e}", ctx.config_direct.command));
+            return (fallback(ctx, line, searchmoves, Some(problem)), Aftermath::NONE);
         }
     };
     // The relay's latency is measured only where the engine was ready: a start or a `setoption` is not the relay's.
     let measured = engine.is_synced();
-    *control.direct_stop.lock() = Some(engine.stop_handle());
-    if control.stop.load(Ordering::SeqCst) {
+    control.stoppable(engine.stop_handle());
+    if control.stopped() {
         engine.stop_handle().stop();
     }
-    let out = shared.out.clone();
-    let (root, chess960) = (line.root(), shared.chess960);
+    let (root, chess960) = (line.root(), ctx.chess960);
     // The first move of the last relayed line when it is of multipv 1 (stored form): the line before `bestmove` must
     // start with its move.
     let mut last_head: Option<UciMove> = None;
-    let mut relay = |info: &Info| {
-        if let Some((text, head)) = info_line(info, root, chess960) {
+    let mut relay = |info: &EngineInfo| {
+        if let Some((info, head)) = relayed(info, root, chess960) {
             last_head = head.filter(|_| info.multipv.unwrap_or(1) == 1);
-            out.send(&text);
+            ctx.out.send(info);
         }
     };
     let mut result = engine.search(&request, &mut relay);
     if matches!(result, Err(EngineError::Stopped)) {
         // Stopped before it began (a `stop` right behind the `go`): the quickest real search still answers with a
         // searched move, as the bare engine would, rather than an unsearched one.
-        if let Ok(quick) = engine_request(line, Limit::Depth(1), searchmoves, shared.options.multipv) {
+        if let Ok(quick) = engine_request(line, Limit::Depth(1), searchmoves, ctx.options.multipv) {
             result = engine.search(&quick, &mut relay);
         }
     }
-    *control.direct_stop.lock() = None;
     match result {
         Ok(evaluation) => {
-            if last_head != Some(evaluation.best_move) {
-                shared.out.send(&closing_info(&evaluation, root, chess960));
-            }
-            let ponder = evaluation.ponder.filter(|_| shared.options.ponder);
-            shared.bestmove(&bestmove(root, evaluation.best_move, ponder, chess960));
-            let bestmove_out = Instant::now();
-            drop(slot);
-            // From here on the GUI has its move: measure, learn and store.
+            let infos: Vec<Info> = (last_head != Some(evaluation.best_move))
+                .then(|| closing_info(&evaluation, root, chess960))
+                .into_iter()
+                .collect();
+            let ponder = evaluation.ponder.filter(|_| ctx.options.ponder);
             let timing = evaluation.timing;
-            if quiet && measured {
-                shared.relay.record(
-                    timing.go_sent.saturating_duration_since(control.received),
-                    bestmove_out.saturating_duration_since(timing.bestmove_read),
-                );
-            }
-            if searchmoves.is_empty() && !evaluation.stopped {
-                let mut model = shared.depth_model.lock();
-                model.record(Phase::of(line.root()), evaluation.nodes, timing.engine_time(), evaluation.depth());
-                if go.movetime.is_none()
-                    && let Some(share) = share(go, line.root().turn().is_white())
-                {
-                    model.record_clock(timing.engine_time(), share);
-                }
-            }
-            store_game_line(shared, line);
-            if shared.options.config.store_searches
-                && searchmoves.is_empty()
-                && !evaluation.stopped
-                && evaluation.bound() == Bound::Exact
-            {
-                store_direct_result(shared, line.root(), &evaluation);
-            }
+            let learns = searchmoves.is_empty() && !evaluation.stopped;
+            let sample = learns.then(|| DepthSample {
+                phase: Phase::of(root),
+                nodes: evaluation.nodes,
+                time: timing.engine_time(),
+                depth: evaluation.depth(),
+                clock_share: if go.movetime.is_none() { share(go, root.turn().is_white()) } else { None },
+            });
+            let outcome = Outcome {
+                by: Answerer::Direct,
+                infos,
+                best: bestmove(root, evaluation.best_move, ponder, chess960),
+                relay: (quiet && measured).then_some(RelayHops { received: control.received, timing }),
+                sample,
+            };
+            let stores = ctx.options.config.store_searches && learns && evaluation.bound() == Bound::Exact;
+            let aftermath = Aftermath {
+                game_line: true,
+                direct_result: stores.then(|| (evaluation, ctx.config_direct.command.clone())),
+            };
+            (outcome, aftermath)
         }
         Err(e) => {
             if e.is_engine_fault() {
                 slot.close(); // respawned at the next search
             }
-            drop(slot);
-            if !matches!(e, EngineError::Stopped) {
-                shared.out.error(&format!("inner engine search failed: {e}"));
-            }
-            fallback_move(shared, line, searchmoves);
+            let problem =
+                (!matches!(e, EngineError::Stopped)).then(|| Info::error(format!("inner engine search failed: {e}")));
+            (fallback(ctx, line, searchmoves, problem), Aftermath::NONE)
+        }
+    }
+}
+
+/// What a search stores once the GUI has its move.
+#[derive(Debug)]
+pub struct Aftermath {
+    /// The game's moves, as edges.
+    pub game_line: bool,
+    /// A direct search's result as its position's evaluation, with the engine's command line.
+    pub direct_result: Option<(Evaluation, String)>,
+}
+
+impl Aftermath {
+    pub const NONE: Aftermath = Aftermath { game_line: false, direct_result: None };
+
+    /// Stores the game's moves (the tree then knows its repetitions).
+    pub const GAME_LINE: Aftermath = Aftermath { game_line: true, direct_result: None };
+
+    pub fn run(self, ctx: &Context, line: &Line) {
+        if self.game_line {
+            store_game_line(ctx, line);
+        }
+        if let Some((evaluation, command)) = &self.direct_result {
+            store_direct_result(ctx, line.root(), evaluation, command);
         }
     }
 }
 
 /// The `info` line sent before `bestmove` when the engine's last line did not start with its best move: the
 /// engine's principal variation when it starts with the best move, else the best move alone.
-fn closing_info(evaluation: &Evaluation, root: &Chess, chess960: bool) -> String {
+fn closing_info(evaluation: &Evaluation, root: &Chess, chess960: bool) -> Info {
     let pv = &evaluation.line.pv;
     let pv = if pv.first() == Some(&evaluation.best_move) { pv.as_slice() } else { &[evaluation.best_move][..] };
-    let pv: Vec<String> = legal_line(root, pv, chess960).iter().map(ToString::to_string).collect();
-    format!(
-        "info depth {} score {} nodes {} time {} pv {}",
-        evaluation.depth().max(1),
-        uci_score(evaluation.score(), evaluation.bound()),
-        evaluation.nodes,
-        evaluation.timing.engine_time().as_millis(),
-        pv.join(" ")
-    )
+    Info {
+        depth: Some(evaluation.depth().max(1)),
+        score: Some((evaluation.score(), evaluation.bound())),
+        nodes: Some(evaluation.nodes),
+        time_ms: Some(evaluation.timing.engine_time().as_millis() as u64),
+        pv: legal_line(root, pv, chess960),
+        ..Info::default()
+    }
 }
 
 /// The inner engine's request for the game's position (start position and moves, so it sees the repetitions).
@@ -352,84 +337,33 @@ pub fn engine_request(
     EvalRequest::new(position, limit).with_searchmoves(searchmoves.to_vec()).map(|r| r.with_multipv(multipv))
 }
 
-/// When nothing can be searched: the tree's best move, else the first legal move (among `searchmoves` when given),
-/// so the game goes on.
-pub fn fallback_move(shared: &Shared, line: &Line, searchmoves: &[UciMove]) {
-    if let Some(answer) = tree_answer(shared, line, searchmoves) {
-        answer.send(shared, line, Instant::now());
-        return;
-    }
-    let root = line.root();
-    let allowed =
-        |m: &&shakmaty::Move| searchmoves.is_empty() || searchmoves.contains(&crate::notation::canonical(**m));
-    // Nothing was searched: an `info string` says so, with no score.
-    match root.legal_moves().iter().find(allowed) {
-        Some(m) => {
-            shared.out.send("info string nothing could be searched: playing the first legal move");
-            shared.bestmove(&format!("bestmove {}", in_notation(*m, shared.chess960)));
-        }
-        None => {
-            shared.out.send("info string no legal move");
-            shared.bestmove("bestmove 0000");
-        }
-    }
-}
-
-/// Relays an inner engine's `info` line (without `string`s and currmove noise), its PV checked legal from `root`
+/// An inner engine's `info` line as relayed (without `string`s and currmove noise), its PV checked legal from `root`
 /// (cut at its first illegal move) and written in the GUI's notation; with the PV's first move in stored form.
-fn info_line(info: &Info, root: &Chess, chess960: bool) -> Option<(String, Option<UciMove>)> {
-    let (score, bound) = info.score?;
-    let mut text = format!("info depth {}", info.depth?);
-    if let Some(seldepth) = info.seldepth {
-        text.push_str(&format!(" seldepth {seldepth}"));
-    }
-    if let Some(multipv) = info.multipv {
-        text.push_str(&format!(" multipv {multipv}"));
-    }
-    text.push_str(&format!(" score {}", uci_score(score, bound)));
-    for (name, value) in [("nodes", info.nodes), ("nps", info.nps), ("time", info.time_ms)] {
-        if let Some(value) = value {
-            text.push_str(&format!(" {name} {value}"));
-        }
-    }
+fn relayed(info: &EngineInfo, root: &Chess, chess960: bool) -> Option<(Info, Option<UciMove>)> {
     let pv = legal_line(root, &info.pv, chess960);
-    if !pv.is_empty() {
-        text.push_str(" pv");
-        for m in &pv {
-            text.push_str(&format!(" {m}"));
-        }
-    }
     let head = pv.first().and_then(|m| canonical_uci(root, m));
-    Some((text, head))
-}
-
-pub fn uci_score(score: Score, bound: Bound) -> String {
-    match bound {
-        Bound::Exact => score.to_string(),
-        Bound::Lower => format!("{score} lowerbound"),
-        Bound::Upper => format!("{score} upperbound"),
-    }
-}
-
-/// `bestmove` (and `ponder` when it is legal after it) in the GUI's notation.
-pub fn bestmove(root: &Chess, best: UciMove, ponder: Option<UciMove>, chess960: bool) -> String {
-    let line = legal_line(root, &[Some(best), ponder].into_iter().flatten().collect::<Vec<_>>(), chess960);
-    match line.as_slice() {
-        [best, ponder] => format!("bestmove {best} ponder {ponder}"),
-        [best, ..] => format!("bestmove {best}"),
-        // The best move is legal: it was checked when it came from the engine or the tree.
-        [] => format!("bestmove {best}"),
-    }
+    let relayed = Info {
+        depth: Some(info.depth?),
+        seldepth: info.seldepth,
+        multipv: info.multipv,
+        score: Some(info.score?),
+        nodes: info.nodes,
+        nps: info.nps,
+        time_ms: info.time_ms,
+        pv,
+        string: None,
+    };
+    Some((relayed, head))
 }
 
 /// Stores a direct search's result as the position's evaluation.
-fn store_direct_result(shared: &Shared, root: &Chess, evaluation: &Evaluation) {
-    let Some(store) = &shared.store else { return };
+fn store_direct_result(ctx: &Context, root: &Chess, evaluation: &Evaluation, command: &str) {
+    let Some(store) = &ctx.store else { return };
     let depth = evaluation.depth().min(255) as u8;
     let (best, score) = (evaluation.best_move, evaluation.score());
     let mut node = Node::new(PackedPosition::of(root));
     // The engine is numbered in the store's list once (a write only the first time it is seen).
-    let name = crate::engine::engine_label(&evaluation.engine, &shared.config_direct.command);
+    let name = crate::engine::engine_label(&evaluation.engine, command);
     let engine = match store.engine_numbers(std::slice::from_ref(&name)) {
         Ok(numbers) => numbers.first().copied().flatten(),
         Err(e) => {
@@ -468,7 +402,7 @@ mod tests {
 
     #[test]
     fn the_relay_margin_is_its_typical_latency_to_the_nearest_millisecond() {
-        let clock = RelayClock::default();
+        let mut clock = RelayClock::default();
         assert_eq!(clock.margin_ms(), 0, "nothing measured, nothing added");
         for _ in 0..100 {
             clock.record(Duration::from_micros(150), Duration::from_micros(80));
@@ -484,26 +418,5 @@ mod tests {
             clock.record(Duration::from_micros(1100), Duration::from_micros(1100));
         }
         assert_eq!(clock.margin_ms(), 2);
-    }
-
-    #[test]
-    fn the_overhead_adds_the_relay_to_the_guis_value_or_the_engines_default() {
-        let identity = EngineIdentity {
-            name: "x".into(),
-            author: None,
-            options: vec![crate::engine::protocol::EngineOption {
-                name: "Move Overhead".into(),
-                kind: OptionKind::Spin { default: 10, min: 0, max: 5000 },
-            }],
-            command: "x".into(),
-        };
-        let plan = Overhead { gui_ms: None, relay_ms: 1 };
-        assert_eq!(plan.option(&identity), Some(("Move Overhead".into(), "11".into())));
-        let plan = Overhead { gui_ms: Some(100), relay_ms: 2 };
-        assert_eq!(plan.option(&identity), Some(("Move Overhead".into(), "102".into())));
-        let plan = Overhead { gui_ms: Some(4999), relay_ms: 2 };
-        assert_eq!(plan.option(&identity), Some(("Move Overhead".into(), "5000".into())));
-        let bare = EngineIdentity { options: Vec::new(), ..identity };
-        assert_eq!(plan.option(&bare), None);
     }
 }

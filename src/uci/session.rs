@@ -1,30 +1,33 @@
 //! The protocol loop: one thread reads the GUI's commands and never blocks on a search.
 //!
-//! `go` starts a search thread (`policy`); `stop` and `ponderhit` reach it through flags. `isready` is answered at
-//! once while a search runs; otherwise, as a bare engine would, once the direct engine (`direct`) has taken every
-//! `setoption` and `ucinewgame` sent so far, so that the first `go` finds it started and ready.
+//! The session owns its state: the options, the store, the direct engine and the tree's workers, the depth model and
+//! the relay's clock. `go` lends a search thread (`policy`) the engines and a [`Context`] by value, and steers it by
+//! [`Signal`]s on a channel (`stop`, `ponderhit`); the thread returns one [`Outcome`] with the engines, and the
+//! session writes it in one place ([`Session::answer`]): its closing `info` lines, then its `bestmove`. So every
+//! `go` gets exactly one `bestmove`, a `go infinite` or `go ponder` none before `stop` or `ponderhit`, and nothing is
+//! written after `quit`.
+//!
+//! `isready` is answered at once while a search runs; otherwise, as a bare engine would, once the direct engine
+//! (`direct`) has taken every `setoption` and `ucinewgame` sent so far, so that the first `go` finds it started and
+//! ready.
 //!
 //! Here: the loop, the commands' dispatch, `uci`, `isready` and `ucinewgame`. What `setoption` configures is in
 //! `settings`; `go`, its search thread and background growth are in `searches`.
 
 use std::{
-    io::{BufRead, Write},
+    io::BufRead,
     path::PathBuf,
-    sync::{
-        Arc,
-        atomic::{AtomicBool, Ordering},
-    },
+    sync::Arc,
     thread::JoinHandle,
     time::{Duration, Instant},
 };
 
-use crossbeam_channel::{Receiver, RecvTimeoutError, unbounded};
-use parking_lot::Mutex;
+use crossbeam_channel::{Receiver, never, select, unbounded};
 
 use crate::{
     config::Config,
-    engine::{EngineConfig, EngineIdentity, StopHandle, protocol::EngineOption, spec::EngineSpec},
-    search::{analysis::Line, evaluator::PoolEvaluator},
+    engine::{EngineConfig, EngineIdentity, protocol::EngineOption, spec::EngineSpec},
+    search::analysis::Line,
     store::{Store, StoreOptions},
 };
 
@@ -32,93 +35,66 @@ mod searches;
 mod settings;
 
 use super::{
+    answer::Outcome,
     command::{Go, GuiCommand, parse},
+    control::{Context, Signal, Steer},
     depth::DepthModel,
-    direct::{DirectSlot, Overhead, RelayClock},
-    growth::grow_tree,
+    direct::{DirectSlot, RelayClock},
+    growth::{TreePool, grow_tree},
+    message::{Info, Message, Out},
     options::{self, Options, check_value},
-    policy::{search, wait_for_release},
+    policy::{Lent, think},
+    time::Overhead,
 };
 
-/// The protocol's side of stdout: one line at a time, flushed.
-#[derive(Clone)]
-pub struct Out(Arc<Mutex<std::io::Stdout>>);
-
-impl Out {
-    pub fn send(&self, line: &str) {
-        let out = self.0.lock();
-        let mut lock = out.lock();
-        let _ = writeln!(lock, "{line}");
-        let _ = lock.flush();
-        drop(lock);
-        drop(out);
-        log::debug!(">> {line}");
-    }
-
-    pub fn error(&self, message: &str) {
-        self.send(&format!("info string error: {message}"));
-    }
+/// What a search thread hands back when it has answered.
+struct Answered {
+    outcome: Outcome,
+    lent: Lent,
 }
 
-/// The tree's workers, with the configurations they were started with (replaced when those change).
-pub type TreePool = (Vec<EngineConfig>, PoolEvaluator);
-
-/// What a search thread needs.
-pub struct Shared {
-    pub out: Out,
-    pub store: Option<Arc<Store>>,
-    /// One engine with all `Threads` for direct searches.
-    pub direct: Arc<Mutex<DirectSlot>>,
-    /// Single-threaded workers for tree growth (as many as `Threads`), started when first needed.
-    pub pool: Arc<Mutex<Option<TreePool>>>,
-    pub options: Options,
-    pub config_direct: EngineConfig,
-    /// The tree's workers, one configuration each.
-    pub config_tree: Vec<EngineConfig>,
-    pub overhead: Overhead,
-    pub depth_model: Arc<Mutex<DepthModel>>,
-    pub relay: Arc<RelayClock>,
-    /// Moves go to the GUI as king takes rook (`UCI_Chess960`, or a Chess960 position).
-    pub chess960: bool,
-    /// Set when this search has sent its `bestmove`: from then on the GUI may send anything.
-    pub answered: Arc<AtomicBool>,
-}
-
-impl Shared {
-    pub fn bestmove(&self, line: &str) {
-        self.answered.store(true, Ordering::SeqCst);
-        self.out.send(line);
-    }
-}
-
-/// How the session steers a running search.
-pub struct Control {
-    pub stop: Arc<AtomicBool>,
-    pub ponderhit: Arc<AtomicBool>,
-    /// Stops a direct inner-engine search at once.
-    pub direct_stop: Arc<Mutex<Option<StopHandle>>>,
-    /// When the GUI's `go` was read.
-    pub received: Instant,
-}
-
+/// A search the GUI has not had the `bestmove` of yet.
 struct Running {
-    thread: JoinHandle<()>,
-    /// `go infinite` or `go ponder`: it answers only after `stop` or `ponderhit`, whatever else arrives.
+    /// `None` for a `go` that had nothing to search (its answer is held until `stop` or `ponderhit`).
+    thread: Option<JoinHandle<()>>,
+    /// `go infinite` or `go ponder`: it answers only after `stop` (or, for `go ponder`, `ponderhit`), whatever else
+    /// arrives.
     until_released: bool,
-    /// The search has sent its `bestmove` (its thread may still be storing what it found).
-    answered: Arc<AtomicBool>,
-    stop: Arc<AtomicBool>,
-    ponderhit: Arc<AtomicBool>,
-    direct_stop: Arc<Mutex<Option<StopHandle>>>,
+    ponder: bool,
+    steer: Steer,
+    answers: Receiver<Answered>,
+    /// The thread may still announce stop handles.
+    announcing: bool,
+    /// An answer that came before the GUI's `stop` or `ponderhit`: written when one of them comes.
+    held: Option<Outcome>,
 }
 
 impl Running {
-    fn stop(&self) {
-        self.stop.store(true, Ordering::SeqCst);
-        if let Some(handle) = self.direct_stop.lock().as_ref() {
-            handle.stop();
+    /// Waits for the search's answer, taking the stop handles it announces meanwhile; `None` if the thread ended
+    /// without one (it panicked).
+    fn wait(&mut self) -> Option<Answered> {
+        loop {
+            let handles = if self.announcing { self.steer.stop_handles.clone() } else { never() };
+            select! {
+                recv(self.answers) -> answered => return answered.ok(),
+                recv(handles) -> handle => match handle {
+                    Ok(handle) => self.steer.take_handle(handle),
+                    Err(_) => self.announcing = false,
+                },
+            }
         }
     }
+
+    /// The answer may be written: the search has a limit, or `stop` has been sent (or `ponderhit` to a `go ponder`).
+    fn released(&self) -> bool {
+        !self.until_released || self.steer.stop_sent() || (self.ponder && self.steer.ponderhit_sent())
+    }
+}
+
+/// Background growth of the last position, with the tree's workers it was lent.
+struct Background {
+    thread: JoinHandle<Option<TreePool>>,
+    steer: Steer,
 }
 
 struct Session {
@@ -128,12 +104,14 @@ struct Session {
     inner_declared: Vec<EngineOption>,
     store: Option<Arc<Store>>,
     store_error: Option<String>,
-    direct: Arc<Mutex<DirectSlot>>,
+    /// The direct engine (lent to a search while it runs).
+    direct: DirectSlot,
     /// The direct engine could not be started with the current options (shown once).
     direct_error: Option<String>,
-    pool: Arc<Mutex<Option<TreePool>>>,
-    depth_model: Arc<Mutex<DepthModel>>,
-    relay: Arc<RelayClock>,
+    /// The tree's single-threaded workers, started when first needed (lent to a growth while it runs).
+    pool: Option<TreePool>,
+    depth_model: DepthModel,
+    relay: RelayClock,
     /// The relay's latency given to the direct engine: measured again at every `ucinewgame`.
     relay_ms: u64,
     /// The current position; `None` after a `position` that could not be used.
@@ -141,12 +119,15 @@ struct Session {
     search: Option<Running>,
     /// Searches that have answered and are storing what they found: joined later, never waited for by a `go`.
     finishing: Vec<JoinHandle<()>>,
-    background: Option<Running>,
+    background: Option<Background>,
     last_go_timed: bool,
     idle_since: Option<Instant>,
     /// A `ucinewgame` came during a search: the engines get it once the search has answered.
     new_game_pending: bool,
 }
+
+/// How long the session is idle before it grows the tree of the last position.
+const IDLE_BEFORE_GROWTH: Duration = Duration::from_secs(1);
 
 /// Runs the UCI session on stdin/stdout until `quit` or end of input.
 pub fn run(config: &Config, tree_dir: PathBuf) {
@@ -169,17 +150,17 @@ pub fn run(config: &Config, tree_dir: PathBuf) {
             }
         }
     });
-    let relay = Arc::new(RelayClock::default());
+    let relay = RelayClock::default();
     let mut session = Session {
-        out: Out(Arc::new(Mutex::new(std::io::stdout()))),
+        out: Out::default(),
         options: Options::new(Config { tree_path: tree_dir.display().to_string(), ..config.clone() }),
         inner_declared: Vec::new(),
         store: None,
         store_error: None,
-        direct: Arc::default(),
+        direct: DirectSlot::default(),
         direct_error: None,
-        pool: Arc::default(),
-        depth_model: Arc::default(),
+        pool: None,
+        depth_model: DepthModel::default(),
         relay_ms: relay.margin_ms(),
         relay,
         line: Some(Line::start_position()),
@@ -194,36 +175,54 @@ pub fn run(config: &Config, tree_dir: PathBuf) {
 }
 
 impl Session {
-    fn run(&mut self, rx: &Receiver<Option<(Instant, String)>>) {
+    fn run(&mut self, input: &Receiver<Option<(Instant, String)>>) {
         loop {
-            match rx.recv_timeout(Duration::from_millis(200)) {
-                Ok(Some((received, line))) => {
-                    if !self.handle(&line, received) {
-                        break;
+            // The running search's answer (none once it is held) and the stop handles it announces.
+            let (answers, handles) = match &self.search {
+                Some(running) => (
+                    if running.held.is_none() { running.answers.clone() } else { never() },
+                    if running.announcing { running.steer.stop_handles.clone() } else { never() },
+                ),
+                None => (never(), never()),
+            };
+            let idle = self.until_background();
+            select! {
+                recv(input) -> line => match line {
+                    Ok(Some((received, line))) => {
+                        if !self.handle(&line, received) {
+                            break;
+                        }
+                        // Logged after the command is handled: a `go` is forwarded first.
+                        log::debug!("<< {line}");
                     }
-                    // Logged after the command is handled: a `go` is forwarded first.
-                    log::debug!("<< {line}");
-                }
-                Ok(None) | Err(RecvTimeoutError::Disconnected) => break,
-                Err(RecvTimeoutError::Timeout) => self.tick(),
+                    // End of input: as `quit`.
+                    Ok(None) | Err(_) => break,
+                },
+                recv(answers) -> answered => self.on_answer(answered.ok()),
+                recv(handles) -> handle => if let Some(running) = &mut self.search {
+                    match handle {
+                        Ok(handle) => running.steer.take_handle(handle),
+                        Err(_) => running.announcing = false,
+                    }
+                },
+                default(idle) => self.tick(),
             }
         }
         self.shutdown();
     }
 
-    /// Housekeeping between commands: notice a finished search; start background growth when idle.
+    /// How long until background growth may start (a day when it may not).
+    fn until_background(&self) -> Duration {
+        match self.idle_since {
+            Some(since) if self.background.is_none() => IDLE_BEFORE_GROWTH.saturating_sub(since.elapsed()),
+            _ => Duration::from_secs(86_400),
+        }
+    }
+
+    /// Housekeeping between commands: join the searches that finished storing; start background growth when idle.
     fn tick(&mut self) {
-        if self.search.as_ref().is_some_and(|s| s.thread.is_finished()) {
-            if let Some(search) = self.search.take() {
-                let _ = search.thread.join();
-            }
-            self.idle_since = Some(Instant::now());
-        }
         self.reap(false);
-        if self.new_game_pending && !self.searching() {
-            self.begin_new_game();
-        }
-        let idle_long_enough = self.idle_since.is_some_and(|t| t.elapsed() >= Duration::from_secs(1));
+        let idle_long_enough = self.idle_since.is_some_and(|t| t.elapsed() >= IDLE_BEFORE_GROWTH);
         if idle_long_enough
             && self.search.is_none()
             && self.background.is_none()
@@ -234,6 +233,8 @@ impl Session {
         {
             self.start_background();
         }
+        // Not again until the next command.
+        self.idle_since = None;
     }
 
     /// Joins the searches that finished storing (all of them with `wait`).
@@ -258,7 +259,7 @@ impl Session {
             GuiCommand::Debug(_) | GuiCommand::Register | GuiCommand::Empty => {}
             GuiCommand::IsReady => {
                 self.get_ready();
-                self.out.send("readyok");
+                self.out.send(Message::ReadyOk);
             }
             GuiCommand::SetOption { name, value } => self.set_option(&name, value.as_deref().unwrap_or("")),
             GuiCommand::UciNewGame => self.new_game(),
@@ -272,46 +273,41 @@ impl Session {
                     Ok(line) => self.line = Some(line),
                     Err(e) => {
                         self.line = None;
-                        self.out.error(&format!("position: {e}; the position is unset until the next valid one"));
+                        self.out.error(format!("position: {e}; the position is unset until the next valid one"));
                     }
                 }
             }
             GuiCommand::Go(go) => self.go(go, received),
-            GuiCommand::Stop => {
-                if let Some(search) = &self.search {
-                    search.stop();
-                }
-            }
-            GuiCommand::PonderHit => {
-                if let Some(search) = &self.search {
-                    search.ponderhit.store(true, Ordering::SeqCst);
-                }
-            }
+            GuiCommand::Stop => self.signal(Signal::Stop),
+            GuiCommand::PonderHit => self.signal(Signal::PonderHit),
             GuiCommand::Quit => return false,
-            GuiCommand::Unknown(text) => self.out.error(&format!("unknown command '{text}'")),
-            GuiCommand::Malformed { command, reason } => self.out.error(&format!("{command}: {reason}")),
+            GuiCommand::Unknown(text) => self.out.error(format!("unknown command '{text}'")),
+            GuiCommand::Malformed { command, reason } => self.out.error(format!("{command}: {reason}")),
         }
+        self.reap(false);
         true
     }
 
     fn uci(&mut self) {
-        self.out.send(&format!("id name deeptree {}", env!("CARGO_PKG_VERSION")));
-        self.out.send("id author the deeptree developers");
+        self.out.send(Message::Id {
+            name: format!("deeptree {}", env!("CARGO_PKG_VERSION")),
+            author: "the deeptree developers".into(),
+        });
         let mut problem = None;
         if self.inner_declared.is_empty() && !self.searching() {
             // The direct engine is started now, and kept: it tells its options, and it is ready for the game.
             let (config, overhead) = (self.direct_config(), self.overhead());
-            match self.direct.lock().prepare(&config, overhead) {
+            match self.direct.prepare(&config, overhead) {
                 Ok((engine, _)) => self.inner_declared = offered(engine.identity()),
                 Err(e) => problem = Some(format!("inner engine '{}' unavailable: {e}", self.options.config.engine)),
             }
         }
-        for option in self.options.declarations().iter().chain(&self.inner_declared) {
-            self.out.send(&option.to_uci());
+        for option in self.options.declarations().into_iter().chain(self.inner_declared.iter().cloned()) {
+            self.out.send(Message::Option(option));
         }
-        self.out.send("uciok");
+        self.out.send(Message::UciOk);
         if let Some(problem) = problem {
-            self.out.error(&problem);
+            self.out.error(problem);
         }
     }
 
@@ -332,14 +328,12 @@ impl Session {
     /// shown once per set of options.
     fn prepare_direct(&mut self, sync: bool) {
         let (config, overhead) = (self.direct_config(), self.overhead());
-        let mut slot = self.direct.lock();
-        let prepared = slot.prepare(&config, overhead).and_then(|(engine, _)| {
+        let prepared = self.direct.prepare(&config, overhead).and_then(|(engine, _)| {
             if sync {
                 engine.sync()?;
             }
             Ok(engine.identity().clone())
         });
-        drop(slot);
         match prepared {
             Ok(identity) => {
                 if self.inner_declared.is_empty() {
@@ -349,7 +343,7 @@ impl Session {
             }
             Err(e) => {
                 if e.is_engine_fault() {
-                    self.direct.lock().close();
+                    self.direct.close();
                 }
                 let message = format!("inner engine '{}' unavailable: {e}", self.options.config.engine);
                 if self.direct_error.as_ref() != Some(&message) {
@@ -375,21 +369,34 @@ impl Session {
     fn begin_new_game(&mut self) {
         self.new_game_pending = false;
         self.finish_search();
-        self.depth_model.lock().new_game();
+        self.depth_model.new_game();
         self.relay_ms = self.relay.margin_ms();
-        self.direct.lock().new_game();
+        self.direct.new_game();
         // Sent to the engine now, without waiting: it clears its state while the GUI sends `isready`.
         if self.direct_error.is_none() {
             self.prepare_direct(false);
         }
     }
 
+    /// `quit` or the end of input: nothing more is written (the answer of a search not told to `stop` included), the
+    /// searches are stopped and what they found is stored, the engines end.
     fn shutdown(&mut self) {
+        // A search told to stop before `quit` owes its answer first; any other is ended without one.
+        self.await_stopped();
+        self.out.close();
         self.stop_background();
-        self.finish_search();
+        if let Some(mut running) = self.search.take() {
+            running.steer.send(Signal::Stop);
+            if running.held.is_none() {
+                let _ = running.wait();
+            }
+            if let Some(thread) = running.thread {
+                let _ = thread.join();
+            }
+        }
         self.reap(true);
-        self.direct.lock().close();
-        *self.pool.lock() = None;
+        self.direct.close();
+        self.pool = None;
         self.store = None;
     }
 }

@@ -1,42 +1,105 @@
-//! `go` and what follows it: the search thread (the tree or the direct engine, see `policy`), waiting for its
-//! `bestmove`, finishing it, and growing the tree in the background while the GUI waits.
+//! `go` and what follows it: the search thread (the tree or the direct engine, see `policy`), its answer written in
+//! one place, finishing it, and growing the tree in the background while the GUI waits.
 
 use super::*;
 
 impl Session {
-    pub(super) fn shared(&self, answered: Arc<AtomicBool>) -> Shared {
-        Shared {
-            out: self.out.clone(),
+    /// What a search thread is given: the options of this `go` and the engines' configurations, by value.
+    pub(super) fn context(&self) -> Context {
+        Context {
+            out: self.out.info_out(),
             store: self.store.clone(),
-            direct: self.direct.clone(),
-            pool: self.pool.clone(),
             options: self.options.clone(),
             config_direct: self.direct_config(),
             config_tree: self.tree_configs(),
             overhead: self.overhead(),
             depth_model: self.depth_model.clone(),
-            relay: self.relay.clone(),
             chess960: self.chess960(),
-            answered,
+        }
+    }
+
+    /// Writes a search's answer: its `info` lines, then its one `bestmove`; then learns what it measured. The only
+    /// place a `bestmove` is written.
+    fn answer(&mut self, outcome: Outcome) {
+        log::debug!("answered by {:?}", outcome.by);
+        for info in outcome.infos {
+            self.out.send(info);
+        }
+        self.out.bestmove(&outcome.best);
+        let written = Instant::now();
+        // From here on the GUI has its move: measure and learn.
+        if let Some(hops) = outcome.relay {
+            self.relay.record(
+                hops.timing.go_sent.saturating_duration_since(hops.received),
+                written.saturating_duration_since(hops.timing.bestmove_read),
+            );
+        }
+        if let Some(sample) = outcome.sample {
+            self.depth_model.record(sample.phase, sample.nodes, sample.time, sample.depth);
+            if let Some(share) = sample.clock_share {
+                self.depth_model.record_clock(sample.time, share);
+            }
+        }
+        self.idle_since = Some(written);
+    }
+
+    /// A search thread's answer (`None`: it ended without one), with the engines it was lent. Written at once, or
+    /// held until `stop` or `ponderhit` for a `go infinite` or `go ponder`.
+    pub(super) fn on_answer(&mut self, answered: Option<Answered>) {
+        let Some(mut running) = self.search.take() else { return };
+        let outcome = match answered {
+            Some(Answered { outcome, lent }) => {
+                self.direct = lent.direct;
+                self.pool = lent.pool;
+                outcome
+            }
+            // The thread is gone and the engines with it: fresh ones are started when needed.
+            None => Outcome::no_move(vec![Info::error("the search ended without an answer")]),
+        };
+        if !running.released() {
+            running.held = Some(outcome);
+            self.search = Some(running);
+            return;
+        }
+        self.answer(outcome);
+        self.finishing.extend(running.thread);
+        if self.new_game_pending {
+            self.begin_new_game();
+        }
+    }
+
+    /// The GUI's `stop` or `ponderhit` for the running search; an answer held for it is written now.
+    pub(super) fn signal(&mut self, signal: Signal) {
+        let Some(running) = &mut self.search else { return };
+        running.steer.send(signal);
+        if running.released()
+            && let Some(outcome) = running.held.take()
+            && let Some(running) = self.search.take()
+        {
+            self.answer(outcome);
+            self.finishing.extend(running.thread);
+            if self.new_game_pending {
+                self.begin_new_game();
+            }
         }
     }
 
     /// A search told to `stop` has its `bestmove` due at once: commands that need it over (`setoption`, `go`) wait for
     /// it, as GUIs that send `stop` and the next command back to back expect.
     pub(super) fn await_stopped(&mut self) {
-        if self.search.as_ref().is_some_and(|s| s.stop.load(Ordering::SeqCst)) {
+        if self.search.as_ref().is_some_and(|s| s.steer.stop_sent()) {
             self.finish_search();
         }
     }
 
     /// A `go infinite` or `go ponder` is under way: only `stop` or `ponderhit` ends it.
     pub(super) fn released_only(&self) -> bool {
-        self.searching() && self.search.as_ref().is_some_and(|s| s.until_released)
+        self.search.as_ref().is_some_and(|s| s.until_released)
     }
 
-    /// A search is under way and has not answered yet.
+    /// A search is under way and the GUI has not had its `bestmove`.
     pub(super) fn searching(&self) -> bool {
-        self.search.as_ref().is_some_and(|s| !s.thread.is_finished() && !s.answered.load(Ordering::SeqCst))
+        self.search.is_some()
     }
 
     pub(super) fn go(&mut self, go: Go, received: Instant) {
@@ -48,104 +111,88 @@ impl Session {
         if self.new_game_pending {
             self.begin_new_game();
         }
-        self.finish_search();
+        let (until_released, ponder) = (go.infinite || go.ponder, go.ponder);
+        let (steer, mut control) = Steer::pair(received);
+        let (answer, answers) = crossbeam_channel::bounded(1);
         let Some(line) = self.line.clone() else {
             // Nothing is searched: the error is the `info` line, with no score.
             self.out.error("go without a valid position");
-            if go.infinite || go.ponder {
-                self.spawn_waiting_bestmove(go);
+            let outcome = Outcome::no_move(Vec::new());
+            if until_released {
+                let held = Some(outcome);
+                self.search = Some(Running {
+                    thread: None,
+                    until_released,
+                    ponder: go.ponder,
+                    steer,
+                    answers,
+                    announcing: false,
+                    held,
+                });
             } else {
-                self.out.send("bestmove 0000");
+                self.answer(outcome);
             }
             return;
         };
         self.last_go_timed = go.is_timed();
         self.ensure_store();
-        let answered = Arc::new(AtomicBool::new(false));
-        let shared = self.shared(answered.clone());
-        let stop = Arc::new(AtomicBool::new(false));
-        let ponderhit = Arc::new(AtomicBool::new(false));
-        let direct_stop = Arc::new(Mutex::new(None));
-        let control =
-            Control { stop: stop.clone(), ponderhit: ponderhit.clone(), direct_stop: direct_stop.clone(), received };
-        let until_released = go.infinite || go.ponder;
-        let thread =
-            std::thread::Builder::new().name("uci-search".into()).spawn(move || search(shared, line, go, control));
-        match thread {
-            Ok(thread) => {
-                self.search = Some(Running { thread, until_released, answered, stop, ponderhit, direct_stop })
-            }
-            Err(e) => {
-                self.out.error(&format!("cannot start a search: {e}"));
-                self.out.send("bestmove 0000");
-            }
-        }
-    }
-
-    /// A `go infinite`/`go ponder` that cannot search: `bestmove 0000` once `stop` or `ponderhit` comes.
-    pub(super) fn spawn_waiting_bestmove(&mut self, go: Go) {
-        let control = Control {
-            stop: Arc::default(),
-            ponderhit: Arc::default(),
-            direct_stop: Arc::default(),
-            received: Instant::now(),
-        };
-        let (stop, ponderhit, direct_stop) =
-            (control.stop.clone(), control.ponderhit.clone(), control.direct_stop.clone());
-        let out = self.out.clone();
-        let answered = Arc::new(AtomicBool::new(false));
-        let thread_answered = answered.clone();
+        let ctx = self.context();
+        let mut lent = Lent { direct: std::mem::take(&mut self.direct), pool: self.pool.take() };
         let thread = std::thread::Builder::new().name("uci-search".into()).spawn(move || {
-            wait_for_release(&go, &control);
-            thread_answered.store(true, Ordering::SeqCst);
-            out.send("bestmove 0000");
+            let (outcome, aftermath) = think(&ctx, &mut lent, &line, &go, &mut control);
+            // One answer per `go`: the session writes it. What the search found is stored after.
+            let _ = answer.send(Answered { outcome, lent });
+            aftermath.run(&ctx, &line);
         });
         match thread {
             Ok(thread) => {
-                self.search = Some(Running { thread, until_released: true, answered, stop, ponderhit, direct_stop })
+                let thread = Some(thread);
+                self.search =
+                    Some(Running { thread, until_released, ponder, steer, answers, announcing: true, held: None })
             }
-            Err(_) => self.out.send("bestmove 0000"),
+            Err(e) => {
+                self.out.error(format!("cannot start a search: {e}"));
+                self.answer(Outcome::no_move(Vec::new()));
+            }
         }
     }
 
-    /// Ends the search: a running one is stopped and waited for; one that has answered is left to store what it
-    /// found (joined later), so that the next command is never held up by a write.
+    /// Ends the search: a running one is stopped and its answer written; it is left to store what it found (joined
+    /// later), so that the next command is never held up by a write.
     pub(super) fn finish_search(&mut self) {
-        if let Some(search) = self.search.take() {
-            if search.answered.load(Ordering::SeqCst) {
-                self.finishing.push(search.thread);
-                return;
-            }
-            search.stop();
-            let _ = search.thread.join();
+        let Some(running) = &mut self.search else { return };
+        running.steer.send(Signal::Stop);
+        let answered = if running.held.is_some() { None } else { Some(running.wait()) };
+        match answered {
+            Some(answered) => self.on_answer(answered),
+            None => self.signal(Signal::Stop),
         }
     }
 
     pub(super) fn start_background(&mut self) {
         let Some(line) = self.line.clone() else { return };
-        let shared = self.shared(Arc::default());
-        let stop = Arc::new(AtomicBool::new(false));
-        let thread_stop = stop.clone();
+        let ctx = self.context();
+        let (steer, mut control) = Steer::pair(Instant::now());
+        let mut pool = self.pool.take();
         let thread = std::thread::Builder::new().name("uci-background".into()).spawn(move || {
             log::info!("background analysis of the last position");
-            grow_tree(&shared, &line, &thread_stop, None, false);
+            grow_tree(&ctx, &mut pool, &line, &mut control, false, false);
+            // Growth ended on its own (settled, or nothing to grow): idle until the session needs the workers.
+            control.wait_for_stop();
+            pool
         });
-        if let Ok(thread) = thread {
-            self.background = Some(Running {
-                thread,
-                until_released: false,
-                answered: Arc::default(),
-                stop,
-                ponderhit: Arc::default(),
-                direct_stop: Arc::default(),
-            });
+        match thread {
+            Ok(thread) => self.background = Some(Background { thread, steer }),
+            Err(e) => log::warn!("no background analysis: {e}"),
         }
     }
 
     pub(super) fn stop_background(&mut self) {
-        if let Some(background) = self.background.take() {
-            background.stop.store(true, Ordering::SeqCst);
-            let _ = background.thread.join();
+        if let Some(mut background) = self.background.take() {
+            background.steer.send(Signal::Stop);
+            if let Ok(pool) = background.thread.join() {
+                self.pool = pool;
+            }
         }
     }
 }

@@ -7,7 +7,7 @@ impl Session {
     pub(super) fn set_option(&mut self, name: &str, value: &str) {
         self.await_stopped();
         if self.searching() {
-            self.out.error(&format!("setoption {name} ignored while searching"));
+            self.out.error(format!("setoption {name} ignored while searching"));
             return;
         }
         self.finish_search();
@@ -24,30 +24,30 @@ impl Session {
             }
             if before.config.engine != self.options.config.engine {
                 self.inner_declared.clear();
-                self.direct.lock().close();
+                self.direct.close();
             }
             if before.chess960 != self.options.chess960 {
                 // Castling notation changes: fresh engines rather than an option turned in a running one.
-                self.direct.lock().close();
-                *self.pool.lock() = None;
+                self.direct.close();
+                self.pool = None;
             }
             if (&before.config.engine, before.threads, before.config.engine_hash_mib)
                 != (&self.options.config.engine, self.options.threads, self.options.config.engine_hash_mib)
             {
                 // The direct engine takes new values with `setoption` before its next search; the workers restart.
-                *self.pool.lock() = None;
+                self.pool = None;
             }
             return;
         }
         let Some(declared) = self.inner_declared.iter().find(|o| o.name.eq_ignore_ascii_case(name)).cloned() else {
-            self.out.error(&format!("unknown option '{name}'"));
+            self.out.error(format!("unknown option '{name}'"));
             return;
         };
         match check_value(&declared, value) {
             Ok(value) => {
                 self.options.inner.retain(|(n, _)| n != &declared.name);
                 self.options.inner.push((declared.name.clone(), value));
-                *self.pool.lock() = None;
+                self.pool = None;
             }
             Err(e) => self.out.error(&e),
         }

@@ -1,10 +1,16 @@
-//! What the tree says about a position: its best move by alpha score, its principal variation, and `info` lines.
+//! What the tree says about a position: its moves ranked as `show` ranks them ([`super::show::ranking`]), each with its
+//! principal variation, the settled depth and the engine depth of the position's own evaluation.
 
 use shakmaty::{Chess, uci::UciMove};
 
+use std::cmp::Reverse;
+
 use crate::{
     score::Score,
-    search::alpha::{alpha_of_edge, alpha_of_edges},
+    search::{
+        alpha::{alpha_of_edge, alpha_of_edges},
+        show::ranking,
+    },
     store::{ReadView, StoreError, key::PositionKey, play_uci},
     values::{
         graph::{Graph, StoreGraph},
@@ -29,7 +35,7 @@ pub struct Candidate {
 /// The tree's view of a root.
 #[derive(Debug, Clone)]
 pub struct TreeView {
-    /// Moves best first by alpha score.
+    /// Moves best first: valued before unvalued, then by alpha score, then by idea score ([`ranking`]).
     pub candidates: Vec<Candidate>,
     /// Software depth settled from this root, if any.
     pub settled_depth: Option<u8>,
@@ -70,7 +76,7 @@ pub fn view(view: &ReadView<'_>, root: &Chess, history: &[PositionKey]) -> Resul
             Some(Candidate { uci, alpha, alpha_from_root, idea, pv })
         })
         .collect();
-    candidates.sort_by(|a, b| b.alpha.cmp(&a.alpha).then(b.idea.cmp(&a.idea)));
+    candidates.sort_by_key(|c| Reverse(ranking(c.idea, c.alpha)));
     let deepened = candidates
         .first()
         .and_then(|c| play_uci(root, &c.uci))

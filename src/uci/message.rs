@@ -1,0 +1,248 @@
+//! What deeptree sends the GUI, as typed messages with `Display`, and the one writer of stdout.
+//!
+//! ```
+//! use deeptree::{score::{Bound, Score}, uci::message::{BestMove, Info}};
+//!
+//! let info = Info { depth: Some(20), score: Some((Score::cp(31), Bound::Exact)), pv: vec!["e2e4".parse()?], ..Info::default() };
+//! assert_eq!(info.to_string(), "info depth 20 score cp 31 pv e2e4");
+//! assert_eq!(BestMove::new("e2e4".parse()?, None).to_string(), "bestmove e2e4");
+//! assert_eq!(BestMove::none().to_string(), "bestmove 0000");
+//! # Ok::<_, Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! [`Out`] writes lines; the session holds it and writes `bestmove` from one place (see `session`), so that every
+//! `go` gets exactly one. A search thread gets an [`InfoOut`], which writes `info` lines and nothing else.
+
+use std::{
+    fmt,
+    io::Write,
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
+};
+
+use parking_lot::Mutex;
+use shakmaty::uci::UciMove;
+
+use crate::score::{Bound, Score};
+
+/// An `info` line. Fields left `None` (or an empty PV) are not written; `string` is written last, as UCI asks.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Info {
+    pub depth: Option<u32>,
+    pub seldepth: Option<u32>,
+    pub multipv: Option<u32>,
+    /// The score from the side to move's point of view, as the engine or the tree gives it, and its bound.
+    pub score: Option<(Score, Bound)>,
+    pub nodes: Option<u64>,
+    pub nps: Option<u64>,
+    pub time_ms: Option<u64>,
+    /// In the GUI's notation (king takes rook in Chess960).
+    pub pv: Vec<UciMove>,
+    pub string: Option<String>,
+}
+
+impl Info {
+    /// `info string TEXT`.
+    pub fn string(text: impl Into<String>) -> Info {
+        Info { string: Some(text.into()), ..Info::default() }
+    }
+
+    /// `info string error: TEXT`: how deeptree reports what it could not do.
+    pub fn error(text: impl fmt::Display) -> Info {
+        Info::string(format!("error: {text}"))
+    }
+}
+
+impl fmt::Display for Info {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("info")?;
+        for (name, value) in [("depth", self.depth), ("seldepth", self.seldepth), ("multipv", self.multipv)] {
+            if let Some(value) = value {
+                write!(f, " {name} {value}")?;
+            }
+        }
+        if let Some((score, bound)) = self.score {
+            write!(f, " score {score}")?;
+            match bound {
+                Bound::Exact => {}
+                Bound::Lower => f.write_str(" lowerbound")?,
+                Bound::Upper => f.write_str(" upperbound")?,
+            }
+        }
+        for (name, value) in [("nodes", self.nodes), ("nps", self.nps)] {
+            if let Some(value) = value {
+                write!(f, " {name} {value}")?;
+            }
+        }
+        if let Some(time) = self.time_ms {
+            write!(f, " time {time}")?;
+        }
+        if !self.pv.is_empty() {
+            f.write_str(" pv")?;
+            for m in &self.pv {
+                write!(f, " {m}")?;
+            }
+        }
+        if let Some(text) = &self.string {
+            write!(f, " string {text}")?;
+        }
+        Ok(())
+    }
+}
+
+/// `bestmove` with its `ponder` move, in the GUI's notation; `bestmove 0000` where there is no move to play.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BestMove {
+    best: Option<UciMove>,
+    ponder: Option<UciMove>,
+}
+
+impl BestMove {
+    pub fn new(best: UciMove, ponder: Option<UciMove>) -> BestMove {
+        BestMove { best: Some(best), ponder }
+    }
+
+    /// No legal move, or no position to play from.
+    pub fn none() -> BestMove {
+        BestMove { best: None, ponder: None }
+    }
+
+    pub fn best(&self) -> Option<&UciMove> {
+        self.best.as_ref()
+    }
+}
+
+impl fmt::Display for BestMove {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (&self.best, &self.ponder) {
+            (Some(best), Some(ponder)) => write!(f, "bestmove {best} ponder {ponder}"),
+            (Some(best), None) => write!(f, "bestmove {best}"),
+            (None, _) => f.write_str("bestmove 0000"),
+        }
+    }
+}
+
+/// The other messages of the protocol.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Message {
+    Id { name: String, author: String },
+    Option(crate::engine::protocol::EngineOption),
+    UciOk,
+    ReadyOk,
+    Info(Info),
+}
+
+impl fmt::Display for Message {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Message::Id { name, author } => write!(f, "id name {name}\nid author {author}"),
+            Message::Option(option) => f.write_str(&option.to_uci()),
+            Message::UciOk => f.write_str("uciok"),
+            Message::ReadyOk => f.write_str("readyok"),
+            Message::Info(info) => info.fmt(f),
+        }
+    }
+}
+
+impl From<Info> for Message {
+    fn from(info: Info) -> Message {
+        Message::Info(info)
+    }
+}
+
+/// The protocol's side of stdout: one message at a time, flushed. Closed at `quit`: nothing is written after it.
+#[derive(Clone)]
+pub struct Out {
+    stdout: Arc<Mutex<std::io::Stdout>>,
+    closed: Arc<AtomicBool>,
+}
+
+impl Default for Out {
+    fn default() -> Out {
+        Out { stdout: Arc::new(Mutex::new(std::io::stdout())), closed: Arc::default() }
+    }
+}
+
+impl Out {
+    pub fn send(&self, message: impl Into<Message>) {
+        self.write(&message.into());
+    }
+
+    /// `info string error: TEXT`.
+    pub fn error(&self, text: impl fmt::Display) {
+        self.send(Info::error(text));
+    }
+
+    /// Writes a `bestmove`. Only the session calls it, once per `go` (see `session::Session::answer`).
+    pub fn bestmove(&self, best: &BestMove) {
+        self.write(best);
+    }
+
+    /// The writer a search thread gets: `info` lines only.
+    pub fn info_out(&self) -> InfoOut {
+        InfoOut(self.clone())
+    }
+
+    /// Nothing more is written: the GUI said `quit`.
+    pub fn close(&self) {
+        self.closed.store(true, Ordering::SeqCst);
+    }
+
+    fn write(&self, line: &dyn fmt::Display) {
+        let stdout = self.stdout.lock();
+        if self.closed.load(Ordering::SeqCst) {
+            return;
+        }
+        let mut lock = stdout.lock();
+        let _ = writeln!(lock, "{line}");
+        let _ = lock.flush();
+        drop(lock);
+        drop(stdout);
+        log::debug!(">> {line}");
+    }
+}
+
+/// A search thread's side of stdout: `info` lines only (its `bestmove` is the session's to write).
+#[derive(Clone)]
+pub struct InfoOut(Out);
+
+impl InfoOut {
+    pub fn send(&self, info: Info) {
+        self.0.send(info);
+    }
+
+    /// `info string error: TEXT`.
+    pub fn error(&self, text: impl fmt::Display) {
+        self.0.error(text);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn info_lines_are_written_in_the_protocols_order() {
+        let info = Info {
+            depth: Some(12),
+            seldepth: Some(17),
+            multipv: Some(2),
+            score: Some((Score::cp(-40), Bound::Upper)),
+            nodes: Some(1000),
+            nps: Some(50_000),
+            time_ms: Some(20),
+            pv: vec!["e7e5".parse().unwrap(), "g1f3".parse().unwrap()],
+            string: None,
+        };
+        assert_eq!(
+            info.to_string(),
+            "info depth 12 seldepth 17 multipv 2 score cp -40 upperbound nodes 1000 nps 50000 time 20 pv e7e5 g1f3"
+        );
+        assert_eq!(Info::error("no position").to_string(), "info string error: no position");
+        let ponder = BestMove::new("e1h1".parse().unwrap(), Some("e8g8".parse().unwrap()));
+        assert_eq!(ponder.to_string(), "bestmove e1h1 ponder e8g8");
+        assert_eq!(Message::ReadyOk.to_string(), "readyok");
+    }
+}
