@@ -6,12 +6,9 @@
 //! search blocks on that channel (with a deadline where it also has something to report), never on a flag polled
 //! with sleeps.
 
-use std::{
-    sync::Arc,
-    time::{Duration, Instant},
-};
+use std::{sync::Arc, time::Instant};
 
-use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, select, unbounded};
+use crossbeam_channel::{Receiver, Sender, select, unbounded};
 
 use super::{depth::DepthModel, message::InfoOut, options::Options, time::Overhead};
 use crate::{
@@ -158,10 +155,9 @@ impl Control {
     /// Blocks until `stop` or `ponderhit`.
     pub fn wait_for_release(&mut self) {
         while !self.released() {
-            match self.signals.recv_timeout(Duration::from_secs(3600)) {
+            match self.signals.recv() {
                 Ok(signal) => self.take(signal),
-                Err(RecvTimeoutError::Timeout) => {}
-                Err(RecvTimeoutError::Disconnected) => self.stopped = true,
+                Err(_) => self.stopped = true,
             }
         }
     }
@@ -177,16 +173,15 @@ impl Control {
     /// Blocks until `stop`.
     pub fn wait_for_stop(&mut self) {
         while !self.stopped() {
-            match self.signals.recv_timeout(Duration::from_secs(3600)) {
+            match self.signals.recv() {
                 Ok(signal) => self.take(signal),
-                Err(RecvTimeoutError::Timeout) => {}
-                Err(RecvTimeoutError::Disconnected) => self.stopped = true,
+                Err(_) => self.stopped = true,
             }
         }
     }
 
     /// A control that hears nothing more and announces nothing (its `received` kept): for the quick search after a
-    /// `stop` that is spent.
+    /// `stop` that is spent. It never reports `stop`, so nothing may wait on it for one.
     pub fn quiet(&self) -> Control {
         Control {
             signals: crossbeam_channel::never(),

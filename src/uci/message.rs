@@ -108,10 +108,6 @@ impl BestMove {
     pub fn none() -> BestMove {
         BestMove { best: None, ponder: None }
     }
-
-    pub fn best(&self) -> Option<&UciMove> {
-        self.best.as_ref()
-    }
 }
 
 impl fmt::Display for BestMove {
@@ -187,6 +183,8 @@ impl Out {
 
     /// Nothing more is written: the GUI said `quit`.
     pub fn close(&self) {
+        // Under the lock: a line being written is out before this returns, and none comes after.
+        let _stdout = self.stdout.lock();
         self.closed.store(true, Ordering::SeqCst);
     }
 

@@ -3,9 +3,9 @@
 //! The session owns its state: the options, the store, the direct engine and the tree's workers, the depth model and
 //! the relay's clock. `go` lends a search thread (`policy`) the engines and a [`Context`] by value, and steers it by
 //! [`Signal`]s on a channel (`stop`, `ponderhit`); the thread returns one [`Outcome`] with the engines, and the
-//! session writes it in one place ([`Session::answer`]): its closing `info` lines, then its `bestmove`. So every
-//! `go` gets exactly one `bestmove`, a `go infinite` or `go ponder` none before `stop` or `ponderhit`, and nothing is
-//! written after `quit`.
+//! session writes it in one place (`Session::answer`): its closing `info` lines, then its `bestmove`. So every `go`
+//! gets exactly one `bestmove`, a `go infinite` none before `stop` and a `go ponder` none before `stop` or
+//! `ponderhit`, and nothing is written after `quit` (but the answer of a search told to `stop` before it).
 //!
 //! `isready` is answered at once while a search runs; otherwise, as a bare engine would, once the direct engine
 //! (`direct`) has taken every `setoption` and `ucinewgame` sent so far, so that the first `go` finds it started and
@@ -51,6 +51,8 @@ use super::{
 struct Answered {
     outcome: Outcome,
     lent: Lent,
+    /// Dropped once the answer is written (or will never be): the thread then stores what it found.
+    written: crossbeam_channel::Sender<()>,
 }
 
 /// A search the GUI has not had the `bestmove` of yet.
@@ -65,8 +67,10 @@ struct Running {
     answers: Receiver<Answered>,
     /// The thread may still announce stop handles.
     announcing: bool,
-    /// An answer that came before the GUI's `stop` or `ponderhit`: written when one of them comes.
+    /// An answer that came before the GUI's `stop` (or `ponderhit` to a `go ponder`): written when it comes.
     held: Option<Outcome>,
+    /// Tells the thread its answer is out (by being dropped).
+    written: Option<crossbeam_channel::Sender<()>>,
 }
 
 impl Running {
@@ -381,15 +385,23 @@ impl Session {
     /// `quit` or the end of input: nothing more is written (the answer of a search not told to `stop` included), the
     /// searches are stopped and what they found is stored, the engines end.
     fn shutdown(&mut self) {
-        // A search told to stop before `quit` owes its answer first; any other is ended without one.
+        // A search that has answered, or was told to stop, before `quit` owes its answer first; any other is ended
+        // without one.
+        if let Some(answered) =
+            self.search.as_ref().filter(|s| s.held.is_none()).and_then(|s| s.answers.try_recv().ok())
+        {
+            self.on_answer(Some(answered));
+        }
         self.await_stopped();
         self.out.close();
         self.stop_background();
         if let Some(mut running) = self.search.take() {
             running.steer.send(Signal::Stop);
             if running.held.is_none() {
+                // Its answer is dropped unwritten, and with it the thread's wait to store.
                 let _ = running.wait();
             }
+            drop(running.written.take());
             if let Some(thread) = running.thread {
                 let _ = thread.join();
             }

@@ -21,12 +21,12 @@ impl Session {
     /// Writes a search's answer: its `info` lines, then its one `bestmove`; then learns what it measured. The only
     /// place a `bestmove` is written.
     fn answer(&mut self, outcome: Outcome) {
-        log::debug!("answered by {:?}", outcome.by);
         for info in outcome.infos {
             self.out.send(info);
         }
         self.out.bestmove(&outcome.best);
         let written = Instant::now();
+        log::debug!("answered by {:?}", outcome.by);
         // From here on the GUI has its move: measure and learn.
         if let Some(hops) = outcome.relay {
             self.relay.record(
@@ -47,21 +47,33 @@ impl Session {
     /// held until `stop` or `ponderhit` for a `go infinite` or `go ponder`.
     pub(super) fn on_answer(&mut self, answered: Option<Answered>) {
         let Some(mut running) = self.search.take() else { return };
-        let outcome = match answered {
-            Some(Answered { outcome, lent }) => {
-                self.direct = lent.direct;
-                self.pool = lent.pool;
-                outcome
+        let (outcome, lent) = match answered {
+            Some(Answered { outcome, lent, written }) => {
+                running.written = Some(written);
+                (outcome, Some(lent))
             }
             // The thread is gone and the engines with it: fresh ones are started when needed.
-            None => Outcome::no_move(vec![Info::error("the search ended without an answer")]),
+            None => (Outcome::no_move(vec![Info::error("the search ended without an answer")]), None),
         };
-        if !running.released() {
+        if running.released() {
+            self.answer(outcome);
+        } else {
             running.held = Some(outcome);
+        }
+        if let Some(lent) = lent {
+            self.direct = lent.direct;
+            self.pool = lent.pool;
+        }
+        if running.held.is_some() {
             self.search = Some(running);
             return;
         }
-        self.answer(outcome);
+        self.finished(running);
+    }
+
+    /// A search whose answer is written: it may store what it found now; it is joined later.
+    fn finished(&mut self, mut running: Running) {
+        drop(running.written.take());
         self.finishing.extend(running.thread);
         if self.new_game_pending {
             self.begin_new_game();
@@ -77,10 +89,7 @@ impl Session {
             && let Some(running) = self.search.take()
         {
             self.answer(outcome);
-            self.finishing.extend(running.thread);
-            if self.new_game_pending {
-                self.begin_new_game();
-            }
+            self.finished(running);
         }
     }
 
@@ -92,7 +101,7 @@ impl Session {
         }
     }
 
-    /// A `go infinite` or `go ponder` is under way: only `stop` or `ponderhit` ends it.
+    /// A `go infinite` or `go ponder` is under way: only `stop` (or, for `go ponder`, `ponderhit`) ends it.
     pub(super) fn released_only(&self) -> bool {
         self.search.as_ref().is_some_and(|s| s.until_released)
     }
@@ -128,6 +137,7 @@ impl Session {
                     answers,
                     announcing: false,
                     held,
+                    written: None,
                 });
             } else {
                 self.answer(outcome);
@@ -140,15 +150,26 @@ impl Session {
         let mut lent = Lent { direct: std::mem::take(&mut self.direct), pool: self.pool.take() };
         let thread = std::thread::Builder::new().name("uci-search".into()).spawn(move || {
             let (outcome, aftermath) = think(&ctx, &mut lent, &line, &go, &mut control);
-            // One answer per `go`: the session writes it. What the search found is stored after.
-            let _ = answer.send(Answered { outcome, lent });
+            // One answer per `go`: the session writes it. What the search found is stored once it is out (or
+            // dropped, after `quit`): nothing competes with the write.
+            let (written, was_written) = crossbeam_channel::bounded::<()>(1);
+            let _ = answer.send(Answered { outcome, lent, written });
+            let _ = was_written.recv();
             aftermath.run(&ctx, &line);
         });
         match thread {
             Ok(thread) => {
                 let thread = Some(thread);
-                self.search =
-                    Some(Running { thread, until_released, ponder, steer, answers, announcing: true, held: None })
+                self.search = Some(Running {
+                    thread,
+                    until_released,
+                    ponder,
+                    steer,
+                    answers,
+                    announcing: true,
+                    held: None,
+                    written: None,
+                })
             }
             Err(e) => {
                 self.out.error(format!("cannot start a search: {e}"));
