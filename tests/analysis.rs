@@ -38,7 +38,7 @@ impl Evaluator for Recording {
 }
 
 fn params(max_depth: u8) -> Params {
-    Params { engine_depth: 10, move_distance: 20, max_depth, time: None, no_progress: false, screen: None }
+    Params { engine_depth: 10, move_distance: 20, max_depth, time: None, nodes: None, no_progress: false, screen: None }
 }
 
 fn run_scripted(store: &Store, workers: usize, seed: u64, max_depth: u8, moves: &str) -> (u64, Vec<Job>) {
@@ -660,4 +660,37 @@ fn the_tree_view_ranks_moves_as_show_does() {
         assert_eq!(ranked, shown, "after {:?}", line.moves);
         assert_eq!(shown.last(), Some(&unvalued), "the unvalued move comes last: {shown:?}");
     }
+}
+
+/// `analyze --nodes N` stops once the engines' reported nodes reach N: the searches answered before the last one
+/// reported less than the budget, and `--json` says by how much the run went past it.
+#[test]
+fn a_node_budget_stops_the_run_and_reports_its_overshoot() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = stockfish();
+    let budget = 300_000u64;
+    let args = ["analyze", "--engine", &engine, "--engine-depth", "8", "--workers", "1", "--json"];
+    let report = deeptree(dir.path(), &[&args[..], &["--nodes", &budget.to_string()]].concat());
+    assert_eq!(report["stopped"], true, "{report}");
+    assert_eq!(report["node_budget"], budget);
+    let nodes = report["engine_nodes"].as_u64().unwrap();
+    let over = report["node_overshoot"].as_u64().unwrap();
+    assert!(nodes >= budget && nodes - over == budget, "{report}");
+    let evaluations = report["evaluations"].as_u64().unwrap();
+    assert!(evaluations > 3, "{report}");
+    // One engine: only the last answer can go past the budget, and it is one search at depth 8 among many.
+    assert!(over < nodes / 2, "{report}");
+    // Without a budget the same run settles deeper (to the default depth 4).
+    let open = deeptree(tempfile::tempdir().unwrap().path(), &[&args[..], &["--max-depth", "4"]].concat());
+    assert!(open["engine_nodes"].as_u64().unwrap() > nodes, "{open}");
+    assert_eq!(open["node_budget"], serde_json::Value::Null);
+    // A budget of nothing is refused before anything starts.
+    let refused = Command::new(env!("CARGO_BIN_EXE_deeptree"))
+        .arg("--db")
+        .arg(dir.path())
+        .args(["analyze", "--nodes", "0"])
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("--nodes 0"), "{refused:?}");
 }

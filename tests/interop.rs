@@ -99,7 +99,7 @@ fn fen_of(pos: &Chess) -> String {
 }
 
 fn params(max_depth: u8) -> Params {
-    Params { engine_depth: 10, move_distance: 20, max_depth, time: None, no_progress: false, screen: None }
+    Params { engine_depth: 10, move_distance: 20, max_depth, time: None, nodes: None, no_progress: false, screen: None }
 }
 
 fn analyse(store: &Store, fen: Option<&str>, moves: &str, max_depth: u8) {
@@ -575,7 +575,15 @@ fn merge_unites_trees_keeps_deeper_evaluations_and_a_second_merge_changes_nothin
         let mut analysis = Analysis::new(
             &theirs,
             ScriptedEvaluator::new(3, 11),
-            Params { engine_depth: 12, move_distance: 20, max_depth: 2, time: None, no_progress: false, screen: None },
+            Params {
+                engine_depth: 12,
+                move_distance: 20,
+                max_depth: 2,
+                time: None,
+                nodes: None,
+                no_progress: false,
+                screen: None,
+            },
         );
         analysis.run(&Line::parse(None, "g1f3 g8f6 f3g1 f6g8 e2e4").unwrap(), |_| {}).unwrap();
     }

@@ -37,12 +37,16 @@ pub struct AnalyzeArgs {
     /// Move distance in centipawns at plies 0 and 1 (default: the settings' move_distance).
     #[arg(long)]
     pub move_distance: Option<u32>,
-    /// Deepest software depth to settle (default 4 without --time, unlimited with it).
+    /// Deepest software depth to settle (default 4 without --time or --nodes, unlimited with either).
     #[arg(long)]
     pub max_depth: Option<u8>,
     /// Time budget in seconds.
     #[arg(long)]
     pub time: Option<f64>,
+    /// Node budget: stop once the inner engines have reported N nodes in all for the searches answered (searches
+    /// still running then are abandoned; `--json` reports `node_overshoot`). Not with --roots.
+    #[arg(long, value_name = "N", conflicts_with = "roots")]
+    pub nodes: Option<u64>,
     /// Inner-engine workers (default: one per core).
     #[arg(long)]
     pub workers: Option<usize>,
@@ -145,7 +149,10 @@ impl AnalyzeArgs {
 /// Runs `deeptree analyze` on the store in `db` (created when absent).
 pub fn run(db: Option<&Path>, config: &Config, args: AnalyzeArgs) -> CommandResult {
     let config = &args.over(config);
-    let AnalyzeArgs { fen, roots, moves, max_depth, time, trace, json, chess960, .. } = args;
+    let AnalyzeArgs { fen, roots, moves, max_depth, time, nodes, trace, json, chess960, .. } = args;
+    if nodes == Some(0) {
+        return Err("--nodes 0: give a positive number of nodes".into());
+    }
     let (line, book) = match &roots {
         None => (Line::parse_in(fen.as_deref(), &moves, chess960)?, None),
         Some(path) => {
@@ -187,9 +194,11 @@ pub fn run(db: Option<&Path>, config: &Config, args: AnalyzeArgs) -> CommandResu
         log::warn!("Ctrl-C will not stop the analysis cleanly: {e}");
     }
     let specs = EngineSpec::parse_list(&config.engines).map_err(|e| format!("--engines: {e}"))?;
+    let budget = time.is_some() || nodes.is_some();
     let params = Params::from(config)
-        .with_max_depth(max_depth.unwrap_or(if time.is_some() { u8::MAX - 1 } else { 4 }))
-        .with_time(time);
+        .with_max_depth(max_depth.unwrap_or(if budget { u8::MAX - 1 } else { 4 }))
+        .with_time(time)
+        .with_nodes(nodes);
     let look_ahead = config.look_ahead();
     if let Some((book, skipped)) = book {
         let configs = if specs.is_empty() {
@@ -243,6 +252,9 @@ pub fn run(db: Option<&Path>, config: &Config, args: AnalyzeArgs) -> CommandResu
             report.settled_depth.map_or("none".to_owned(), |d| d.to_string()),
             if report.stopped { " (stopped before the last depth settled)" } else { "" }
         );
+        if let (Some(budget), Some(over)) = (report.node_budget, report.node_overshoot) {
+            println!("{} engine nodes against a budget of {budget} ({over} over it)", report.engine_nodes);
+        }
         if report.ahead > 0 {
             println!(
                 "{} searches ran ahead of their turn on engines a pass left free: {} of them were asked for, {} \

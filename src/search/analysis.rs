@@ -56,6 +56,9 @@ pub struct Params {
     pub max_depth: u8,
     /// Wall-clock budget.
     pub time: Option<Duration>,
+    /// Budget of engine nodes: the run stops once the nodes its engines reported for the searches answered reach it
+    /// (searches still running then are abandoned, so the run may overshoot by what the last answers reported).
+    pub nodes: Option<u64>,
     /// Deep Blue's "no progress" rule in the walk ([`alpha::loses_tempo`](super::alpha::loses_tempo)): a move into a
     /// position the same side could have reached earlier on the path is refused.
     pub no_progress: bool,
@@ -72,6 +75,7 @@ impl Default for Params {
             move_distance: 20,
             max_depth: u8::MAX - 1,
             time: None,
+            nodes: None,
             no_progress: false,
             screen: None,
         }
@@ -94,6 +98,12 @@ impl Params {
     #[must_use]
     pub fn with_time(self, time: Option<Duration>) -> Params {
         Params { time, ..self }
+    }
+
+    /// Stops once the engines reported `nodes` in all (`None`: no budget).
+    #[must_use]
+    pub fn with_nodes(self, nodes: Option<u64>) -> Params {
+        Params { nodes, ..self }
     }
 
     /// Deep Blue's "no progress" rule on or off.
@@ -302,8 +312,11 @@ pub struct Report {
     pub positions: u64,
     pub settled_depth: Option<u8>,
     pub iterations: Vec<Iteration>,
-    /// Stopped by the time limit or an interrupt before `max_depth` settled.
+    /// Stopped by the time limit, the node budget or an interrupt before `max_depth` settled.
     pub stopped: bool,
+    /// The node budget (`--nodes`), and by how many nodes the searches answered went past it.
+    pub node_budget: Option<u64>,
+    pub node_overshoot: Option<u64>,
     /// Searches the engines failed (left for a later run).
     pub failed: u64,
     /// Answers taken from searches another process sharing the store ran (claimed in the store), instead of asking
@@ -464,8 +477,11 @@ impl<'a, E: Evaluator> Analysis<'a, E> {
         }
     }
 
+    /// The run must end: stopped, or its time or node budget is spent.
     fn out_of_time(&self) -> bool {
-        self.stop.load(Ordering::Relaxed) || self.params.time.is_some_and(|t| self.started.elapsed() >= t)
+        self.stop.load(Ordering::Relaxed)
+            || self.params.time.is_some_and(|t| self.started.elapsed() >= t)
+            || self.params.nodes.is_some_and(|n| self.engine_nodes >= n)
     }
 
     /// Runs the analysis of `line`'s root, calling `on_iteration` after each settled depth.
@@ -600,6 +616,8 @@ impl<'a, E: Evaluator> Analysis<'a, E> {
             settled_depth: settled,
             iterations,
             stopped,
+            node_budget: self.params.nodes,
+            node_overshoot: self.params.nodes.map(|n| self.engine_nodes.saturating_sub(n)),
             failed: self.failures,
             shared: self.shared,
         })
