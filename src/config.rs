@@ -63,6 +63,10 @@ pub struct Config {
     /// only where the tree knows at least as deep; each ply more answers where a search of about half the time
     /// would reach.
     pub tree_depth_margin: u8,
+    /// What a timed `go` (clock or `movetime`) does where the tree does not already answer (UCI mode): `direct`
+    /// (the inner engine searches), `tree` (the tree is grown for the move's time share, then its best move is
+    /// played) or `auto` (the stronger of the two by docs/duel.md; `direct` while it shows no crossing).
+    pub think_mode: ThinkMode,
     /// Deep Blue's "no progress" rule in the search: a move into a position the same side could have reached
     /// earlier on the path is refused (off by default).
     pub no_progress: bool,
@@ -95,12 +99,62 @@ impl Default for Config {
             background_analysis: true,
             store_searches: true,
             tree_depth_margin: 0,
+            think_mode: ThinkMode::Direct,
             no_progress: false,
             screen: false,
             screen_margin: Screening::DEFAULT.margin as u32,
             map_size_mib: 1024,
             write_batch: 50_000,
             log_level: "warn".into(),
+        }
+    }
+}
+
+/// What a timed `go` does where the tree does not already answer (setting `think_mode`, UCI option `ThinkMode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ThinkMode {
+    /// The inner engine searches, as the bare engine would.
+    Direct,
+    /// The tree is grown from the position for the move's time share, with all `Threads` as single-threaded workers,
+    /// and its best move by alpha is played.
+    Tree,
+    /// The stronger of the two for the budget, by the duel's measurements (docs/duel.md): `direct` while they show
+    /// no budget at which the tree's own search wins.
+    Auto,
+}
+
+impl ThinkMode {
+    pub const NAMES: [&'static str; 3] = ["direct", "tree", "auto"];
+
+    /// What `auto` is, by docs/duel.md: the duel has named no budget at which the tree's own search wins.
+    pub fn resolved(self) -> ThinkMode {
+        match self {
+            ThinkMode::Auto => ThinkMode::Direct,
+            mode => mode,
+        }
+    }
+}
+
+impl fmt::Display for ThinkMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ThinkMode::Direct => "direct",
+            ThinkMode::Tree => "tree",
+            ThinkMode::Auto => "auto",
+        })
+    }
+}
+
+impl std::str::FromStr for ThinkMode {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<ThinkMode, String> {
+        match text.trim().to_ascii_lowercase().as_str() {
+            "direct" => Ok(ThinkMode::Direct),
+            "tree" => Ok(ThinkMode::Tree),
+            "auto" => Ok(ThinkMode::Auto),
+            other => Err(format!("'{other}' is not a think mode (direct, tree or auto)")),
         }
     }
 }

@@ -63,12 +63,21 @@ pub struct Outcome {
     pub best: BestMove,
     pub relay: Option<RelayHops>,
     pub sample: Option<DepthSample>,
+    /// A tree search (`ThinkMode tree`) valued nothing in time, and a quick direct search answered.
+    pub tree_fallback: bool,
 }
 
 impl Outcome {
     /// No move: `bestmove 0000` after `info` lines that say why.
     pub fn no_move(infos: Vec<Info>) -> Outcome {
-        Outcome { by: Answerer::Fallback, infos, best: BestMove::none(), relay: None, sample: None }
+        Outcome {
+            by: Answerer::Fallback,
+            infos,
+            best: BestMove::none(),
+            relay: None,
+            sample: None,
+            tree_fallback: false,
+        }
     }
 }
 
@@ -118,6 +127,7 @@ impl TreeAnswer {
             best: bestmove(line.root(), self.best, ponder, ctx.chess960),
             relay: None,
             sample: None,
+            tree_fallback: false,
         }
     }
 }
@@ -171,6 +181,7 @@ pub fn fallback(ctx: &Context, line: &Line, searchmoves: &[UciMove], problem: Op
                 best: BestMove::new(in_notation(*m, ctx.chess960), None),
                 relay: None,
                 sample: None,
+                tree_fallback: false,
             }
         }
         None => {

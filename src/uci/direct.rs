@@ -267,6 +267,7 @@ pub fn direct(
                 best: bestmove(root, evaluation.best_move, ponder, chess960),
                 relay: (quiet && measured).then_some(RelayHops { received: control.received, timing }),
                 sample,
+                tree_fallback: false,
             };
             let stores = ctx.options.config.store_searches && learns && evaluation.bound() == Bound::Exact;
             let aftermath = Aftermath {

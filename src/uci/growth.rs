@@ -23,7 +23,7 @@ use crate::{
     notation::legal_line,
     score::{Bound, Score},
     search::{
-        analysis::{Analysis, Line},
+        analysis::{Analysis, Line, Params},
         evaluator::PoolEvaluator,
         tree,
     },
@@ -40,18 +40,29 @@ pub struct TreePool {
 const FIRST_REPORT: Duration = Duration::from_millis(300);
 const REPORT_EVERY: Duration = Duration::from_secs(1);
 
+/// How a growth runs: its search's parameters (a time budget among them, for a timed `go`), what ends it besides
+/// `stop`, and whether it reports.
+pub struct Growth {
+    pub params: Params,
+    /// `ponderhit` ends it too (`go ponder`).
+    pub until_ponderhit: bool,
+    /// `info` lines as the tree grows (a search the GUI sees; background growth stays silent).
+    pub reporting: bool,
+}
+
 /// Grows the tree rooted at the line's position with the single-threaded workers until `stop` (or, with
-/// `until_ponderhit`, `ponderhit`), reporting `info` lines as it grows when `reporting`. Returns at once where there
-/// is nothing to grow (no store, no engines); the caller waits for the GUI where it must.
+/// `until_ponderhit`, `ponderhit`, or the time budget of its parameters), reporting `info` lines as it grows when
+/// `reporting`. Returns the searches answered; at once where there is nothing to grow (no store, no engines): the
+/// caller waits for the GUI where it must.
 pub fn grow_tree(
     ctx: &Context,
     pool: &mut Option<TreePool>,
     line: &Line,
     control: &mut Control,
-    until_ponderhit: bool,
-    reporting: bool,
-) {
-    let Some(store) = ctx.store.clone() else { return };
+    growth: Growth,
+) -> u64 {
+    let Growth { params, until_ponderhit, reporting } = growth;
+    let Some(store) = ctx.store.clone() else { return 0 };
     // Workers started with other options (a new `Threads`, Chess960 on or off) are replaced.
     if pool.as_ref().is_some_and(|p| p.configs != ctx.config_tree) {
         *pool = None;
@@ -63,14 +74,14 @@ pub fn grow_tree(
             }
             Err(e) => {
                 ctx.out.error(format!("inner engines unavailable: {e}"));
-                return;
+                return 0;
             }
         }
     }
-    let Some(TreePool { evaluator, .. }) = pool.as_mut() else { return };
+    let Some(TreePool { evaluator, .. }) = pool.as_mut() else { return 0 };
     let ended = |control: &mut Control| if until_ponderhit { control.released() } else { control.stopped() };
     if ended(control) {
-        return;
+        return 0;
     }
     let analysis_stop = Arc::new(AtomicBool::new(false));
     let (done, finished) = bounded::<()>(0);
@@ -101,18 +112,23 @@ pub fn grow_tree(
                 }
             }
         });
-        let mut analysis = Analysis::new(store, &mut *evaluator, ctx.options.analysis_params());
+        let mut analysis = Analysis::new(store, &mut *evaluator, params);
         analysis.look_ahead = ctx.options.look_ahead();
         analysis.stop = analysis_stop.clone();
         // The session stores the game's moves itself; the engine time goes to the position.
         analysis.line_edges = false;
-        if let Err(e) = analysis.run(line, |_| {}) {
-            ctx.out.error(format!("tree search: {e}"));
-        }
+        let evaluations = match analysis.run(line, |_| {}) {
+            Ok(report) => report.evaluations,
+            Err(e) => {
+                ctx.out.error(format!("tree search: {e}"));
+                0
+            }
+        };
         drop(analysis);
-        // The analysis ended (stopped, or everything settled): the listener ends too.
+        // The analysis ended (stopped, out of time, or everything settled): the listener ends too.
         drop(done);
-    });
+        evaluations
+    })
 }
 
 /// `info` lines for the tree's candidate moves (MultiPV), with their idea scores in an `info string`.

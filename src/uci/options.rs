@@ -16,7 +16,7 @@
 //! ```
 
 use crate::{
-    config::{Config, MAX_TREE_DEPTH_MARGIN},
+    config::{Config, MAX_TREE_DEPTH_MARGIN, ThinkMode},
     engine::{
         protocol::{EngineOption, OptionKind},
         spec::EngineSpec,
@@ -45,6 +45,7 @@ pub struct Options {
 pub enum Kind {
     Check,
     Spin { min: i64, max: i64 },
+    Combo { vars: &'static [&'static str] },
     String,
 }
 
@@ -140,6 +141,15 @@ pub const OPTIONS: &[Row] = &[
         },
     },
     Row {
+        name: "ThinkMode",
+        kind: Kind::Combo { vars: &ThinkMode::NAMES },
+        get: |o| o.config.think_mode.to_string(),
+        set: |o, v| {
+            o.config.think_mode = v.parse()?;
+            Ok(())
+        },
+    },
+    Row {
         name: "NoProgress",
         kind: Kind::Check,
         get: |o| o.config.no_progress.to_string(),
@@ -225,6 +235,9 @@ impl Row {
         let kind = match self.kind {
             Kind::Check => OptionKind::Check { default: value == "true" },
             Kind::Spin { min, max } => OptionKind::Spin { default: value.parse().unwrap_or(min), min, max },
+            Kind::Combo { vars } => {
+                OptionKind::Combo { default: value, vars: vars.iter().map(|v| (*v).to_owned()).collect() }
+            }
             Kind::String => OptionKind::String { default: value },
         };
         EngineOption { name: self.name.to_owned(), kind }
@@ -339,6 +352,10 @@ mod tests {
                 Kind::Spin { min, max } => {
                     let now: i64 = (row.get)(&options).parse().unwrap();
                     if now < max { (now + 1).to_string() } else { min.to_string() }
+                }
+                Kind::Combo { vars } => {
+                    let now = (row.get)(&options);
+                    vars.iter().find(|v| **v != now).map(|v| (*v).to_owned()).unwrap()
                 }
                 Kind::String => "stockfish".to_owned() + row.name,
             };

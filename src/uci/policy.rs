@@ -19,11 +19,12 @@ use super::{
     control::{Context, Control},
     depth::{DepthModel, Phase},
     direct::{Aftermath, DirectSlot, direct},
-    growth::{TreePool, grow_tree},
+    growth::{Growth, TreePool, grow_tree},
     message::Info,
     time::share,
 };
 use crate::{
+    config::ThinkMode,
     notation::canonical_uci,
     score::{Bound, Score},
     search::analysis::{Line, SettledInStore},
@@ -62,7 +63,8 @@ pub fn think(ctx: &Context, lent: &mut Lent, line: &Line, go: &Go, control: &mut
     super::answer::store_game_line(ctx, line);
     // Grow the tree around the position, reporting as it grows, until stop (or ponderhit); then wait for the GUI
     // where growth ended on its own (everything settled, or nothing to grow).
-    grow_tree(ctx, &mut lent.pool, line, control, go.ponder, true);
+    let growth = Growth { params: ctx.options.analysis_params(), until_ponderhit: go.ponder, reporting: true };
+    grow_tree(ctx, &mut lent.pool, line, control, growth);
     control.wait_until_told(go.ponder);
     if go.ponder && control.ponderhit() {
         // The opponent played the expected move: the clock runs now.
@@ -113,7 +115,94 @@ fn play(
             return (answer.outcome(ctx, line, control.received, vec![note]), Aftermath::GAME_LINE);
         }
     }
-    direct(ctx, &mut lent.direct, line, go, searchmoves, control)
+    let timed =
+        go.movetime.is_some() || (go.is_timed() && go.depth.is_none() && go.nodes.is_none() && go.mate.is_none());
+    match ctx.options.config.think_mode {
+        ThinkMode::Tree if timed => think_with_tree(ctx, lent, line, go, searchmoves, control),
+        ThinkMode::Auto if timed => {
+            ctx.out.send(Info::string(
+                "think mode auto: direct (docs/duel.md names no budget at which the tree's own search wins)",
+            ));
+            direct(ctx, &mut lent.direct, line, go, searchmoves, control)
+        }
+        _ => direct(ctx, &mut lent.direct, line, go, searchmoves, control),
+    }
+}
+
+/// Leaf searches a tree search of one move is planned for: the engine depth is chosen so that about this many
+/// complete in the move's time share (see [`tree_engine_depth`]).
+pub const PLANNED_LEAVES: f64 = 32.0;
+
+/// The engine depth of a tree search of one move: the depth the inner engine reaches, by this game's depth model, in
+/// the nodes one leaf search may spend, when `workers` single-threaded workers share the budget among
+/// [`PLANNED_LEAVES`] searches. The model is fitted to the direct engine, which runs `threads` threads: one worker
+/// searches `1 / threads` of its nodes a second. At least 4, at most the `EngineDepth` option.
+pub fn tree_engine_depth(
+    model: &DepthModel,
+    phase: Phase,
+    budget: std::time::Duration,
+    workers: usize,
+    threads: u32,
+    max_depth: u8,
+) -> u8 {
+    let worker_nps = model.nps() / f64::from(threads.max(1));
+    let leaf_nodes = budget.as_secs_f64() * workers.max(1) as f64 / PLANNED_LEAVES * worker_nps;
+    let depth = model.depth_for_nodes(phase, leaf_nodes.clamp(1.0, u64::MAX as f64) as u64).floor();
+    (depth as u8).clamp(4.min(max_depth), max_depth.max(1))
+}
+
+/// `ThinkMode tree`: the tree is grown from the game's position for the move's time share (what the direct engine
+/// would spend, by the depth model), with all the tree's workers, reporting as `go infinite` does; then its best move
+/// by alpha, with the game's history, is played. What one move grew stays in the store for the next; the search's
+/// evaluations merge into the stored ones as every analysis' do (a deeper evaluation is never replaced by a
+/// shallower one). Where nothing is valued at the deadline, a depth-1 search of the direct engine answers, and the
+/// `info string` says so.
+fn think_with_tree(
+    ctx: &Context,
+    lent: &mut Lent,
+    line: &Line,
+    go: &Go,
+    searchmoves: &[UciMove],
+    control: &mut Control,
+) -> (Outcome, Aftermath) {
+    let root = line.root();
+    let Some(share) = share(go, root.turn().is_white()) else {
+        return direct(ctx, &mut lent.direct, line, go, searchmoves, control);
+    };
+    let budget = if go.movetime.is_some() { share } else { ctx.depth_model.expected_time(share) };
+    // Whatever was spent before the search began (storing the game's moves, starting workers) counts.
+    let budget = budget.saturating_sub(control.received.elapsed());
+    let workers = ctx.config_tree.len();
+    let depth = tree_engine_depth(
+        &ctx.depth_model,
+        Phase::of(root),
+        budget,
+        workers,
+        ctx.options.threads,
+        ctx.options.config.engine_depth,
+    );
+    // The game's moves first: the tree then knows the repetitions of this game.
+    super::answer::store_game_line(ctx, line);
+    ctx.out.send(Info::string(format!(
+        "think tree: {:.0} ms on {workers} workers at engine depth {depth}",
+        budget.as_secs_f64() * 1e3
+    )));
+    let params = ctx.options.analysis_params().with_engine_depth(depth).with_time(Some(budget));
+    let growth = Growth { params, until_ponderhit: false, reporting: true };
+    let evaluations = grow_tree(ctx, &mut lent.pool, line, control, growth);
+    let note = Info::string(format!("think tree: {evaluations} searches answered"));
+    match tree_answer(ctx, line, searchmoves) {
+        Some(answer) => (answer.outcome(ctx, line, control.received, vec![note]), Aftermath::NONE),
+        None => {
+            ctx.out.send(note);
+            ctx.out.send(Info::string("think tree: nothing valued at the deadline; fallback: a depth-1 search"));
+            let quick = Go { depth: Some(1), ..Go::default() };
+            let (mut outcome, aftermath) =
+                direct(ctx, &mut lent.direct, line, &quick, searchmoves, &mut control.quiet());
+            outcome.tree_fallback = true;
+            (outcome, aftermath)
+        }
+    }
 }
 
 /// Most software depth the tree's answer is checked for below an analysed root. A walk of the stored graph per depth

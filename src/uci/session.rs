@@ -40,7 +40,7 @@ use super::{
     control::{Context, Signal, Steer},
     depth::DepthModel,
     direct::{DirectSlot, RelayClock},
-    growth::{TreePool, grow_tree},
+    growth::{Growth, TreePool, grow_tree},
     message::{Info, Message, Out},
     options::{self, Options, check_value},
     policy::{Lent, think},
@@ -128,6 +128,8 @@ struct Session {
     idle_since: Option<Instant>,
     /// A `ucinewgame` came during a search: the engines get it once the search has answered.
     new_game_pending: bool,
+    /// Tree searches of a timed `go` (`ThinkMode tree`) that valued nothing in time.
+    tree_fallbacks: u64,
 }
 
 /// How long the session is idle before it grows the tree of the last position.
@@ -174,6 +176,7 @@ pub fn run(config: &Config, tree_dir: PathBuf) {
         last_go_timed: false,
         idle_since: None,
         new_game_pending: false,
+        tree_fallbacks: 0,
     };
     session.run(&rx);
 }

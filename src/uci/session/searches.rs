@@ -24,6 +24,10 @@ impl Session {
         for info in outcome.infos {
             self.out.send(info);
         }
+        if outcome.tree_fallback {
+            self.tree_fallbacks += 1;
+            self.out.send(Info::string(format!("think tree: fallbacks this session: {}", self.tree_fallbacks)));
+        }
         self.out.bestmove(&outcome.best);
         let written = Instant::now();
         log::debug!("answered by {:?}", outcome.by);
@@ -197,7 +201,8 @@ impl Session {
         let mut pool = self.pool.take();
         let thread = std::thread::Builder::new().name("uci-background".into()).spawn(move || {
             log::info!("background analysis of the last position");
-            grow_tree(&ctx, &mut pool, &line, &mut control, false, false);
+            let growth = Growth { params: ctx.options.analysis_params(), until_ponderhit: false, reporting: false };
+            grow_tree(&ctx, &mut pool, &line, &mut control, growth);
             // Growth ended on its own (settled, or nothing to grow): idle until the session needs the workers.
             control.wait_for_stop();
             pool

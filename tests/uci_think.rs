@@ -1,0 +1,163 @@
+//! `ThinkMode tree`: a timed `go` that the tree does not already answer grows the tree for the move's time share
+//! with all `Threads` as workers, then plays the tree's best move; with the real Stockfish inside.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{PATIENCE, Uci, stockfish};
+use shakmaty::{Chess, Position, fen::Fen, uci::UciMove};
+
+/// A session with Stockfish inside, `Threads` 2, no idle growth, the think mode given.
+fn session(db: &std::path::Path, mode: &str) -> Uci {
+    let mut uci = Uci::deeptree(db);
+    uci.send("uci");
+    uci.until("uciok", PATIENCE);
+    uci.send(&format!("setoption name InnerEngine value {}", stockfish().display()));
+    uci.send("setoption name BackgroundAnalysis value false");
+    uci.send("setoption name Threads value 2");
+    uci.send("setoption name Hash value 32");
+    uci.send(&format!("setoption name ThinkMode value {mode}"));
+    uci.ready();
+    uci
+}
+
+fn legal(fen: Option<&str>, moves: &[&str], best: &str) -> bool {
+    let mut pos: Chess = match fen {
+        Some(fen) => fen.parse::<Fen>().unwrap().into_position(shakmaty::CastlingMode::Standard).unwrap(),
+        None => Chess::default(),
+    };
+    for m in moves {
+        let m = m.parse::<UciMove>().unwrap().to_move(&pos).unwrap();
+        pos.play_unchecked(m);
+    }
+    best.parse::<UciMove>().ok().and_then(|m| m.to_move(&pos).ok()).is_some()
+}
+
+/// The `think tree` line: (the budget in ms, the workers, the engine depth).
+fn plan(lines: &[String]) -> (u64, usize, u8) {
+    let line = lines.iter().find(|l| l.starts_with("info string think tree: ") && l.contains(" workers at "));
+    let line = line.unwrap_or_else(|| panic!("no think line: {lines:?}"));
+    let words: Vec<&str> = line.split_whitespace().collect();
+    (words[4].parse().unwrap(), words[7].parse().unwrap(), words[words.len() - 1].parse().unwrap())
+}
+
+#[test]
+fn a_timed_go_grows_the_tree_for_its_share_and_plays_its_best_move() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("tree");
+    let mut uci = session(&db, "tree");
+    let moves = ["e2e4", "c7c5", "g1f3", "d7d6"];
+    uci.send(&format!("position startpos moves {}", moves.join(" ")));
+    let started = Instant::now();
+    let (best, lines) = uci.best("go movetime 1500");
+    let took = started.elapsed();
+    assert!(legal(None, &moves, &best), "{best}: {lines:?}");
+    let (budget, workers, depth) = plan(&lines);
+    assert_eq!(workers, 2, "all Threads grow the tree");
+    assert!((1000..=1500).contains(&budget), "the move's share: {budget} ms");
+    assert!((4..=18).contains(&depth), "{depth}");
+    // It thought with the tree: multipv lines as in `go infinite`, and the searches it answered.
+    assert!(lines.iter().any(|l| l.starts_with("info depth") && l.contains(" multipv 1 ")), "{lines:?}");
+    let answered =
+        lines.iter().find_map(|l| l.strip_prefix("info string think tree: ")?.strip_suffix(" searches answered"));
+    assert!(answered.unwrap().parse::<u64>().unwrap() >= 2, "{lines:?}");
+    assert!(took < Duration::from_millis(1500 + 1500), "within its time: {took:?}");
+    // The line before bestmove starts with the move played.
+    let last_info = lines.iter().rev().find(|l| l.starts_with("info depth")).unwrap();
+    assert!(last_info.contains(&format!(" pv {best}")), "{last_info} / {best}");
+
+    // What the move grew stays: the next session finds it in the store.
+    drop(uci);
+    let show = std::process::Command::new(env!("CARGO_BIN_EXE_deeptree"))
+        .args(["--db", db.to_str().unwrap(), "show", "--moves", &moves.join(" "), "--depth", "1", "--json"])
+        .output()
+        .unwrap();
+    let tree: serde_json::Value = serde_json::from_slice(&show.stdout).unwrap();
+    let valued = tree["moves"].as_array().unwrap().iter().filter(|m| !m["alpha"].is_null()).count();
+    assert!(valued >= 2, "{tree}");
+}
+
+#[test]
+fn a_clock_go_thinks_within_its_share_and_stop_and_isready_answer_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut uci = session(&dir.path().join("tree"), "tree");
+    uci.send("position startpos moves d2d4 g8f6 c2c4");
+    let (best, lines) = uci.best("go wtime 20000 btime 20000 winc 100 binc 100");
+    assert!(legal(None, &["d2d4", "g8f6", "c2c4"], &best), "{best}");
+    let (budget, _, _) = plan(&lines);
+    assert!(budget > 100 && budget < 20000 / 5 * 2, "a share of Black's clock: {budget} ms");
+
+    // A long movetime, stopped early: the tree's best move comes at once, and isready is answered meanwhile.
+    uci.send("position startpos moves d2d4 g8f6 c2c4 e7e6");
+    uci.send("go movetime 30000");
+    std::thread::sleep(Duration::from_millis(800));
+    let asked = Instant::now();
+    uci.send("isready");
+    let lines = uci.until("readyok", PATIENCE);
+    assert!(asked.elapsed() < Duration::from_secs(2), "isready during the think: {lines:?}");
+    assert!(!lines.iter().any(|l| l.starts_with("bestmove")), "{lines:?}");
+    let stopped = Instant::now();
+    uci.send("stop");
+    let lines = uci.until("bestmove", PATIENCE);
+    assert!(stopped.elapsed() < Duration::from_secs(3), "stop answers at once: {:?}", stopped.elapsed());
+    let best = lines.last().unwrap().split_whitespace().nth(1).unwrap().to_owned();
+    assert!(legal(None, &["d2d4", "g8f6", "c2c4", "e7e6"], &best), "{lines:?}");
+    assert_eq!(lines.iter().filter(|l| l.starts_with("bestmove")).count(), 1);
+}
+
+#[test]
+fn ponderhit_thinks_with_the_tree_and_depth_and_nodes_stay_direct() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut uci = session(&dir.path().join("tree"), "tree");
+    uci.send("position startpos moves e2e4 e7e5");
+    uci.send("go ponder wtime 10000 btime 10000 winc 100 binc 100");
+    std::thread::sleep(Duration::from_millis(300));
+    uci.send("ponderhit");
+    let lines = uci.until("bestmove", PATIENCE);
+    plan(&lines);
+    assert!(lines.last().unwrap().starts_with("bestmove "), "{lines:?}");
+    // A fixed depth or node count is the GUI's limit: the engine searches it, as before.
+    uci.send("position startpos moves e2e4 e7e5 g1f3");
+    let (_, lines) = uci.best("go depth 6");
+    assert!(!lines.iter().any(|l| l.contains("think tree")), "{lines:?}");
+    let (_, lines) = uci.best("go nodes 20000");
+    assert!(!lines.iter().any(|l| l.contains("think tree")), "{lines:?}");
+}
+
+#[test]
+fn auto_is_direct_and_says_so_and_a_deeper_stored_evaluation_is_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("tree");
+    // A deep evaluation of the position after 1. e4 e5 2. Nf3, from an EPD line.
+    let epd = dir.path().join("deep.epd");
+    std::fs::write(&epd, "rnbqkbnr/pppp1ppp/8/4p3/4P3/5N2/PPPP1PPP/RNBQKB1R b KQkq - ce -30; acd 40; bm Nc6;\n")
+        .unwrap();
+    let import = std::process::Command::new(env!("CARGO_BIN_EXE_deeptree"))
+        .args(["--db", db.to_str().unwrap(), "import", "epd", epd.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(import.status.success(), "{import:?}");
+
+    let mut uci = session(&db, "auto");
+    uci.send("position startpos moves e2e4 e7e5");
+    let (_, lines) = uci.best("go movetime 300");
+    assert!(lines.iter().any(|l| l.starts_with("info string think mode auto: direct")), "{lines:?}");
+    assert!(!lines.iter().any(|l| l.contains("think tree")), "{lines:?}");
+
+    uci.send("setoption name ThinkMode value tree");
+    uci.send("position startpos moves e2e4 e7e5");
+    let (_, lines) = uci.best("go movetime 1500");
+    plan(&lines);
+    drop(uci);
+    let store = deeptree::store::Store::open(&db, &Default::default()).unwrap();
+    let view = store.read().unwrap();
+    let after_nf3 = deeptree::search::analysis::Line::parse(None, "e2e4 e7e5 g1f3").unwrap();
+    let key = deeptree::store::key::PositionKey::of(after_nf3.root());
+    let node = view.node(key).unwrap().expect("the position is stored");
+    assert_eq!(node.eval.map(|e| e.depth), Some(40), "the deep evaluation after 2. Nf3 is kept");
+    // The think did search: the root is evaluated now.
+    let root = deeptree::search::analysis::Line::parse(None, "e2e4 e7e5").unwrap();
+    let root = view.node(deeptree::store::key::PositionKey::of(root.root())).unwrap().expect("the root is stored");
+    assert!(root.eval.is_some_and(|e| e.depth < 40));
+}
