@@ -123,6 +123,9 @@ fn ponderhit_thinks_with_the_tree_and_depth_and_nodes_stay_direct() {
     assert!(!lines.iter().any(|l| l.contains("think tree")), "{lines:?}");
     let (_, lines) = uci.best("go nodes 20000");
     assert!(!lines.iter().any(|l| l.contains("think tree")), "{lines:?}");
+    // A depth with a movetime: the depth is the limit the engine searches to, as for the bare engine.
+    let (_, lines) = uci.best("go depth 6 movetime 5000");
+    assert!(!lines.iter().any(|l| l.contains("think tree")), "{lines:?}");
 }
 
 #[test]

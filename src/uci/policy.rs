@@ -115,8 +115,9 @@ fn play(
             return (answer.outcome(ctx, line, control.received, vec![note]), Aftermath::GAME_LINE);
         }
     }
+    // A clock or a movetime, and no limit the GUI set that the engine must search to (depth, nodes, mate).
     let timed =
-        go.movetime.is_some() || (go.is_timed() && go.depth.is_none() && go.nodes.is_none() && go.mate.is_none());
+        (go.movetime.is_some() || go.is_timed()) && go.depth.is_none() && go.nodes.is_none() && go.mate.is_none();
     match ctx.options.config.think_mode {
         ThinkMode::Tree if timed => think_with_tree(ctx, lent, line, go, searchmoves, control),
         ThinkMode::Auto if timed => {
