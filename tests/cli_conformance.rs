@@ -323,3 +323,27 @@ fn a_move_nothing_has_valued_shows_no_score_in_show_or_any_export() {
     ));
     assert!(!page.contains("\"#0\"") && !page.contains("\"#-0\""), "never a mate score");
 }
+
+/// More workers than MAX_WORKERS_PER_CORE a core is refused before anything starts (a slip that would start
+/// thousands of engines), unless insisted on; and `--time` counts the engines' start-up.
+#[test]
+fn analyze_bounds_its_workers_and_its_time_counts_the_start_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    for args in [&["--workers", "100000"][..], &["--engines", "stockfish | workers=100000"][..]] {
+        let output = run(&db, &[&["analyze", "--engine-depth", "2"][..], args].concat(), &[]);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success(), "{args:?}");
+        assert!(stderr.contains("100000 workers") && stderr.contains("--insist-workers"), "{stderr}");
+        assert_eq!(stderr.trim().lines().count(), 1, "one line: {stderr}");
+        assert!(!db.exists(), "refused before the store is opened");
+    }
+    // An engine that takes 3 s to start, and a budget of 2 s: the run ends soon after the start-up, not 2 s later.
+    let slow = format!("sh -c 'sleep 3; exec {FAKE}'");
+    let started = Instant::now();
+    let output =
+        ok(&db, &["analyze", "--engine", &slow, "--engine-depth", "2", "--workers", "1", "--time", "2", "--json"]);
+    let took = started.elapsed();
+    assert!(took < Duration::from_millis(4500), "{took:?}");
+    assert_eq!(json(&output)["stopped"], true);
+}

@@ -77,6 +77,10 @@ pub struct AnalyzeArgs {
     /// Write one line per search decision to FILE.
     #[arg(long, value_name = "FILE")]
     pub trace: Option<std::path::PathBuf>,
+    /// Run more workers than MAX_WORKERS_PER_CORE (4) times this machine's cores: by default such a count is
+    /// refused, as a typing slip that would start thousands of engines (engines on other machines count too).
+    #[arg(long)]
+    pub insist_workers: bool,
     /// End with one JSON object on stdout (settled rows go to stderr).
     #[arg(long)]
     pub json: bool,
@@ -147,9 +151,14 @@ impl AnalyzeArgs {
 }
 
 /// Runs `deeptree analyze` on the store in `db` (created when absent).
+/// Most inner-engine workers per core of this machine that `analyze` starts without `--insist-workers`.
+pub const MAX_WORKERS_PER_CORE: usize = 4;
+
 pub fn run(db: Option<&Path>, config: &Config, args: AnalyzeArgs) -> CommandResult {
+    // The time budget counts from here: starting the engines is part of it.
+    let started = std::time::Instant::now();
     let config = &args.over(config);
-    let AnalyzeArgs { fen, roots, moves, max_depth, time, nodes, trace, json, chess960, .. } = args;
+    let AnalyzeArgs { fen, roots, moves, max_depth, time, nodes, trace, json, chess960, insist_workers, .. } = args;
     if nodes == Some(0) {
         return Err("--nodes 0: give a positive number of nodes".into());
     }
@@ -180,20 +189,31 @@ pub fn run(db: Option<&Path>, config: &Config, args: AnalyzeArgs) -> CommandResu
         }
         Some(seconds) => return Err(format!("--time {seconds}: give a positive number of seconds").into()),
     };
+    let specs = EngineSpec::parse_list(&config.engines).map_err(|e| format!("--engines: {e}"))?;
+    let workers = if config.workers > 0 { config.workers } else { crate::engine::default_workers() };
+    // Refused before anything starts, the store included.
+    let total = if specs.is_empty() { workers } else { specs.iter().map(|s| s.workers).sum() };
+    let cores = crate::engine::default_workers();
+    if total > MAX_WORKERS_PER_CORE * cores && !insist_workers {
+        return Err(format!(
+            "{total} workers: more than {MAX_WORKERS_PER_CORE} per core of this machine ({cores} cores, at most {}); \
+             --insist-workers runs them anyway",
+            MAX_WORKERS_PER_CORE * cores
+        )
+        .into());
+    }
     let store = open_store(db, config)?;
     let mut engine_config = EngineConfig::from(config);
     if chess960 {
         // The engines read and write castling as king takes rook.
         engine_config = engine_config.with_option("UCI_Chess960", "true");
     }
-    let workers = if config.workers > 0 { config.workers } else { crate::engine::default_workers() };
     // Ctrl-C from here on stops the analysis cleanly (engines run in their own process groups).
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let handler_stop = stop.clone();
     if let Err(e) = ctrlc::set_handler(move || handler_stop.store(true, Ordering::Relaxed)) {
         log::warn!("Ctrl-C will not stop the analysis cleanly: {e}");
     }
-    let specs = EngineSpec::parse_list(&config.engines).map_err(|e| format!("--engines: {e}"))?;
     let budget = time.is_some() || nodes.is_some();
     let params = Params::from(config)
         .with_max_depth(max_depth.unwrap_or(if budget { u8::MAX - 1 } else { 4 }))
@@ -206,7 +226,7 @@ pub fn run(db: Option<&Path>, config: &Config, args: AnalyzeArgs) -> CommandResu
         } else {
             EngineSpec::configs(&specs, &engine_config)
         };
-        let book = Book { roots: book, skipped, params, look_ahead, json, stop };
+        let book = Book { roots: book, skipped, params, look_ahead, json, stop, started };
         return grow_book(&store, configs, book);
     }
     let pool = if specs.is_empty() {
@@ -216,6 +236,8 @@ pub fn run(db: Option<&Path>, config: &Config, args: AnalyzeArgs) -> CommandResu
         EnginePool::start(EngineSpec::configs(&specs, &engine_config))
             .map_err(|e| format!("cannot start the inner engines: {e}"))?
     };
+    // What starting the engines took is spent: a run that is out of time now stops at once.
+    let params = params.with_time(time.map(|t| t.saturating_sub(started.elapsed())));
     let mut analysis = Analysis::new(&store, PoolEvaluator::new(pool), params);
     analysis.look_ahead = look_ahead;
     if let Some(path) = &trace {
@@ -280,12 +302,14 @@ struct Book {
     look_ahead: Option<u8>,
     json: bool,
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// When the command began: the time budget counts from there.
+    started: std::time::Instant,
 }
 
 /// Grows the roots of a book with the engines of `configs`, split into as many groups as there are roots (at most
 /// one per engine).
 fn grow_book(store: &Store, configs: Vec<crate::engine::EngineConfig>, book: Book) -> CommandResult {
-    let Book { roots, skipped, params, look_ahead, json, stop } = book;
+    let Book { roots, skipped, params, look_ahead, json, stop, started } = book;
     let groups = configs.len().min(roots.len()).max(1);
     let mut split: Vec<Vec<EngineConfig>> = vec![Vec::new(); groups];
     for (i, config) in configs.into_iter().enumerate() {
@@ -298,6 +322,8 @@ fn grow_book(store: &Store, configs: Vec<crate::engine::EngineConfig>, book: Boo
             .map_err(|e| format!("cannot start the inner engine {}: {e}", quote(&command)))?;
         pools.push(PoolEvaluator::new(pool));
     }
+    // What starting the engines took is spent.
+    let params = params.clone().with_time(params.time.map(|t| t.saturating_sub(started.elapsed())));
     let total = roots.len();
     if !json {
         println!(
