@@ -160,3 +160,29 @@ fn a_run_resumes_where_the_last_one_stopped() {
         tree(&stopped) == tree(&fresh)
     );
 }
+
+/// A binary or mixed roots file: every line that is not text is reported by its number and the rest are grown, with
+/// or without an extension that names the format.
+#[test]
+fn lines_that_are_not_text_are_skipped_by_number_and_the_rest_grown() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut mixed = b"rnbqkbnr/pp2pppp/3p4/2p5/4P3/5N2/PPPP1PPP/RNBQKB1R w KQkq - 0 3\n".to_vec();
+    mixed.extend_from_slice(&[0xff, 0xfe, 0x00, 0x9c, b'\n', 0xc3, 0x28, b'\r', b'\n']);
+    mixed.extend_from_slice(b"r1bqkbnr/pppp1ppp/2n5/1B2p3/4P3/5N2/PPPP1PPP/RNBQK2R b KQkq - 3 3\r\n");
+    for name in ["mixed.epd", "mixed"] {
+        let path = dir.path().join(name);
+        std::fs::write(&path, &mixed).unwrap();
+        let output = analyze(&dir.path().join(format!("db-{name}")), &path, "1", &["--max-depth", "0"]);
+        let report = report(&output);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains("line 2 skipped: not UTF-8 text"), "{stderr}");
+        assert!(stderr.contains("line 3 skipped: not UTF-8 text"), "{stderr}");
+        assert_eq!(settled(&report), [Some(0); 2], "{report}");
+    }
+    // All binary: nothing to grow, said in one error, not a crash.
+    let binary = dir.path().join("binary.epd");
+    std::fs::write(&binary, (0..=255u8).cycle().take(4096).collect::<Vec<u8>>()).unwrap();
+    let output = analyze(&dir.path().join("db-binary"), &binary, "1", &[]);
+    assert!(!output.status.success());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("no root to grow"), "{output:?}");
+}

@@ -83,8 +83,10 @@ pub fn read_roots(path: &Path, chess960: bool) -> Result<(Vec<Root>, Vec<Skipped
         Some(_) => false,
         None => {
             let mut first = String::new();
-            for line in BufReader::new(open()?).lines() {
+            for line in BufReader::new(open()?).split(b'\n') {
                 let line = line.map_err(|e| InteropError::Invalid(format!("{}: {e}", path.display())))?;
+                // Only the kind of file is sought here: a line that is not text is read as well as it goes.
+                let line = String::from_utf8_lossy(&line);
                 if !line.trim().is_empty() {
                     first = line.trim().to_owned();
                     break;
@@ -105,10 +107,16 @@ pub fn read_roots(path: &Path, chess960: bool) -> Result<(Vec<Root>, Vec<Skipped
 /// The roots of an EPD text: every line a position (blank lines and `#` comments skipped).
 pub fn parse_epd_roots(input: impl BufRead, chess960: bool) -> Result<(Vec<Root>, Vec<SkippedRoot>), InteropError> {
     let mut roots = Roots::default();
-    for (i, line) in input.lines().enumerate() {
+    for (i, line) in input.split(b'\n').enumerate() {
         let source = Source::Line(i as u64 + 1);
         let line = line.map_err(|e| InteropError::Invalid(format!("{source}: {e}")))?;
-        match epd::parse_line_in(&line, chess960) {
+        // A line that is not UTF-8 text (a binary file, a mixed one) is skipped with its number; the rest are read.
+        let Ok(line) = String::from_utf8(line) else {
+            roots.skip(source, "not UTF-8 text".to_owned());
+            continue;
+        };
+        let line = line.strip_suffix('\r').unwrap_or(&line);
+        match epd::parse_line_in(line, chess960) {
             Ok(None) => {}
             Ok(Some(record)) => {
                 let chess960 = chess960 || record.position.castles().mode() == CastlingMode::Chess960;
