@@ -86,13 +86,17 @@ fn run(cli: Cli, config: &Config) -> commands::CommandResult {
         None => deeptree::uci::run(config, config.tree_dir(db)),
         Some(Command::Analyze(args)) => commands::analyze::run(db, config, args)?,
         Some(Command::Show(args)) => commands::show::run(db, config, args)?,
-        Some(Command::Import(args)) => deeptree::interop::cli::import(&open_store(db, config)?, &args)?,
+        // A command that cannot do its work fails before the store is created.
+        Some(Command::Import(args)) => {
+            args.check()?;
+            deeptree::interop::cli::import(&open_store(db, config)?, &args)?
+        }
         Some(Command::Export(args)) => deeptree::interop::cli::export(&open_existing_store(db, config)?, &args)?,
-        Some(Command::Merge(args)) => deeptree::interop::cli::merge(
-            &open_store(db, config)?,
-            &args,
-            &deeptree::store::StoreOptions::from(config),
-        )?,
+        Some(Command::Merge(args)) => {
+            args.check()?;
+            let store = open_store(db, config)?;
+            deeptree::interop::cli::merge(&store, &args, &deeptree::store::StoreOptions::from(config))?
+        }
         Some(Command::Stats(args)) => commands::stats::run(db, config, args)?,
         Some(Command::Compact(args)) => commands::compact::run(db, config, args)?,
         Some(Command::Bench { what }) => commands::bench::run(db, config, what)?,

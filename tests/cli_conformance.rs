@@ -347,3 +347,36 @@ fn analyze_bounds_its_workers_and_its_time_counts_the_start_up() {
     assert!(took < Duration::from_millis(4500), "{took:?}");
     assert_eq!(json(&output)["stopped"], true);
 }
+
+/// A command that cannot do its work (a missing engine, PGN or merge source) fails before the store is created, and
+/// a zero-byte data file is an error to the commands that only read, never set up as a new store.
+#[test]
+fn commands_that_cannot_work_leave_no_store_and_an_empty_data_file_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let missing = dir.path().join("missing");
+    let missing = missing.to_str().unwrap();
+    for args in [
+        vec!["analyze", "--engine", "/no/such/engine", "--engine-depth", "2", "--workers", "1"],
+        vec!["analyze", "--engines", "/no/such/engine | workers=1", "--engine-depth", "2"],
+        vec!["import", "pgn", missing],
+        vec!["import", "epd", missing],
+        vec!["merge", missing],
+    ] {
+        let output = run(&db, &args, &[]);
+        assert!(!output.status.success(), "{args:?}");
+        assert!(!String::from_utf8_lossy(&output.stderr).is_empty(), "{args:?}: an error is said");
+        assert!(!db.exists(), "{args:?} left a store behind");
+    }
+    std::fs::create_dir(&db).unwrap();
+    std::fs::write(db.join("data.mdb"), b"").unwrap();
+    for args in [&["stats"][..], &["show"][..], &["export", "epd", "/dev/null"][..]] {
+        let output = run(&db, args, &[]);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success(), "{args:?}");
+        assert!(stderr.contains("data.mdb is empty (0 bytes)"), "{args:?}: {stderr}");
+    }
+    let left: Vec<_> = std::fs::read_dir(&db).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(left, ["data.mdb"], "nothing created beside it");
+    assert_eq!(std::fs::metadata(db.join("data.mdb")).unwrap().len(), 0, "and nothing written into it");
+}

@@ -202,6 +202,15 @@ pub fn run(db: Option<&Path>, config: &Config, args: AnalyzeArgs) -> CommandResu
         )
         .into());
     }
+    // An engine that cannot start is refused before the store is created.
+    let commands: Vec<&str> = if specs.is_empty() {
+        vec![config.engine.as_str()]
+    } else {
+        specs.iter().map(|s| s.command.as_str()).collect()
+    };
+    if let Some(missing) = commands.iter().find(|c| !crate::engine::program_exists(c)) {
+        return Err(format!("cannot start the inner engine {}: no such program", quote(missing)).into());
+    }
     let store = open_store(db, config)?;
     let mut engine_config = EngineConfig::from(config);
     if chess960 {

@@ -95,6 +95,15 @@ pub fn resolve_program(program: &str) -> PathBuf {
         .unwrap_or_else(|| PathBuf::from(program))
 }
 
+/// Whether the program of `command` (its first word, resolved as [`resolve_program`] does) is an executable file:
+/// checked before anything is created for an engine that cannot start.
+pub fn program_exists(command: &str) -> bool {
+    split_command_line(command)
+        .ok()
+        .and_then(|words| words.into_iter().next())
+        .is_some_and(|program| is_executable(&resolve_program(&program)))
+}
+
 fn is_executable(path: &Path) -> bool {
     use std::os::unix::fs::PermissionsExt;
     path.metadata().is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)

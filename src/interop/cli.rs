@@ -110,6 +110,20 @@ fn report(json: bool, value: &impl serde::Serialize, text: String) -> Result<(),
 }
 
 /// Runs `deeptree import`.
+impl ImportArgs {
+    /// What the command needs before it opens (or creates) the store: its file can be read.
+    pub fn check(&self) -> Result<(), InteropError> {
+        File::open(&self.file).map(drop).map_err(|e| InteropError::io(&self.file, e))
+    }
+}
+
+impl MergeArgs {
+    /// What the command needs before it opens (or creates) the store: the other store is there.
+    pub fn check(&self) -> Result<(), InteropError> {
+        merge::check_source(&self.dir)
+    }
+}
+
 pub fn import(store: &Store, args: &ImportArgs) -> Result<(), InteropError> {
     let input = open_input(&args.file)?;
     let file = args.file.display();

@@ -35,15 +35,21 @@ pub struct MergeSummary {
 const BATCH: usize = 10_000;
 
 /// Merges the store in `other_dir` into `store`.
+/// The other store is there (checked before this one is opened, so that a missing source creates nothing).
+pub fn check_source(other_dir: &Path) -> Result<(), InteropError> {
+    if !other_dir.join("data.mdb").is_file() {
+        return Err(InteropError::Invalid(format!("{}: not a deeptree store (no data.mdb)", other_dir.display())));
+    }
+    Ok(())
+}
+
 pub fn merge_store(
     store: &Store,
     other_dir: &Path,
     options: &StoreOptions,
     mut on_refused: impl FnMut(PositionKey, &str),
 ) -> Result<MergeSummary, InteropError> {
-    if !other_dir.join("data.mdb").is_file() {
-        return Err(InteropError::Invalid(format!("{}: not a deeptree store (no data.mdb)", other_dir.display())));
-    }
+    check_source(other_dir)?;
     let same = match (other_dir.canonicalize(), store.dir().canonicalize()) {
         (Ok(a), Ok(b)) => a == b,
         _ => false,

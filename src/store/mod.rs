@@ -114,6 +114,8 @@ pub enum StoreError {
     Missing { path: PathBuf },
     /// Another process has the store open, and the operation needs it alone (compaction).
     InUse { path: PathBuf },
+    /// The data file is there but empty: no store, and a command that only reads must not set one up.
+    Empty { path: PathBuf },
 }
 
 impl fmt::Display for StoreError {
@@ -144,6 +146,9 @@ impl fmt::Display for StoreError {
                 write!(f, "{}: the store writer has stopped", path.display())
             }
             StoreError::Missing { path } => write!(f, "no deeptree store at {}", path.display()),
+            StoreError::Empty { path } => {
+                write!(f, "{} is empty (0 bytes): not a deeptree store; nothing was changed", path.display())
+            }
             StoreError::InUse { path } => write!(
                 f,
                 "{}: the store is open in another process (a GUI's session, an analysis, ...); close it and try again",
@@ -288,8 +293,13 @@ impl Store {
         options: &StoreOptions,
         upkeep: Arc<dyn Upkeep>,
     ) -> Result<Store, StoreError> {
-        if !dir.join("data.mdb").is_file() {
+        let data = dir.join("data.mdb");
+        if !data.is_file() {
             return Err(StoreError::Missing { path: dir.to_owned() });
+        }
+        // LMDB would set an empty file up as a new store: a command that only reads must not.
+        if data.metadata().is_ok_and(|m| m.len() == 0) {
+            return Err(StoreError::Empty { path: data });
         }
         Store::open_dir(dir, options, Hold::Shared, upkeep)
     }
