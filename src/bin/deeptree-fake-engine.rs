@@ -12,6 +12,7 @@
 //! - `crash-once`: like `crash` for the first process that finds no `--state` file (it creates it), normal after.
 //! - `hang`: after `go`, never answers anything again (`isready` included).
 //! - `hang-handshake`: never answers `uci`.
+//! - `deaf`: after `go`, one `info` line, then never a `bestmove`: `stop` is ignored, `isready` still answered.
 //! - `garbage`: normal, with garbage lines (noise, bad numbers, invalid UTF-8, a 100 KB line) between the real ones.
 //! - `illegal`: normal, but the best move is illegal.
 //! - `bound-only`: every score carries `lowerbound` or `upperbound` (the last ones `lowerbound`).
@@ -51,6 +52,9 @@ enum Mode {
     Normal,
     Crash,
     Hang,
+    /// Deaf: after `go`, one `info` line and then never a `bestmove`, whatever comes (`stop` included); `isready` is
+    /// still answered, so it does not look hung.
+    Deaf,
     HangHandshake,
     Garbage,
     Illegal,
@@ -121,6 +125,7 @@ fn main() -> ExitCode {
             if first { Mode::Crash } else { Mode::Normal }
         }
         "hang" => Mode::Hang,
+        "deaf" => Mode::Deaf,
         "hang-handshake" => Mode::HangHandshake,
         "garbage" => Mode::Garbage,
         "illegal" => Mode::Illegal,
@@ -274,6 +279,12 @@ impl Fake {
             }
             Mode::Hang => {
                 self.pending = Some(candidates);
+                None
+            }
+            Mode::Deaf => {
+                if let Some(first) = candidates.first() {
+                    say(&format!("info depth 1 score cp 20 nodes 10 pv {first}"));
+                }
                 None
             }
             Mode::Instant => {

@@ -23,7 +23,9 @@ use std::{fmt, io, sync::Arc, time::Duration};
 
 pub use self::command::{program_exists, resolve_program, split_command_line};
 pub use self::pool::{EnginePool, JobId, JobOutcome, JobResult};
-pub use self::process::{Engine, EngineConfig, EngineIdentity, RestartPolicy, StopHandle, Timeouts, engine_label};
+pub use self::process::{
+    Engine, EngineConfig, EngineIdentity, RestartPolicy, STOP_ANSWER, StopHandle, Timeouts, engine_label,
+};
 pub use self::request::{EnginePosition, EvalRequest, Evaluation, Limit, PvLine, ScreenCut, SearchTiming};
 
 /// Workers to run by default: one per available core.

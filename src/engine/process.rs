@@ -332,6 +332,10 @@ fn io_error(e: std::io::Error) -> EngineError {
     EngineError::Io { source: Arc::new(e) }
 }
 
+/// How long an engine may take to answer `stop` with its `bestmove` (at most the handshake timeout): an engine that
+/// ignores `stop` is taken for hung then, killed and restarted, so that a GUI's `stop` is answered within a second.
+pub const STOP_ANSWER: Duration = Duration::from_secs(1);
+
 /// Stops the search an [`Engine`] is running (or is about to run), from any thread.
 ///
 /// A handle belongs to one search: the one running when it was taken, else the next one. Stopping a search that has
@@ -349,7 +353,7 @@ impl std::fmt::Debug for StopHandle {
 }
 
 impl StopHandle {
-    /// Sends `stop` if the search is running (its `bestmove` is then due within [`Timeouts::handshake`]); if it has
+    /// Sends `stop` if the search is running (its `bestmove` is then due within [`STOP_ANSWER`]); if it has
     /// not started, it will not (it ends as [`EngineError::Stopped`]).
     pub fn stop(&self) {
         let Some(link) = self.link.upgrade() else { return };
@@ -361,7 +365,7 @@ impl StopHandle {
             state.stop_requested = true;
         } else if !state.stop_sent {
             state.stop_sent = true;
-            link.until(&mut state, link.timeouts.handshake, "bestmove after stop");
+            link.until(&mut state, link.timeouts.handshake.min(STOP_ANSWER), "bestmove after stop");
             // Sent under the lock, so that it cannot reach a later search. A failed write: the engine is gone, and
             // the search sees that.
             let _ = link.send("stop");

@@ -180,6 +180,11 @@ impl Control {
         }
     }
 
+    /// This control hears nothing and announces nothing (see [`Control::quiet`]).
+    pub fn is_quiet(&self) -> bool {
+        self.handles.is_none()
+    }
+
     /// A control that hears nothing more and announces nothing (its `received` kept): for the quick search after a
     /// `stop` that is spent. It never reports `stop`, so nothing may wait on it for one.
     pub fn quiet(&self) -> Control {

@@ -20,7 +20,8 @@ use super::{
 };
 use crate::{
     engine::{
-        Engine, EngineConfig, EngineError, EnginePosition, EvalRequest, Evaluation, Limit, protocol::Info as EngineInfo,
+        Engine, EngineConfig, EngineError, EnginePosition, EvalRequest, Evaluation, Limit, STOP_ANSWER,
+        protocol::Info as EngineInfo,
     },
     notation::{canonical_uci, legal_line},
     score::Bound,
@@ -237,12 +238,17 @@ pub fn direct(
             ctx.out.send(info);
         }
     };
-    let mut result = engine.search(&request, &mut relay);
+    // A search nothing can stop any more (the quick one after a spent `stop`) must end soon all the same.
+    let mut result = if control.is_quiet() {
+        search_soon(engine, &request, &mut relay)
+    } else {
+        engine.search(&request, &mut relay)
+    };
     if matches!(result, Err(EngineError::Stopped)) {
         // Stopped before it began (a `stop` right behind the `go`): the quickest real search still answers with a
         // searched move, as the bare engine would, rather than an unsearched one.
         if let Ok(quick) = engine_request(line, Limit::Depth(1), searchmoves, ctx.options.multipv) {
-            result = engine.search(&quick, &mut relay);
+            result = search_soon(engine, &quick, &mut relay);
         }
     }
     match result {
@@ -282,9 +288,44 @@ pub fn direct(
             }
             let problem =
                 (!matches!(e, EngineError::Stopped)).then(|| Info::error(format!("inner engine search failed: {e}")));
+            // The engine died or hung mid-search: the first move of the last line it sent is its best move so far.
+            if let Some(head) = last_head.filter(|m| searchmoves.is_empty() || searchmoves.contains(m)) {
+                let mut infos: Vec<Info> = problem.into_iter().collect();
+                infos.push(Info::string("playing the first move of the engine's last line"));
+                let outcome = Outcome {
+                    by: Answerer::Fallback,
+                    infos,
+                    best: bestmove(root, head, None, chess960),
+                    relay: None,
+                    sample: None,
+                    tree_fallback: false,
+                };
+                return (outcome, Aftermath::GAME_LINE);
+            }
             (fallback(ctx, line, searchmoves, problem), Aftermath::NONE)
         }
     }
+}
+
+/// A search that must end soon, as the quick depth-1 one after a `stop`: stopped after [`STOP_ANSWER`] should it
+/// still run, so that an engine that ignores `stop` too is killed a second later and the search ends with an error.
+fn search_soon(
+    engine: &mut Engine,
+    request: &EvalRequest,
+    relay: &mut dyn FnMut(&EngineInfo),
+) -> Result<Evaluation, EngineError> {
+    let handle = engine.stop_handle();
+    let (done, finished) = crossbeam_channel::bounded::<()>(0);
+    std::thread::scope(|scope| {
+        scope.spawn(move || {
+            if let Err(crossbeam_channel::RecvTimeoutError::Timeout) = finished.recv_timeout(STOP_ANSWER) {
+                handle.stop();
+            }
+        });
+        let result = engine.search(request, relay);
+        drop(done);
+        result
+    })
 }
 
 /// What a search stores once the GUI has its move.

@@ -71,6 +71,8 @@ struct Running {
     held: Option<Outcome>,
     /// Tells the thread its answer is out (by being dropped).
     written: Option<crossbeam_channel::Sender<()>>,
+    /// For a timed `go`: when the session stops the search itself, should the engine not have answered by then.
+    deadline: Option<Instant>,
 }
 
 impl Running {
@@ -192,7 +194,7 @@ impl Session {
                 ),
                 None => (never(), never()),
             };
-            let idle = self.until_background();
+            let idle = self.until_background().min(self.until_deadline());
             select! {
                 recv(input) -> line => match line {
                     Ok(Some((received, line))) => {
@@ -226,8 +228,29 @@ impl Session {
         }
     }
 
-    /// Housekeeping between commands: join the searches that finished storing; start background growth when idle.
+    /// How long until the running search's deadline (a day when it has none, or was stopped already).
+    fn until_deadline(&self) -> Duration {
+        match &self.search {
+            Some(running) if !running.steer.stop_sent() => {
+                running.deadline.map_or(Duration::from_secs(86_400), |d| d.saturating_duration_since(Instant::now()))
+            }
+            _ => Duration::from_secs(86_400),
+        }
+    }
+
+    /// Housekeeping between commands: stop a search past its deadline; join the searches that finished storing;
+    /// start background growth when idle.
     fn tick(&mut self) {
+        if let Some(running) = &mut self.search
+            && !running.steer.stop_sent()
+            && running.deadline.is_some_and(|d| Instant::now() >= d)
+        {
+            // An engine that is hung (or ignores the clock) would keep the GUI waiting: stopped now, it answers, or is
+            // killed within a second and its last line's move is played.
+            self.out.send(Info::string("the search passed the move's deadline: stopped"));
+            running.steer.send(Signal::Stop);
+            return;
+        }
         self.reap(false);
         let idle_long_enough = self.idle_since.is_some_and(|t| t.elapsed() >= IDLE_BEFORE_GROWTH);
         if idle_long_enough

@@ -142,6 +142,7 @@ impl Session {
                     announcing: false,
                     held,
                     written: None,
+                    deadline: None,
                 });
             } else {
                 self.answer(outcome);
@@ -149,6 +150,7 @@ impl Session {
             return;
         };
         self.last_go_timed = go.is_timed();
+        let deadline = deadline(&go, shakmaty::Position::turn(line.root()).is_white(), received);
         self.ensure_store();
         let ctx = self.context();
         let mut lent = Lent { direct: std::mem::take(&mut self.direct), pool: self.pool.take() };
@@ -173,6 +175,7 @@ impl Session {
                     announcing: true,
                     held: None,
                     written: None,
+                    deadline,
                 })
             }
             Err(e) => {
@@ -221,4 +224,23 @@ impl Session {
             }
         }
     }
+}
+
+/// Grace past a `movetime` before the session stops a search itself.
+const MOVETIME_GRACE: Duration = Duration::from_millis(250);
+
+/// When the session stops a timed search itself, should the engine not have answered: `movetime` plus a grace; for a
+/// clock, ten times the move's share (at least a second), never past half of the side's own time. None for a search
+/// with a limit of the GUI's own (depth, nodes, mate), for `go infinite` and for `go ponder`.
+fn deadline(go: &Go, white: bool, received: Instant) -> Option<Instant> {
+    if go.infinite || go.ponder || go.depth.is_some() || go.nodes.is_some() || go.mate.is_some() {
+        return None;
+    }
+    if let Some(movetime) = go.movetime {
+        return Some(received + Duration::from_millis(movetime) + MOVETIME_GRACE);
+    }
+    let own = if white { go.wtime.or(go.btime) } else { go.btime.or(go.wtime) }?;
+    let share = crate::uci::time::share(go, white)?;
+    let limit = (share * 10).max(Duration::from_secs(1)).min(Duration::from_millis(own / 2));
+    Some(received + limit)
 }
