@@ -380,3 +380,20 @@ fn commands_that_cannot_work_leave_no_store_and_an_empty_data_file_is_refused() 
     assert_eq!(left, ["data.mdb"], "nothing created beside it");
     assert_eq!(std::fs::metadata(db.join("data.mdb")).unwrap().len(), 0, "and nothing written into it");
 }
+
+/// `analyze --time T` ends by T and a few seconds whatever its engine does: one that ignores `stop` and never
+/// answers (the fake engine's deaf mode) is killed a second after it is stopped.
+#[test]
+fn analyze_ends_on_time_with_an_engine_that_never_answers() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let deaf = format!("{FAKE} --mode deaf");
+    let started = Instant::now();
+    let output = run(&db, &["analyze", "--engine", &deaf, "--workers", "1", "--time", "2", "--json"], &[]);
+    let took = started.elapsed();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(took < Duration::from_secs(5), "{took:?}");
+    let report = json(&output);
+    assert_eq!(report["stopped"], true, "{report}");
+    assert_eq!(report["evaluations"], 0, "{report}");
+}
