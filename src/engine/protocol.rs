@@ -15,6 +15,8 @@
 //! [`EngineMessage::Unknown`]. Moves are only parsed as UCI text here; their legality is checked by the caller
 //! against the position searched.
 
+use std::fmt;
+
 use shakmaty::uci::UciMove;
 
 use crate::score::{Bound, Score};
@@ -157,6 +159,63 @@ pub fn parse_line(line: &str) -> EngineMessage {
     }
 }
 
+impl Info {
+    /// `info string TEXT`.
+    pub fn string(text: impl Into<String>) -> Info {
+        Info { string: Some(text.into()), ..Info::default() }
+    }
+
+    /// `info string error: TEXT`: how deeptree reports what it could not do.
+    pub fn error(text: impl fmt::Display) -> Info {
+        Info::string(format!("error: {text}"))
+    }
+}
+
+/// The line as UCI writes it: the fields that are set, `string` last (it takes the rest of the line).
+impl fmt::Display for Info {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("info")?;
+        for (name, value) in [("depth", self.depth), ("seldepth", self.seldepth), ("multipv", self.multipv)] {
+            if let Some(value) = value {
+                write!(f, " {name} {value}")?;
+            }
+        }
+        if let Some((score, bound)) = self.score {
+            write!(f, " score {score}")?;
+            match bound {
+                Bound::Exact => {}
+                Bound::Lower => f.write_str(" lowerbound")?,
+                Bound::Upper => f.write_str(" upperbound")?,
+            }
+        }
+        for (name, value) in [("nodes", self.nodes), ("nps", self.nps), ("time", self.time_ms), ("tbhits", self.tbhits)]
+        {
+            if let Some(value) = value {
+                write!(f, " {name} {value}")?;
+            }
+        }
+        if let Some(hashfull) = self.hashfull {
+            write!(f, " hashfull {hashfull}")?;
+        }
+        if let Some(currmove) = &self.currmove {
+            write!(f, " currmove {currmove}")?;
+        }
+        if let Some(number) = self.currmovenumber {
+            write!(f, " currmovenumber {number}")?;
+        }
+        if !self.pv.is_empty() {
+            f.write_str(" pv")?;
+            for m in &self.pv {
+                write!(f, " {m}")?;
+            }
+        }
+        if let Some(text) = &self.string {
+            write!(f, " string {text}")?;
+        }
+        Ok(())
+    }
+}
+
 fn rest<'a>(tokens: impl Iterator<Item = &'a str>) -> String {
     tokens.collect::<Vec<_>>().join(" ")
 }
@@ -281,6 +340,28 @@ mod tests {
             EngineMessage::Info(info) => info,
             other => panic!("{line}: {other:?}"),
         }
+    }
+
+    /// What deeptree writes of an `info` line, the parser reads back as it was.
+    #[test]
+    fn an_info_line_reads_back_as_written() {
+        let written = Info {
+            depth: Some(20),
+            seldepth: Some(31),
+            multipv: Some(2),
+            score: Some((Score::from_uci_mate(-3), Bound::Lower)),
+            nodes: Some(123_456),
+            nps: Some(1_000_000),
+            time_ms: Some(123),
+            hashfull: Some(512),
+            tbhits: Some(7),
+            currmove: "e2e4".parse().ok(),
+            currmovenumber: Some(1),
+            pv: vec!["e2e4".parse().unwrap(), "e7e5".parse().unwrap()],
+            string: Some("a note with words".into()),
+        };
+        assert_eq!(info(&written.to_string()), written);
+        assert_eq!(Info::error("no position").to_string(), "info string error: no position");
     }
 
     fn option(line: &str) -> EngineOption {

@@ -19,10 +19,7 @@ use super::{
     time::{Overhead, share},
 };
 use crate::{
-    engine::{
-        Engine, EngineConfig, EngineError, EnginePosition, EvalRequest, Evaluation, Limit, STOP_ANSWER,
-        protocol::Info as EngineInfo,
-    },
+    engine::{Engine, EngineConfig, EngineError, EnginePosition, EvalRequest, Evaluation, Limit, STOP_ANSWER},
     notation::{canonical_uci, legal_line},
     score::Bound,
     search::analysis::Line,
@@ -232,7 +229,7 @@ pub fn direct(
     // The first move of the last relayed line when it is of multipv 1 (stored form): the line before `bestmove` must
     // start with its move.
     let mut last_head: Option<UciMove> = None;
-    let mut relay = |info: &EngineInfo| {
+    let mut relay = |info: &Info| {
         if let Some((info, head)) = relayed(info, root, chess960) {
             last_head = head.filter(|_| info.multipv.unwrap_or(1) == 1);
             ctx.out.send(info);
@@ -312,7 +309,7 @@ pub fn direct(
 fn search_soon(
     engine: &mut Engine,
     request: &EvalRequest,
-    relay: &mut dyn FnMut(&EngineInfo),
+    relay: &mut dyn FnMut(&Info),
 ) -> Result<Evaluation, EngineError> {
     let handle = engine.stop_handle();
     let (done, finished) = crossbeam_channel::bounded::<()>(0);
@@ -381,7 +378,7 @@ pub fn engine_request(
 
 /// An inner engine's `info` line as relayed (without `string`s and currmove noise), its PV checked legal from `root`
 /// (cut at its first illegal move) and written in the GUI's notation; with the PV's first move in stored form.
-fn relayed(info: &EngineInfo, root: &Chess, chess960: bool) -> Option<(Info, Option<UciMove>)> {
+fn relayed(info: &Info, root: &Chess, chess960: bool) -> Option<(Info, Option<UciMove>)> {
     let pv = legal_line(root, &info.pv, chess960);
     let head = pv.first().and_then(|m| canonical_uci(root, m));
     let relayed = Info {
@@ -393,7 +390,8 @@ fn relayed(info: &EngineInfo, root: &Chess, chess960: bool) -> Option<(Info, Opt
         nps: info.nps,
         time_ms: info.time_ms,
         pv,
-        string: None,
+        // hashfull, tbhits, currmove and string are the engine's own, not relayed.
+        ..Info::default()
     };
     Some((relayed, head))
 }

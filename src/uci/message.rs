@@ -10,6 +10,9 @@
 //! # Ok::<_, Box<dyn std::error::Error>>(())
 //! ```
 //!
+//! An `info` line is the one wire type both ways: the engine's, parsed by [`crate::engine::protocol`], is written by
+//! the same [`Info`]'s `Display`.
+//!
 //! [`Out`] writes lines; the session holds it and writes `bestmove` from one place (see `session`), so that every
 //! `go` gets exactly one. A search thread gets an [`InfoOut`], which writes `info` lines and nothing else.
 
@@ -25,72 +28,7 @@ use std::{
 use parking_lot::Mutex;
 use shakmaty::uci::UciMove;
 
-use crate::score::{Bound, Score};
-
-/// An `info` line. Fields left `None` (or an empty PV) are not written; `string` is written last, as UCI asks.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Info {
-    pub depth: Option<u32>,
-    pub seldepth: Option<u32>,
-    pub multipv: Option<u32>,
-    /// The score from the side to move's point of view, as the engine or the tree gives it, and its bound.
-    pub score: Option<(Score, Bound)>,
-    pub nodes: Option<u64>,
-    pub nps: Option<u64>,
-    pub time_ms: Option<u64>,
-    /// In the GUI's notation (king takes rook in Chess960).
-    pub pv: Vec<UciMove>,
-    pub string: Option<String>,
-}
-
-impl Info {
-    /// `info string TEXT`.
-    pub fn string(text: impl Into<String>) -> Info {
-        Info { string: Some(text.into()), ..Info::default() }
-    }
-
-    /// `info string error: TEXT`: how deeptree reports what it could not do.
-    pub fn error(text: impl fmt::Display) -> Info {
-        Info::string(format!("error: {text}"))
-    }
-}
-
-impl fmt::Display for Info {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("info")?;
-        for (name, value) in [("depth", self.depth), ("seldepth", self.seldepth), ("multipv", self.multipv)] {
-            if let Some(value) = value {
-                write!(f, " {name} {value}")?;
-            }
-        }
-        if let Some((score, bound)) = self.score {
-            write!(f, " score {score}")?;
-            match bound {
-                Bound::Exact => {}
-                Bound::Lower => f.write_str(" lowerbound")?,
-                Bound::Upper => f.write_str(" upperbound")?,
-            }
-        }
-        for (name, value) in [("nodes", self.nodes), ("nps", self.nps)] {
-            if let Some(value) = value {
-                write!(f, " {name} {value}")?;
-            }
-        }
-        if let Some(time) = self.time_ms {
-            write!(f, " time {time}")?;
-        }
-        if !self.pv.is_empty() {
-            f.write_str(" pv")?;
-            for m in &self.pv {
-                write!(f, " {m}")?;
-            }
-        }
-        if let Some(text) = &self.string {
-            write!(f, " string {text}")?;
-        }
-        Ok(())
-    }
-}
+pub use crate::engine::protocol::Info;
 
 /// `bestmove` with its `ponder` move, in the GUI's notation; `bestmove 0000` where there is no move to play.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -220,6 +158,7 @@ impl InfoOut {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::score::{Bound, Score};
 
     #[test]
     fn info_lines_are_written_in_the_protocols_order() {
@@ -232,7 +171,7 @@ mod tests {
             nps: Some(50_000),
             time_ms: Some(20),
             pv: vec!["e7e5".parse().unwrap(), "g1f3".parse().unwrap()],
-            string: None,
+            ..Info::default()
         };
         assert_eq!(
             info.to_string(),
