@@ -90,8 +90,10 @@ fn play(
     searchmoves: &[UciMove],
     control: &mut Control,
 ) -> (Outcome, Aftermath) {
+    // `timed`: the budget is a clock or a `movetime` (no depth, nodes or mate the GUI set): what TreeDepthMargin
+    // lowers, and what ThinkMode may spend on the tree.
+    let (expected, timed) = expected_depth(go, line.root(), &ctx.depth_model, ctx.options.config.engine_depth);
     if !ctx.options.analyse_mode {
-        let (expected, timed) = expected_depth(go, line.root(), &ctx.depth_model, ctx.options.config.engine_depth);
         // The margin the user allows lowers the estimate for a clock or `movetime`, never a limit the GUI set.
         let margin = if timed { ctx.options.config.tree_depth_margin } else { 0 };
         let needed = expected - f64::from(margin);
@@ -115,9 +117,6 @@ fn play(
             return (answer.outcome(ctx, line, control.received, vec![note]), Aftermath::GAME_LINE);
         }
     }
-    // A clock or a movetime, and no limit the GUI set that the engine must search to (depth, nodes, mate).
-    let timed =
-        (go.movetime.is_some() || go.is_timed()) && go.depth.is_none() && go.nodes.is_none() && go.mate.is_none();
     match ctx.options.config.think_mode {
         ThinkMode::Tree if timed => think_with_tree(ctx, lent, line, go, searchmoves, control),
         ThinkMode::Auto if timed => {
