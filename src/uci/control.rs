@@ -29,7 +29,9 @@ pub enum Signal {
 #[derive(Debug)]
 pub struct Steer {
     signals: Sender<Signal>,
-    pub stop_handles: Receiver<StopHandle>,
+    stop_handles: Receiver<StopHandle>,
+    /// The search may still announce stop handles (its end of the channel is open).
+    announcing: bool,
     /// The last stop handle announced: `stop` stops the direct engine's search at once through it.
     handle: Option<StopHandle>,
     stop_sent: bool,
@@ -42,7 +44,8 @@ impl Steer {
     pub fn pair(received: Instant) -> (Steer, Control) {
         let (signals, rx) = unbounded();
         let (handles, stop_handles) = unbounded();
-        let steer = Steer { signals, stop_handles, handle: None, stop_sent: false, ponderhit_sent: false };
+        let steer =
+            Steer { signals, stop_handles, announcing: true, handle: None, stop_sent: false, ponderhit_sent: false };
         (steer, Control { signals: rx, handles: Some(handles), stopped: false, ponderhit: false, received })
     }
 
@@ -69,8 +72,21 @@ impl Steer {
         self.ponderhit_sent
     }
 
+    /// The stop handles the search may still announce, to select on (never ready once it can announce none).
+    pub fn handles(&self) -> Receiver<StopHandle> {
+        if self.announcing { self.stop_handles.clone() } else { crossbeam_channel::never() }
+    }
+
+    /// What [`Steer::handles`] gave: a handle to keep, or the end of the announcements.
+    pub fn heard(&mut self, handle: Result<StopHandle, crossbeam_channel::RecvError>) {
+        match handle {
+            Ok(handle) => self.take_handle(handle),
+            Err(_) => self.announcing = false,
+        }
+    }
+
     /// A stop handle the search announced: kept for the next `stop`, used at once if `stop` came before it.
-    pub fn take_handle(&mut self, handle: StopHandle) {
+    fn take_handle(&mut self, handle: StopHandle) {
         if self.stop_sent {
             handle.stop();
         }

@@ -65,8 +65,6 @@ struct Running {
     ponder: bool,
     steer: Steer,
     answers: Receiver<Answered>,
-    /// The thread may still announce stop handles.
-    announcing: bool,
     /// An answer that came before the GUI's `stop` (or `ponderhit` to a `go ponder`): written when it comes.
     held: Option<Outcome>,
     /// Tells the thread its answer is out (by being dropped).
@@ -80,13 +78,10 @@ impl Running {
     /// without one (it panicked).
     fn wait(&mut self) -> Option<Answered> {
         loop {
-            let handles = if self.announcing { self.steer.stop_handles.clone() } else { never() };
+            let handles = self.steer.handles();
             select! {
                 recv(self.answers) -> answered => return answered.ok(),
-                recv(handles) -> handle => match handle {
-                    Ok(handle) => self.steer.take_handle(handle),
-                    Err(_) => self.announcing = false,
-                },
+                recv(handles) -> handle => self.steer.heard(handle),
             }
         }
     }
@@ -188,10 +183,9 @@ impl Session {
         loop {
             // The running search's answer (none once it is held) and the stop handles it announces.
             let (answers, handles) = match &self.search {
-                Some(running) => (
-                    if running.held.is_none() { running.answers.clone() } else { never() },
-                    if running.announcing { running.steer.stop_handles.clone() } else { never() },
-                ),
+                Some(running) => {
+                    (if running.held.is_none() { running.answers.clone() } else { never() }, running.steer.handles())
+                }
                 None => (never(), never()),
             };
             let idle = self.until_background().min(self.until_deadline());
@@ -209,10 +203,7 @@ impl Session {
                 },
                 recv(answers) -> answered => self.on_answer(answered.ok()),
                 recv(handles) -> handle => if let Some(running) = &mut self.search {
-                    match handle {
-                        Ok(handle) => running.steer.take_handle(handle),
-                        Err(_) => running.announcing = false,
-                    }
+                    running.steer.heard(handle);
                 },
                 default(idle) => self.tick(),
             }
