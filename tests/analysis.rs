@@ -694,3 +694,27 @@ fn a_node_budget_stops_the_run_and_reports_its_overshoot() {
     assert!(!refused.status.success());
     assert!(String::from_utf8_lossy(&refused.stderr).contains("--nodes 0"), "{refused:?}");
 }
+
+#[test]
+fn a_time_budget_ends_a_tree_where_no_depth_needs_a_search() {
+    // Fool's mate: White is mated, so no depth plans a search and each settles at once. The budget is checked
+    // between depths all the same: a think in a lost position ends on time, not at the last depth.
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), &StoreOptions::default()).unwrap();
+    let line = Line::parse(None, "f2f3 e7e5 g2g4 d8h4").unwrap();
+    let budgeted = Params { time: Some(Duration::ZERO), ..params(250) };
+    let mut analysis = Analysis::new(&store, ScriptedEvaluator::new(1, 1), budgeted);
+    // The game's moves are not searched (as in a think inside a game, where the session stores them).
+    analysis.line_edges = false;
+    let report = analysis.run(&line, |_| {}).unwrap();
+    assert!(report.stopped, "{report:?}");
+    assert_eq!(report.settled_depth, Some(0), "{report:?}");
+    assert_eq!(report.evaluations, 0);
+    // Without a budget the same root settles every depth, still without a search.
+    let mut analysis = Analysis::new(&store, ScriptedEvaluator::new(1, 1), params(250));
+    analysis.line_edges = false;
+    let report = analysis.run(&line, |_| {}).unwrap();
+    assert!(!report.stopped, "{report:?}");
+    assert_eq!(report.settled_depth, Some(250), "{report:?}");
+    assert_eq!(report.evaluations, 0);
+}

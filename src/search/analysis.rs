@@ -520,6 +520,13 @@ impl<'a, E: Evaluator> Analysis<'a, E> {
         let mut settled = None;
         let mut depth = 0u8;
         while !stopped && depth <= self.params.max_depth {
+            // A depth that plans no search (every line ends in a mate or a repetition) settles without asking the
+            // engines, which check the budget themselves: the budget is checked here too, or such a tree would run
+            // on to the last depth whatever the clock.
+            if depth > 0 && self.out_of_time() {
+                stopped = true;
+                break;
+            }
             let stored_before = self.stored_answers;
             let depth_started = Instant::now();
             let mut passes = 0u32;

@@ -19,7 +19,7 @@ use super::{
     message::Info,
 };
 use crate::{
-    engine::{EngineConfig, EnginePool},
+    engine::{EngineConfig, EngineError, EnginePool},
     notation::legal_line,
     score::{Bound, Score},
     search::{
@@ -34,6 +34,21 @@ use crate::{
 pub struct TreePool {
     configs: Vec<EngineConfig>,
     evaluator: PoolEvaluator,
+}
+
+impl TreePool {
+    /// Starts the workers where there are none, or replaces those started with other options (a new `Threads`,
+    /// Chess960 on or off); leaves running ones alone.
+    pub fn ensure(pool: &mut Option<TreePool>, configs: &[EngineConfig]) -> Result<(), EngineError> {
+        if pool.as_ref().is_some_and(|p| p.configs != configs) {
+            *pool = None;
+        }
+        if pool.is_none() {
+            let workers = EnginePool::start(configs.to_vec())?;
+            *pool = Some(TreePool { configs: configs.to_vec(), evaluator: PoolEvaluator::new(workers) });
+        }
+        Ok(())
+    }
 }
 
 /// How long after the `go` the first report comes, and how often the next ones.
@@ -63,20 +78,9 @@ pub fn grow_tree(
 ) -> u64 {
     let Growth { params, until_ponderhit, reporting } = growth;
     let Some(store) = ctx.store.clone() else { return 0 };
-    // Workers started with other options (a new `Threads`, Chess960 on or off) are replaced.
-    if pool.as_ref().is_some_and(|p| p.configs != ctx.config_tree) {
-        *pool = None;
-    }
-    if pool.is_none() {
-        match EnginePool::start(ctx.config_tree.clone()) {
-            Ok(workers) => {
-                *pool = Some(TreePool { configs: ctx.config_tree.clone(), evaluator: PoolEvaluator::new(workers) })
-            }
-            Err(e) => {
-                ctx.out.error(format!("inner engines unavailable: {e}"));
-                return 0;
-            }
-        }
+    if let Err(e) = TreePool::ensure(pool, &ctx.config_tree) {
+        ctx.out.error(format!("inner engines unavailable: {e}"));
+        return 0;
     }
     let Some(TreePool { evaluator, .. }) = pool.as_mut() else { return 0 };
     let ended = |control: &mut Control| if until_ponderhit { control.released() } else { control.stopped() };

@@ -25,7 +25,7 @@ use std::{
 use crossbeam_channel::{Receiver, never, select, unbounded};
 
 use crate::{
-    config::Config,
+    config::{Config, ThinkMode},
     engine::{EngineConfig, EngineIdentity, protocol::EngineOption, spec::EngineSpec},
     search::analysis::Line,
     store::{Store, StoreOptions},
@@ -341,8 +341,15 @@ impl Session {
         if self.new_game_pending {
             self.begin_new_game();
         }
-        self.ensure_store();
+        let store = self.ensure_store();
         self.prepare_direct(true);
+        // A game played with the tree starts its workers now, not inside its first move's time.
+        if store && self.options.config.think_mode.resolved() == ThinkMode::Tree {
+            let configs = self.tree_configs();
+            if let Err(e) = TreePool::ensure(&mut self.pool, &configs) {
+                self.out.error(format!("inner engines unavailable: {e}"));
+            }
+        }
     }
 
     /// Starts and configures the direct engine (with `sync`, waits until it has taken everything); a failure is
