@@ -164,3 +164,25 @@ fn auto_is_direct_and_says_so_and_a_deeper_stored_evaluation_is_kept() {
     let root = view.node(deeptree::store::key::PositionKey::of(root.root())).unwrap().expect("the root is stored");
     assert!(root.eval.is_some_and(|e| e.depth < 40));
 }
+
+#[test]
+fn think_mode_tree_starts_its_workers_at_isready_not_inside_the_first_move() {
+    // The fake engine appends its process id to a file at start: the direct engine and the two workers of
+    // `Threads` 2 must all be running once `readyok` comes, before any `go`.
+    let dir = tempfile::tempdir().unwrap();
+    let pids = dir.path().join("pids");
+    let count = |path: &std::path::Path| std::fs::read_to_string(path).unwrap_or_default().lines().count();
+    for (mode, started) in [("tree", 3), ("direct", 1)] {
+        let _ = std::fs::remove_file(&pids);
+        let mut uci = Uci::deeptree(&dir.path().join(format!("tree-{mode}")));
+        uci.send("uci");
+        uci.until("uciok", PATIENCE);
+        uci.send(&format!("setoption name InnerEngine value {} --pid-file {}", common::fake(), pids.display()));
+        uci.send("setoption name BackgroundAnalysis value false");
+        uci.send("setoption name Threads value 2");
+        uci.send(&format!("setoption name ThinkMode value {mode}"));
+        uci.ready();
+        assert_eq!(count(&pids), started, "engines running after readyok with ThinkMode {mode}");
+        uci.send("quit");
+    }
+}

@@ -191,6 +191,30 @@ pub fn fallback(ctx: &Context, line: &Line, searchmoves: &[UciMove], problem: Op
     }
 }
 
+/// A search that did not answer in time after it was told to stop (a hung engine, a stalled write): the session
+/// answers for it with the tree's best move, else the first move of the best line the search wrote, else the first
+/// legal move, and says which in an `info string`.
+pub fn given_up(ctx: &Context, line: &Line, searchmoves: &[UciMove], last_line: Option<UciMove>) -> Outcome {
+    let note = Info::string("the search did not answer after it was stopped: the session answers for it");
+    if tree_answer(ctx, line, searchmoves).is_some() {
+        return fallback(ctx, line, searchmoves, Some(note));
+    }
+    let root = line.root();
+    let allowed = |m: &UciMove| searchmoves.is_empty() || searchmoves.contains(m);
+    let seen = last_line.filter(allowed).and_then(|m| m.to_move(root).ok());
+    match seen {
+        Some(m) => Outcome {
+            by: Answerer::Fallback,
+            infos: vec![note, Info::string("playing the first move of the search's last line")],
+            best: BestMove::new(in_notation(m, ctx.chess960), None),
+            relay: None,
+            sample: None,
+            tree_fallback: false,
+        },
+        None => fallback(ctx, line, searchmoves, Some(note)),
+    }
+}
+
 /// Stores the game's moves as edges (a placeholder score until analysed), so that the tree knows the game's
 /// positions and repetitions of them. Called once the GUI has its move (or before growth, where no clock runs).
 pub fn store_game_line(ctx: &Context, line: &Line) {

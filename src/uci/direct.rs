@@ -91,6 +91,16 @@ impl DirectSlot {
         self.engine = None;
         self.applied.clear();
     }
+
+    /// Takes `other`'s engine where this slot has none (an engine coming back from a search the session stopped
+    /// waiting for), keeping a `ucinewgame` either still owes; otherwise `other`'s engine is ended.
+    pub fn take_over(&mut self, other: DirectSlot) {
+        if self.engine.is_none() {
+            let new_game = self.new_game || other.new_game;
+            *self = other;
+            self.new_game = new_game;
+        }
+    }
 }
 
 /// Sends the options of `wanted` whose values differ from what the engine was told; true when it sent any.

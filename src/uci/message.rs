@@ -114,9 +114,9 @@ impl Out {
         self.write(best);
     }
 
-    /// The writer a search thread gets: `info` lines only.
+    /// The writer a search thread gets: `info` lines only, each search its own (it keeps the search's last line).
     pub fn info_out(&self) -> InfoOut {
-        InfoOut(self.clone())
+        InfoOut { out: self.clone(), last_line: LastLine::default() }
     }
 
     /// Nothing more is written: the GUI said `quit`.
@@ -140,18 +140,43 @@ impl Out {
     }
 }
 
-/// A search thread's side of stdout: `info` lines only (its `bestmove` is the session's to write).
+/// A search thread's side of stdout: `info` lines only (its `bestmove` is the session's to write). It remembers the
+/// first move of the last principal line it wrote, for a session that must answer without the search.
 #[derive(Clone)]
-pub struct InfoOut(Out);
+pub struct InfoOut {
+    out: Out,
+    last_line: LastLine,
+}
 
 impl InfoOut {
     pub fn send(&self, info: Info) {
-        self.0.send(info);
+        // The best line only: MultiPV's other lines are not what the search would play.
+        if let Some(first) = info.pv.first()
+            && info.multipv.is_none_or(|k| k == 1)
+        {
+            *self.last_line.0.lock() = Some(*first);
+        }
+        self.out.send(info);
     }
 
     /// `info string error: TEXT`.
     pub fn error(&self, text: impl fmt::Display) {
-        self.0.error(text);
+        self.out.error(text);
+    }
+
+    /// The first move of the last best line written, shared: it stays readable after the search is given up.
+    pub fn last_line(&self) -> LastLine {
+        self.last_line.clone()
+    }
+}
+
+/// The first move of the last best line a search wrote (see [`InfoOut::last_line`]).
+#[derive(Clone, Default)]
+pub struct LastLine(Arc<Mutex<Option<UciMove>>>);
+
+impl LastLine {
+    pub fn first_move(&self) -> Option<UciMove> {
+        *self.0.lock()
     }
 }
 

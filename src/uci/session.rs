@@ -23,10 +23,12 @@ use std::{
 };
 
 use crossbeam_channel::{Receiver, never, select, unbounded};
+use shakmaty::uci::UciMove;
 
 use crate::{
     config::{Config, ThinkMode},
     engine::{EngineConfig, EngineIdentity, protocol::EngineOption, spec::EngineSpec},
+    notation::canonical_uci,
     search::analysis::Line,
     store::{Store, StoreOptions},
 };
@@ -35,13 +37,13 @@ mod searches;
 mod settings;
 
 use super::{
-    answer::Outcome,
+    answer::{Outcome, given_up},
     command::{Go, GuiCommand, parse},
     control::{Context, Signal, Steer},
     depth::DepthModel,
     direct::{DirectSlot, RelayClock},
     growth::{Growth, TreePool, grow_tree},
-    message::{Info, Message, Out},
+    message::{Info, LastLine, Message, Out},
     options::{self, Options, check_value},
     policy::{Lent, think},
     time::Overhead,
@@ -71,19 +73,35 @@ struct Running {
     written: Option<crossbeam_channel::Sender<()>>,
     /// For a timed `go`: when the session stops the search itself, should the engine not have answered by then.
     deadline: Option<Instant>,
+    /// Once stopped: when the session answers for the search should it still not have answered (see
+    /// `Session::give_up`).
+    give_up_at: Option<Instant>,
+    /// What the session's own answer needs: the position (none after a `position` that could not be used), the
+    /// `searchmoves` and the search's last best line.
+    line: Option<Line>,
+    searchmoves: Vec<UciMove>,
+    last_line: LastLine,
 }
 
 impl Running {
-    /// Waits for the search's answer, taking the stop handles it announces meanwhile; `None` if the thread ended
-    /// without one (it panicked).
-    fn wait(&mut self) -> Option<Answered> {
+    /// Waits for the search's answer until `until` at most, taking the stop handles it announces meanwhile: `Err`
+    /// when it has not answered by then, `Ok(None)` if the thread ended without one (it panicked).
+    fn wait_until(&mut self, until: Instant) -> Result<Option<Answered>, ()> {
         loop {
             let handles = self.steer.handles();
             select! {
-                recv(self.answers) -> answered => return answered.ok(),
+                recv(self.answers) -> answered => return Ok(answered.ok()),
                 recv(handles) -> handle => self.steer.heard(handle),
+                default(until.saturating_duration_since(Instant::now())) => return Err(()),
             }
         }
+    }
+
+    /// Sends `stop`; the session answers for the search if it has not answered `within` that time.
+    fn stop(&mut self, within: Duration) {
+        self.steer.send(Signal::Stop);
+        let at = Instant::now() + within;
+        self.give_up_at = Some(self.give_up_at.map_or(at, |earlier| earlier.min(at)));
     }
 
     /// The answer may be written: the search has a limit, or `stop` has been sent (or `ponderhit` to a `go ponder`).
@@ -127,10 +145,20 @@ struct Session {
     new_game_pending: bool,
     /// Tree searches of a timed `go` (`ThinkMode tree`) that valued nothing in time.
     tree_fallbacks: u64,
+    /// Searches the session answered for (they did not answer after `stop`), oldest first: their engines come back
+    /// when they end, and what they found is stored then.
+    given_up: Vec<Running>,
 }
 
 /// How long the session is idle before it grows the tree of the last position.
 const IDLE_BEFORE_GROWTH: Duration = Duration::from_secs(1);
+
+/// How long a search told to `stop` by the GUI may take to answer before the session answers for it.
+const STOP_GRACE: Duration = Duration::from_secs(1);
+
+/// Least time a search stopped at its deadline may take to answer before the session answers for it; the GUI's
+/// `Move Overhead`, where it is larger, counts instead (see `Session::deadline_grace`).
+const DEADLINE_GRACE: Duration = Duration::from_millis(50);
 
 /// Runs the UCI session on stdin/stdout until `quit` or end of input.
 pub fn run(config: &Config, tree_dir: PathBuf) {
@@ -174,6 +202,7 @@ pub fn run(config: &Config, tree_dir: PathBuf) {
         idle_since: None,
         new_game_pending: false,
         tree_fallbacks: 0,
+        given_up: Vec::new(),
     };
     session.run(&rx);
 }
@@ -188,6 +217,7 @@ impl Session {
                 }
                 None => (never(), never()),
             };
+            let given_up = self.given_up.first().map_or(never(), |g| g.answers.clone());
             let idle = self.until_background().min(self.until_deadline());
             select! {
                 recv(input) -> line => match line {
@@ -202,6 +232,7 @@ impl Session {
                     Ok(None) | Err(_) => break,
                 },
                 recv(answers) -> answered => self.on_answer(answered.ok()),
+                recv(given_up) -> answered => self.on_given_up(answered.ok()),
                 recv(handles) -> handle => if let Some(running) = &mut self.search {
                     running.steer.heard(handle);
                 },
@@ -222,8 +253,9 @@ impl Session {
     /// How long until the running search's deadline (a day when it has none, or was stopped already).
     fn until_deadline(&self) -> Duration {
         match &self.search {
-            Some(running) if !running.steer.stop_sent() => {
-                running.deadline.map_or(Duration::from_secs(86_400), |d| d.saturating_duration_since(Instant::now()))
+            Some(running) if running.held.is_none() => {
+                let next = if running.steer.stop_sent() { running.give_up_at } else { running.deadline };
+                next.map_or(Duration::from_secs(86_400), |d| d.saturating_duration_since(Instant::now()))
             }
             _ => Duration::from_secs(86_400),
         }
@@ -232,15 +264,22 @@ impl Session {
     /// Housekeeping between commands: stop a search past its deadline; join the searches that finished storing;
     /// start background growth when idle.
     fn tick(&mut self) {
+        let grace = self.deadline_grace();
         if let Some(running) = &mut self.search
-            && !running.steer.stop_sent()
-            && running.deadline.is_some_and(|d| Instant::now() >= d)
+            && running.held.is_none()
         {
-            // An engine that is hung (or ignores the clock) would keep the GUI waiting: stopped now, it answers, or is
-            // killed within a second and its last line's move is played.
-            self.out.send(Info::string("the search passed the move's deadline: stopped"));
-            running.steer.send(Signal::Stop);
-            return;
+            let now = Instant::now();
+            if !running.steer.stop_sent() && running.deadline.is_some_and(|d| now >= d) {
+                // An engine that is hung (or ignores the clock), or a tree search held up, would keep the GUI
+                // waiting: stopped now, it answers within the move overhead, or the session answers for it.
+                self.out.send(Info::string("the search passed the move's deadline: stopped"));
+                running.stop(grace);
+                return;
+            }
+            if running.steer.stop_sent() && running.give_up_at.is_some_and(|g| now >= g) {
+                self.give_up();
+                return;
+            }
         }
         self.reap(false);
         let idle_long_enough = self.idle_since.is_some_and(|t| t.elapsed() >= IDLE_BEFORE_GROWTH);
@@ -420,14 +459,26 @@ impl Session {
         self.out.close();
         self.stop_background();
         if let Some(mut running) = self.search.take() {
-            running.steer.send(Signal::Stop);
-            if running.held.is_none() {
+            running.stop(STOP_GRACE);
+            let answered = match running.give_up_at.filter(|_| running.held.is_none()) {
                 // Its answer is dropped unwritten, and with it the thread's wait to store.
-                let _ = running.wait();
-            }
+                Some(until) => running.wait_until(until).is_ok(),
+                None => true,
+            };
             drop(running.written.take());
-            if let Some(thread) = running.thread {
+            // A search that does not end when told is not waited for: the process ends with the session.
+            if answered && let Some(thread) = running.thread {
                 let _ = thread.join();
+            }
+        }
+        // Searches the session answered for: those that end within the grace store what they found.
+        for mut running in std::mem::take(&mut self.given_up) {
+            let until = Instant::now() + STOP_GRACE;
+            if let Ok(Some(answered)) = running.wait_until(until) {
+                drop(answered);
+                if let Some(thread) = running.thread {
+                    let _ = thread.join();
+                }
             }
         }
         self.reap(true);

@@ -87,7 +87,10 @@ impl Session {
     /// The GUI's `stop` or `ponderhit` for the running search; an answer held for it is written now.
     pub(super) fn signal(&mut self, signal: Signal) {
         let Some(running) = &mut self.search else { return };
-        running.steer.send(signal);
+        match signal {
+            Signal::Stop => running.stop(STOP_GRACE),
+            Signal::PonderHit => running.steer.send(signal),
+        }
         if running.released()
             && let Some(outcome) = running.held.take()
             && let Some(running) = self.search.take()
@@ -142,6 +145,10 @@ impl Session {
                     held,
                     written: None,
                     deadline: None,
+                    give_up_at: None,
+                    line: None,
+                    searchmoves: Vec::new(),
+                    last_line: LastLine::default(),
                 });
             } else {
                 self.answer(outcome);
@@ -152,6 +159,10 @@ impl Session {
         let deadline = deadline(&go, shakmaty::Position::turn(line.root()).is_white(), received);
         self.ensure_store();
         let ctx = self.context();
+        let last_line = ctx.out.last_line();
+        let searchmoves =
+            go.searchmoves.iter().filter_map(|m| canonical_uci(line.root(), &m.parse::<UciMove>().ok()?)).collect();
+        let answer_line = line.clone();
         let mut lent = Lent { direct: std::mem::take(&mut self.direct), pool: self.pool.take() };
         let thread = std::thread::Builder::new().name("uci-search".into()).spawn(move || {
             let (outcome, aftermath) = think(&ctx, &mut lent, &line, &go, &mut control);
@@ -174,6 +185,10 @@ impl Session {
                     held: None,
                     written: None,
                     deadline,
+                    give_up_at: None,
+                    line: Some(answer_line),
+                    searchmoves,
+                    last_line,
                 })
             }
             Err(e) => {
@@ -187,12 +202,56 @@ impl Session {
     /// later), so that the next command is never held up by a write.
     pub(super) fn finish_search(&mut self) {
         let Some(running) = &mut self.search else { return };
-        running.steer.send(Signal::Stop);
-        let answered = if running.held.is_some() { None } else { Some(running.wait()) };
-        match answered {
-            Some(answered) => self.on_answer(answered),
-            None => self.signal(Signal::Stop),
+        running.stop(STOP_GRACE);
+        if running.held.is_some() {
+            self.signal(Signal::Stop);
+            return;
         }
+        let until = running.give_up_at.unwrap_or_else(|| Instant::now() + STOP_GRACE);
+        match running.wait_until(until) {
+            Ok(answered) => self.on_answer(answered),
+            Err(()) => self.give_up(),
+        }
+    }
+
+    /// Answers for the running search, which was told to stop and has not answered within its grace (a hung
+    /// engine, a write held up): the tree's best move, else the first move of the search's last best line, else the
+    /// first legal move. The search is kept until it ends; its engines come back then (see `on_given_up`).
+    pub(super) fn give_up(&mut self) {
+        let Some(mut running) = self.search.take() else { return };
+        let outcome = match &running.line {
+            Some(line) => given_up(&self.context(), line, &running.searchmoves, running.last_line.first_move()),
+            None => Outcome::no_move(Vec::new()),
+        };
+        self.answer(outcome);
+        drop(running.written.take());
+        self.given_up.push(running);
+        if self.new_game_pending {
+            self.begin_new_game();
+        }
+    }
+
+    /// A search the session answered for has ended: its answer is not written (the GUI has one); its engines come
+    /// back where none have replaced them, and it stores what it found.
+    pub(super) fn on_given_up(&mut self, answered: Option<Answered>) {
+        if self.given_up.is_empty() {
+            return;
+        }
+        let mut running = self.given_up.remove(0);
+        if let Some(Answered { lent, written, .. }) = answered {
+            self.direct.take_over(lent.direct);
+            if self.pool.is_none() && self.search.is_none() && self.background.is_none() {
+                self.pool = lent.pool;
+            }
+            drop(written);
+        }
+        self.finishing.extend(running.thread.take());
+    }
+
+    /// How long a search stopped at its deadline may take to answer: the GUI's `Move Overhead`, at least
+    /// [`DEADLINE_GRACE`].
+    pub(super) fn deadline_grace(&self) -> Duration {
+        Duration::from_millis(self.overhead().gui_ms.unwrap_or(0).max(0) as u64).max(DEADLINE_GRACE)
     }
 
     pub(super) fn start_background(&mut self) {
