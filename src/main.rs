@@ -79,7 +79,20 @@ fn main() -> ExitCode {
     }
 }
 
+/// The commands that only print what the store holds end quietly when their reader goes away (`deeptree show --json
+/// | head -c 3000`), as Unix tools do: by SIGPIPE, instead of a panic on the failed write. Only those: the others
+/// write to inner engines, where a closed pipe is an engine fault to handle, not a reason to die.
+fn quiet_on_closed_pipe(command: &Option<Command>) {
+    if matches!(command, Some(Command::Show(_) | Command::Export(_) | Command::Stats(_))) {
+        // SAFETY: restores the default disposition of one signal before any thread is started; no handler runs.
+        unsafe {
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        }
+    }
+}
+
 fn run(cli: Cli, config: &Config) -> commands::CommandResult {
+    quiet_on_closed_pipe(&cli.command);
     let db = cli.db.as_deref();
     match cli.command {
         // No command: speak UCI on stdin/stdout.

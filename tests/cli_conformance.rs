@@ -397,3 +397,31 @@ fn analyze_ends_on_time_with_an_engine_that_never_answers() {
     assert_eq!(report["stopped"], true, "{report}");
     assert_eq!(report["evaluations"], 0, "{report}");
 }
+
+#[test]
+fn show_and_stats_end_quietly_when_their_reader_goes_away() {
+    // `deeptree show --json | head -c 3000`: the reader closes the pipe; deeptree ends as Unix tools do (SIGPIPE),
+    // not with a panic message. Here the read end is closed before anything is written.
+    use std::os::unix::process::ExitStatusExt;
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("tree");
+    let games = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/store-v1/games.pgn");
+    ok(&db, &["import", "pgn", games]);
+    for args in [&["show", "--json", "--depth", "8"][..], &["show"], &["stats"]] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_deeptree"))
+            .arg("--db")
+            .arg(&db)
+            .args(args)
+            .env_remove("DEEPTREE_DB")
+            .env_remove("DEEPTREE_CONFIG")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        drop(child.stdout.take());
+        let output = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+        assert_eq!(output.status.signal(), Some(libc::SIGPIPE), "{args:?}: {:?} {stderr}", output.status);
+    }
+}
