@@ -186,3 +186,33 @@ fn think_mode_tree_starts_its_workers_at_isready_not_inside_the_first_move() {
         uci.send("quit");
     }
 }
+
+/// The value following `key` in an `info` line.
+fn field<'a>(line: &'a str, key: &str) -> Option<&'a str> {
+    let words: Vec<&str> = line.split_whitespace().collect();
+    words.iter().position(|w| *w == key).and_then(|i| words.get(i + 1).copied())
+}
+
+#[test]
+fn growing_the_tree_reports_moving_node_counts_and_its_last_batch_names_the_move_played() {
+    // `go infinite` grows the tree: every batch counts the nodes the engines searched so far (a GUI shows them and
+    // their rate), and after `stop` the last batch's line 1 is the move played.
+    let dir = tempfile::tempdir().unwrap();
+    let mut uci = session(&dir.path().join("tree"), "direct");
+    uci.send("setoption name MultiPV value 3");
+    // Shallow leaf searches: many are answered between two batches.
+    uci.send("setoption name EngineDepth value 8");
+    uci.ready();
+    uci.send("position startpos moves e2e4");
+    uci.send("go infinite");
+    std::thread::sleep(Duration::from_millis(2600));
+    let (best, lines) = uci.best("stop");
+    let firsts: Vec<&String> = lines.iter().filter(|l| l.starts_with("info ") && l.contains(" multipv 1 ")).collect();
+    assert!(firsts.len() >= 3, "batches at 0.3 s, 1.3 s, 2.3 s and the last: {lines:?}");
+    let nodes: Vec<u64> = firsts.iter().map(|l| field(l, "nodes").unwrap().parse().unwrap()).collect();
+    assert!(nodes.windows(2).all(|w| w[0] <= w[1]), "{nodes:?}");
+    assert!(nodes.last() > nodes.first(), "the count moves as searches are answered: {nodes:?}");
+    assert!(firsts.iter().all(|l| field(l, "nps").is_some()), "{firsts:?}");
+    let last_batch_move = field(firsts.last().unwrap(), "pv").unwrap();
+    assert_eq!(last_batch_move, best, "{lines:?}");
+}

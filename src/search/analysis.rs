@@ -22,7 +22,7 @@ use std::{
     path::Path,
     sync::{
         Arc,
-        atomic::{AtomicBool, Ordering},
+        atomic::{AtomicBool, AtomicU64, Ordering},
     },
     time::{Duration, Instant},
 };
@@ -422,6 +422,9 @@ pub struct Analysis<'a, E: Evaluator> {
     /// How many software depths past the one being settled the host may look for searches to run ahead of their
     /// turn when an engine is free. `None` runs nothing ahead: every pass waits for its slowest search.
     pub look_ahead: Option<u8>,
+    /// Nodes the inner engines reported for the searches answered so far, readable while the run goes on (a GUI's
+    /// `info nodes` while the tree grows).
+    pub nodes_so_far: Arc<AtomicU64>,
     flights: Flights,
     speculation: Speculation,
     root: Option<Root>,
@@ -465,6 +468,7 @@ impl<'a, E: Evaluator> Analysis<'a, E> {
             failed: KeySet::default(),
             evaluations: 0,
             engine_nodes: 0,
+            nodes_so_far: Arc::new(AtomicU64::new(0)),
             stored_answers: 0,
             abandoned: 0,
             engine_numbers: HashMap::new(),

@@ -7,7 +7,7 @@
 use std::{
     sync::{
         Arc,
-        atomic::{AtomicBool, Ordering},
+        atomic::{AtomicBool, AtomicU64, Ordering},
     },
     time::{Duration, Instant},
 };
@@ -88,29 +88,37 @@ pub fn grow_tree(
         return 0;
     }
     let analysis_stop = Arc::new(AtomicBool::new(false));
+    let nodes = Arc::new(AtomicU64::new(0));
     let (done, finished) = bounded::<()>(0);
     let started = control.received;
     std::thread::scope(|scope| {
         // The listener: turns stop (or ponderhit) into the analysis' stop, and reports the tree while it grows.
         let listener_stop = analysis_stop.clone();
         let store = &store;
+        let listener_nodes = nodes.clone();
         scope.spawn(move || {
             let mut next_report = Instant::now() + FIRST_REPORT;
+            let report = || {
+                if reporting {
+                    for info in tree_infos(store, line, ctx, started, listener_nodes.load(Ordering::Relaxed)) {
+                        ctx.out.send(info);
+                    }
+                }
+            };
             loop {
                 match control.wait(&finished, next_report) {
-                    Woke::Done => return,
+                    // The last batch shows the tree as the search leaves it: the move it answers with is line 1.
+                    Woke::Done => return report(),
                     Woke::Signal if ended(control) => {
                         listener_stop.store(true, Ordering::SeqCst);
-                        return;
+                        // The analysis ends its searches; the last batch comes once it has ended.
+                        let _ = finished.recv();
+                        return report();
                     }
                     Woke::Signal => {}
                     Woke::Deadline => {
                         // Searches report as the tree grows; background growth stays silent.
-                        if reporting {
-                            for info in tree_infos(store, line, ctx, started) {
-                                ctx.out.send(info);
-                            }
-                        }
+                        report();
                         next_report = Instant::now() + REPORT_EVERY;
                     }
                 }
@@ -119,6 +127,7 @@ pub fn grow_tree(
         let mut analysis = Analysis::new(store, &mut *evaluator, params);
         analysis.look_ahead = ctx.options.look_ahead();
         analysis.stop = analysis_stop.clone();
+        analysis.nodes_so_far = nodes.clone();
         // The session stores the game's moves itself; the engine time goes to the position.
         analysis.line_edges = false;
         let evaluations = match analysis.run(line, |_| {}) {
@@ -135,8 +144,9 @@ pub fn grow_tree(
     })
 }
 
-/// `info` lines for the tree's candidate moves (MultiPV), with their idea scores in an `info string`.
-fn tree_infos(store: &Store, line: &Line, ctx: &Context, started: Instant) -> Vec<Info> {
+/// `info` lines for the tree's candidate moves (MultiPV), with their idea scores in an `info string`; `nodes` are
+/// those the engines searched for this growth so far.
+fn tree_infos(store: &Store, line: &Line, ctx: &Context, started: Instant, nodes: u64) -> Vec<Info> {
     let Ok(view) = store.read() else { return Vec::new() };
     let Ok(Some(tree)) = tree::view(&view, line.root(), &line.history_keys()) else { return Vec::new() };
     let depth = u32::from(tree.settled_depth.unwrap_or(0)) + u32::from(tree.engine_depth);
@@ -144,6 +154,7 @@ fn tree_infos(store: &Store, line: &Line, ctx: &Context, started: Instant) -> Ve
     let mut ideas = Vec::new();
     // Moves nothing has valued yet (the placeholder score) are not shown: no score without a search.
     let valued = tree.candidates.iter().filter(|c| c.alpha != Score::MATED_NOW);
+    let elapsed_ms = started.elapsed().as_millis() as u64;
     for (i, candidate) in valued.take(ctx.options.multipv.max(1) as usize).enumerate() {
         let pv = legal_line(line.root(), &candidate.pv, ctx.chess960);
         let Some(first) = pv.first().copied() else { continue };
@@ -151,8 +162,9 @@ fn tree_infos(store: &Store, line: &Line, ctx: &Context, started: Instant) -> Ve
             depth: Some(depth),
             multipv: Some(i as u32 + 1),
             score: Some((candidate.alpha, Bound::Exact)),
-            nodes: Some(tree.nodes),
-            time_ms: Some(started.elapsed().as_millis() as u64),
+            nodes: Some(nodes),
+            nps: (elapsed_ms > 0).then(|| nodes.saturating_mul(1000) / elapsed_ms),
+            time_ms: Some(elapsed_ms),
             pv,
             ..Info::default()
         });

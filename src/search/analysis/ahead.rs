@@ -7,6 +7,7 @@
 
 use std::{
     collections::{HashMap, HashSet, VecDeque},
+    sync::atomic::Ordering,
     time::{Duration, Instant},
 };
 
@@ -626,6 +627,7 @@ impl<E: Evaluator> Analysis<'_, E> {
         if let Ok(answer) = &result {
             self.evaluations += 1;
             self.engine_nodes += answer.nodes;
+            self.nodes_so_far.store(self.engine_nodes, Ordering::Relaxed);
             self.speculation.answered_time += flight.started.elapsed();
             self.speculation.answered += 1;
         }
