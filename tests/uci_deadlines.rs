@@ -77,8 +77,23 @@ fn a_tree_think_with_deaf_workers_is_answered_by_its_deadline() {
         uci.send(&format!("position startpos moves {moves}"));
         let (lines, took) = timed(&mut uci, "go wtime 2000 btime 2000 winc 10 binc 10");
         assert!(lines.last().unwrap().starts_with("bestmove "), "{lines:?}");
-        assert_ne!(lines.last().map(String::as_str), Some("bestmove (none)"), "{lines:?}");
+        assert_ne!(lines.last().map(String::as_str), Some("bestmove 0000"), "{lines:?}");
         assert!(took < Duration::from_millis(1000 + 50 + 500), "{took:?}: {lines:?}");
         uci.ready();
     }
+}
+
+#[test]
+fn after_ponderhit_a_deaf_engine_costs_the_move_no_more_than_its_deadline() {
+    // `go ponder` has no deadline while the opponent thinks; `ponderhit` starts the clock, and the same deadline as
+    // for the `go` without `ponder` holds from then on.
+    let dir = tempfile::tempdir().unwrap();
+    let mut uci = deaf_session(&dir.path().join("tree"));
+    uci.send("position startpos moves e2e4 e7e5");
+    uci.send("go ponder wtime 2000 btime 2000 winc 10 binc 10");
+    std::thread::sleep(Duration::from_millis(300));
+    let (lines, took) = timed(&mut uci, "ponderhit");
+    assert!(lines.last().unwrap().starts_with("bestmove "), "{lines:?}");
+    assert!(lines.iter().any(|l| l.contains("passed the move's deadline")), "{lines:?}");
+    assert!(took < Duration::from_millis(1000 + 50 + 500), "{took:?}: {lines:?}");
 }

@@ -76,8 +76,27 @@ impl Default for RestartPolicy {
 }
 
 /// An engine's name and command line as evaluations record them (see [`EngineIdentity::label`]).
+/// `command` with its program as the path it runs from (`stockfish` is `/usr/games/stockfish` where that is the one
+/// found): one program started by name or by path is one engine in the store's list.
+fn program_resolved(command: &str) -> String {
+    match split_command_line(command) {
+        Ok(words) if words.first().is_some_and(|program| !program.contains('/')) => {
+            let program = resolve_program(&words[0]);
+            if program.is_absolute() {
+                let mut resolved = vec![program.display().to_string()];
+                resolved.extend(words.into_iter().skip(1));
+                return resolved.join(" ");
+            }
+            command.to_owned()
+        }
+        _ => command.to_owned(),
+    }
+}
+
+/// The engine as the store records it: `NAME (COMMAND)`, the program of the command line resolved (see
+/// [`program_resolved`]).
 pub fn engine_label(name: &str, command: &str) -> String {
-    format!("{name} ({command})")
+    format!("{name} ({})", program_resolved(command))
 }
 
 /// How to run one engine: its command line and the options set after every (re)start.
@@ -483,7 +502,11 @@ impl Engine {
         self.name = Arc::from(identity.name.as_str());
         self.identity = Arc::new(identity);
         for (name, value) in &config.options {
+            // An engine without `Threads` searches with one thread: asking for one is no reason to warn (at every
+            // start of such an engine, as Toga II's).
+            let single_thread = name.eq_ignore_ascii_case("Threads") && value == "1";
             match self.set_option(name, value) {
+                Err(e) if single_thread && self.identity.option(name).is_none() => debug!("{}: {e}", self.name),
                 Err(e) if !e.is_engine_fault() => warn!("{}: option not set: {e}", self.name),
                 other => other?,
             }
@@ -887,5 +910,25 @@ impl Collector {
             engine: Arc::clone(engine),
             timing,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_program_by_name_or_by_path_is_one_engine_label() {
+        let path = resolve_program("sh");
+        assert!(path.is_absolute(), "sh is on PATH: {}", path.display());
+        let by_name =
+            EngineIdentity { name: "X".into(), author: None, options: vec![], command: "sh -c 'true'".into() };
+        let by_path = EngineIdentity { command: format!("{} -c true", path.display()), ..by_name.clone() };
+        assert_eq!(by_name.label(), by_path.label());
+        // A program that is not found, or a path, is recorded as given.
+        let missing = EngineIdentity { command: "no-such-engine-here --x".into(), ..by_name.clone() };
+        assert_eq!(missing.label(), "X (no-such-engine-here --x)");
+        let relative = EngineIdentity { command: "./engines/sf".into(), ..by_name };
+        assert_eq!(relative.label(), "X (./engines/sf)");
     }
 }

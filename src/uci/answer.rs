@@ -200,8 +200,9 @@ pub fn given_up(ctx: &Context, line: &Line, searchmoves: &[UciMove], last_line: 
         return fallback(ctx, line, searchmoves, Some(note));
     }
     let root = line.root();
-    let allowed = |m: &UciMove| searchmoves.is_empty() || searchmoves.contains(m);
-    let seen = last_line.filter(allowed).and_then(|m| m.to_move(root).ok());
+    // `searchmoves` are canonical; the line is in the GUI's notation (a Chess960 castling as king takes rook).
+    let allowed = |m: &shakmaty::Move| searchmoves.is_empty() || searchmoves.contains(&crate::notation::canonical(*m));
+    let seen = last_line.and_then(|m| m.to_move(root).ok()).filter(allowed);
     match seen {
         Some(m) => Outcome {
             by: Answerer::Fallback,

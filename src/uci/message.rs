@@ -150,18 +150,24 @@ pub struct InfoOut {
 
 impl InfoOut {
     pub fn send(&self, info: Info) {
+        // A search the session answered for says nothing more: its lines would land in the next search's.
+        if self.last_line.0.muted.load(Ordering::SeqCst) {
+            return;
+        }
         // The best line only: MultiPV's other lines are not what the search would play.
         if let Some(first) = info.pv.first()
             && info.multipv.is_none_or(|k| k == 1)
         {
-            *self.last_line.0.lock() = Some(*first);
+            *self.last_line.0.first.lock() = Some(*first);
         }
         self.out.send(info);
     }
 
     /// `info string error: TEXT`.
     pub fn error(&self, text: impl fmt::Display) {
-        self.out.error(text);
+        if !self.last_line.0.muted.load(Ordering::SeqCst) {
+            self.out.error(text);
+        }
     }
 
     /// The first move of the last best line written, shared: it stays readable after the search is given up.
@@ -170,13 +176,25 @@ impl InfoOut {
     }
 }
 
-/// The first move of the last best line a search wrote (see [`InfoOut::last_line`]).
+/// The first move of the last best line a search wrote (see [`InfoOut::last_line`]), and whether the search may
+/// still write.
 #[derive(Clone, Default)]
-pub struct LastLine(Arc<Mutex<Option<UciMove>>>);
+pub struct LastLine(Arc<SearchLines>);
+
+#[derive(Default)]
+struct SearchLines {
+    first: Mutex<Option<UciMove>>,
+    muted: AtomicBool,
+}
 
 impl LastLine {
     pub fn first_move(&self) -> Option<UciMove> {
-        *self.0.lock()
+        *self.0.first.lock()
+    }
+
+    /// The search's `info` lines are dropped from now on.
+    pub fn mute(&self) {
+        self.0.muted.store(true, Ordering::SeqCst);
     }
 }
 

@@ -27,7 +27,7 @@ use shakmaty::uci::UciMove;
 
 use crate::{
     config::{Config, ThinkMode},
-    engine::{EngineConfig, EngineIdentity, protocol::EngineOption, spec::EngineSpec},
+    engine::{EngineConfig, EngineIdentity, STOP_ANSWER, protocol::EngineOption, spec::EngineSpec},
     notation::canonical_uci,
     search::analysis::Line,
     store::{Store, StoreOptions},
@@ -81,6 +81,13 @@ struct Running {
     line: Option<Line>,
     searchmoves: Vec<UciMove>,
     last_line: LastLine,
+    /// The castling notation of the search's position.
+    chess960: bool,
+    /// The `go` and the side to move: a `go ponder` gets its deadline at `ponderhit`.
+    go: Go,
+    white: bool,
+    /// The session's count of direct engines ended by new settings, when the search was lent its engine.
+    direct_closed: u64,
 }
 
 impl Running {
@@ -148,6 +155,8 @@ struct Session {
     /// Searches the session answered for (they did not answer after `stop`), oldest first: their engines come back
     /// when they end, and what they found is stored then.
     given_up: Vec<Running>,
+    /// Direct engines ended by new settings so far (one lent to a search then must not come back).
+    direct_closed: u64,
 }
 
 /// How long the session is idle before it grows the tree of the last position.
@@ -156,9 +165,12 @@ const IDLE_BEFORE_GROWTH: Duration = Duration::from_secs(1);
 /// How long a search told to `stop` by the GUI may take to answer before the session answers for it.
 const STOP_GRACE: Duration = Duration::from_secs(1);
 
-/// Least time a search stopped at its deadline may take to answer before the session answers for it; the GUI's
-/// `Move Overhead`, where it is larger, counts instead (see `Session::deadline_grace`).
+/// How long a search stopped at its deadline may take to answer before the session answers for it.
 const DEADLINE_GRACE: Duration = Duration::from_millis(50);
+
+/// How long `quit` waits for a search that does not end: long enough for an engine that ignores `stop` to be
+/// killed ([`STOP_ANSWER`] after the stop), so that no engine outlives deeptree.
+const QUIT_GRACE: Duration = Duration::from_millis(STOP_ANSWER.as_millis() as u64 + 500);
 
 /// Runs the UCI session on stdin/stdout until `quit` or end of input.
 pub fn run(config: &Config, tree_dir: PathBuf) {
@@ -203,6 +215,7 @@ pub fn run(config: &Config, tree_dir: PathBuf) {
         new_game_pending: false,
         tree_fallbacks: 0,
         given_up: Vec::new(),
+        direct_closed: 0,
     };
     session.run(&rx);
 }
@@ -264,7 +277,6 @@ impl Session {
     /// Housekeeping between commands: stop a search past its deadline; join the searches that finished storing;
     /// start background growth when idle.
     fn tick(&mut self) {
-        let grace = self.deadline_grace();
         if let Some(running) = &mut self.search
             && running.held.is_none()
         {
@@ -273,7 +285,7 @@ impl Session {
                 // An engine that is hung (or ignores the clock), or a tree search held up, would keep the GUI
                 // waiting: stopped now, it answers within the move overhead, or the session answers for it.
                 self.out.send(Info::string("the search passed the move's deadline: stopped"));
-                running.stop(grace);
+                running.stop(DEADLINE_GRACE);
                 return;
             }
             if running.steer.stop_sent() && running.give_up_at.is_some_and(|g| now >= g) {
@@ -383,7 +395,8 @@ impl Session {
         let store = self.ensure_store();
         self.prepare_direct(true);
         // A game played with the tree starts its workers now, not inside its first move's time.
-        if store && self.options.config.think_mode.resolved() == ThinkMode::Tree {
+        // (Background growth holds the workers: they come back at the next command.)
+        if store && self.background.is_none() && self.options.config.think_mode.resolved() == ThinkMode::Tree {
             let configs = self.tree_configs();
             if let Err(e) = TreePool::ensure(&mut self.pool, &configs) {
                 self.out.error(format!("inner engines unavailable: {e}"));
@@ -459,7 +472,7 @@ impl Session {
         self.out.close();
         self.stop_background();
         if let Some(mut running) = self.search.take() {
-            running.stop(STOP_GRACE);
+            running.stop(QUIT_GRACE);
             let answered = match running.give_up_at.filter(|_| running.held.is_none()) {
                 // Its answer is dropped unwritten, and with it the thread's wait to store.
                 Some(until) => running.wait_until(until).is_ok(),
@@ -472,8 +485,8 @@ impl Session {
             }
         }
         // Searches the session answered for: those that end within the grace store what they found.
+        let until = Instant::now() + QUIT_GRACE;
         for mut running in std::mem::take(&mut self.given_up) {
-            let until = Instant::now() + STOP_GRACE;
             if let Ok(Some(answered)) = running.wait_until(until) {
                 drop(answered);
                 if let Some(thread) = running.thread {

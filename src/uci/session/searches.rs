@@ -89,7 +89,14 @@ impl Session {
         let Some(running) = &mut self.search else { return };
         match signal {
             Signal::Stop => running.stop(STOP_GRACE),
-            Signal::PonderHit => running.steer.send(signal),
+            Signal::PonderHit => {
+                running.steer.send(signal);
+                // The clock runs from here: the search gets the deadline of the same `go` without `ponder`.
+                if running.ponder && running.deadline.is_none() {
+                    let go = Go { ponder: false, ..running.go.clone() };
+                    running.deadline = deadline(&go, running.white, Instant::now());
+                }
+            }
         }
         if running.released()
             && let Some(outcome) = running.held.take()
@@ -149,6 +156,10 @@ impl Session {
                     line: None,
                     searchmoves: Vec::new(),
                     last_line: LastLine::default(),
+                    chess960: false,
+                    go,
+                    white: true,
+                    direct_closed: self.direct_closed,
                 });
             } else {
                 self.answer(outcome);
@@ -156,10 +167,13 @@ impl Session {
             return;
         };
         self.last_go_timed = go.is_timed();
-        let deadline = deadline(&go, shakmaty::Position::turn(line.root()).is_white(), received);
+        let white = shakmaty::Position::turn(line.root()).is_white();
+        let deadline = deadline(&go, white, received);
+        let running_go = go.clone();
         self.ensure_store();
         let ctx = self.context();
         let last_line = ctx.out.last_line();
+        let chess960 = ctx.chess960;
         let searchmoves =
             go.searchmoves.iter().filter_map(|m| canonical_uci(line.root(), &m.parse::<UciMove>().ok()?)).collect();
         let answer_line = line.clone();
@@ -189,6 +203,10 @@ impl Session {
                     line: Some(answer_line),
                     searchmoves,
                     last_line,
+                    chess960,
+                    go: running_go,
+                    white,
+                    direct_closed: self.direct_closed,
                 })
             }
             Err(e) => {
@@ -219,8 +237,14 @@ impl Session {
     /// first legal move. The search is kept until it ends; its engines come back then (see `on_given_up`).
     pub(super) fn give_up(&mut self) {
         let Some(mut running) = self.search.take() else { return };
+        // Its lines from now on would land in the next search's.
+        running.last_line.mute();
         let outcome = match &running.line {
-            Some(line) => given_up(&self.context(), line, &running.searchmoves, running.last_line.first_move()),
+            Some(line) => {
+                // The move in the notation of the search's position (a later `position` may have changed it).
+                let ctx = Context { chess960: running.chess960, ..self.context() };
+                given_up(&ctx, line, &running.searchmoves, running.last_line.first_move())
+            }
             None => Outcome::no_move(Vec::new()),
         };
         self.answer(outcome);
@@ -239,19 +263,16 @@ impl Session {
         }
         let mut running = self.given_up.remove(0);
         if let Some(Answered { lent, written, .. }) = answered {
-            self.direct.take_over(lent.direct);
+            // Not an engine the settings have ended since it was lent.
+            if running.direct_closed == self.direct_closed {
+                self.direct.take_over(lent.direct);
+            }
             if self.pool.is_none() && self.search.is_none() && self.background.is_none() {
                 self.pool = lent.pool;
             }
             drop(written);
         }
         self.finishing.extend(running.thread.take());
-    }
-
-    /// How long a search stopped at its deadline may take to answer: the GUI's `Move Overhead`, at least
-    /// [`DEADLINE_GRACE`].
-    pub(super) fn deadline_grace(&self) -> Duration {
-        Duration::from_millis(self.overhead().gui_ms.unwrap_or(0).max(0) as u64).max(DEADLINE_GRACE)
     }
 
     pub(super) fn start_background(&mut self) {

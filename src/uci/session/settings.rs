@@ -24,11 +24,11 @@ impl Session {
             }
             if before.config.engine != self.options.config.engine {
                 self.inner_declared.clear();
-                self.direct.close();
+                self.close_direct();
             }
             if before.chess960 != self.options.chess960 {
                 // Castling notation changes: fresh engines rather than an option turned in a running one.
-                self.direct.close();
+                self.close_direct();
                 self.pool = None;
             }
             if (&before.config.engine, before.threads, before.config.engine_hash_mib)
@@ -51,6 +51,13 @@ impl Session {
             }
             Err(e) => self.out.error(&e),
         }
+    }
+
+    /// Ends the direct engine for new settings; one lent to a search now must not come back either (see
+    /// `on_given_up`).
+    fn close_direct(&mut self) {
+        self.direct.close();
+        self.direct_closed += 1;
     }
 
     pub(super) fn engine_config(&self, threads: u32, hash_mib: u32) -> EngineConfig {
