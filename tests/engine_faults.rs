@@ -259,3 +259,56 @@ fn an_engine_killed_while_idle_is_replaced_at_the_next_job() {
     assert_eq!(pids.len(), 2);
     assert!(gone(first), "the dead engine was reaped");
 }
+
+#[test]
+fn an_engine_that_ignores_searchmoves_is_asked_each_move_on_its_own() {
+    // The fake engine in `no-searchmoves` plays a2a3 whatever `searchmoves` say. The first violation is no fault (no
+    // restart): from then on each allowed move is searched as the position after it, one ply shallower, and the
+    // best of them, backed up, answers at the depth asked.
+    let dir = tempfile::tempdir().unwrap();
+    let mut engine = Engine::spawn(&fake("no-searchmoves", &dir)).unwrap();
+    let allowed: Vec<UciMove> = vec!["e2e4".parse().unwrap(), "d2d4".parse().unwrap()];
+    for _ in 0..2 {
+        let request = depth(4).with_searchmoves(allowed.clone()).unwrap();
+        let evaluation = engine.evaluate(&request).unwrap();
+        assert!(allowed.contains(&evaluation.best_move), "{}", evaluation.best_move);
+        assert_eq!(evaluation.line.depth, 4);
+        assert_eq!(evaluation.line.pv.first(), Some(&evaluation.best_move));
+        // The fake's replies score +20 for the side to move after the move: -20 backed up.
+        assert_eq!(evaluation.line.score, Score::cp(-20));
+    }
+    assert_eq!(pids(&dir).len(), 1, "no restart");
+    let log = std::fs::read_to_string(dir.path().join("log")).unwrap();
+    let gos: Vec<&str> =
+        log.lines().filter_map(|l| l.split_once(' ').map(|(_, c)| c)).filter(|c| c.starts_with("go")).collect();
+    // One search with searchmoves (the violation), then one per move and request at depth 3, without them.
+    assert_eq!(gos.len(), 1 + 2 * 2, "{gos:?}");
+    assert_eq!(gos[0], "go depth 4 searchmoves e2e4 d2d4");
+    assert!(gos[1..].iter().all(|g| *g == "go depth 3"), "{gos:?}");
+    // Ordinary searches are untouched.
+    assert_eq!(engine.evaluate(&depth(2)).unwrap().best_move, fakes_best());
+}
+
+#[test]
+fn searchmoves_off_in_an_engine_list_asks_each_move_on_its_own_with_stockfish() {
+    // The same method forced on Stockfish (`searchmoves=off`): the answer is one of the moves allowed, at the depth
+    // asked, and agrees in sign and roughly in size with Stockfish's own restricted search.
+    let stockfish = deeptree::engine::resolve_program("stockfish");
+    let specs =
+        deeptree::engine::spec::EngineSpec::parse_list(&format!("{} | searchmoves=off", stockfish.display())).unwrap();
+    let configs = deeptree::engine::spec::EngineSpec::configs(&specs, &EngineConfig::new("stockfish"));
+    let mut each = Engine::spawn(&configs[0]).unwrap();
+    let mut keeps = Engine::spawn(&EngineConfig::new(stockfish.display().to_string())).unwrap();
+    // After 1. e4 e5: 2. Ba6?? (it loses the bishop) against 2. Nf3.
+    let position =
+        EnginePosition::new(Chess::default(), vec!["e2e4".parse().unwrap(), "e7e5".parse().unwrap()]).unwrap();
+    let allowed: Vec<UciMove> = vec!["f1a6".parse().unwrap(), "g1f3".parse().unwrap()];
+    let request = EvalRequest::new(position, Limit::Depth(10)).with_searchmoves(allowed).unwrap();
+    let by_each = each.evaluate(&request).unwrap();
+    let by_engine = keeps.evaluate(&request).unwrap();
+    assert_eq!(by_each.best_move, "g1f3".parse::<UciMove>().unwrap());
+    assert_eq!(by_engine.best_move, by_each.best_move);
+    assert_eq!(by_each.line.depth, 10);
+    let (a, b) = (by_each.line.score.value(), by_engine.line.score.value());
+    assert!((a - b).abs() < 60, "per move {a} cp, searchmoves {b} cp");
+}

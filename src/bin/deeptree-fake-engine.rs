@@ -24,6 +24,7 @@
 //! - `smooth`: like `keyed`, with the scripted evaluator's smoother scores: a move scores the negated static value
 //!   (material, piece placement, a little noise from the key) of the position it leads to, so a position's own
 //!   evaluation stays close to the negated score of the move that led to it, as a real engine's does.
+//! - `no-searchmoves`: normal, but `searchmoves` are ignored (as Ethereal 12 and Toga II 3.0 do).
 //! - `instant`: answers every `go` at once with one `info` line (depth 1) and `bestmove`, whatever its limits: a
 //!   relay's latency is all that remains to measure.
 //!
@@ -62,6 +63,8 @@ enum Mode {
     Instant,
     Keyed,
     Smooth,
+    /// Normal, but `searchmoves` are ignored.
+    NoSearchmoves,
 }
 
 struct Fake {
@@ -133,6 +136,7 @@ fn main() -> ExitCode {
         "instant" => Mode::Instant,
         "keyed" => Mode::Keyed,
         "smooth" => Mode::Smooth,
+        "no-searchmoves" => Mode::NoSearchmoves,
         other => {
             eprintln!("deeptree-fake-engine: unknown mode {other:?}");
             return ExitCode::from(2);
@@ -267,7 +271,7 @@ impl Fake {
             .legal_moves()
             .into_iter()
             .map(UciMove::from_standard)
-            .filter(|m| searchmoves.is_empty() || searchmoves.contains(m))
+            .filter(|m| searchmoves.is_empty() || self.mode == Mode::NoSearchmoves || searchmoves.contains(m))
             .collect();
         candidates.sort_by_key(ToString::to_string);
         match self.mode {

@@ -24,7 +24,8 @@ use std::{fmt, io, sync::Arc, time::Duration};
 pub use self::command::{program_exists, resolve_program, split_command_line};
 pub use self::pool::{EnginePool, JobId, JobOutcome, JobResult};
 pub use self::process::{
-    Engine, EngineConfig, EngineIdentity, RestartPolicy, STOP_ANSWER, StopHandle, Timeouts, engine_label,
+    Engine, EngineConfig, EngineIdentity, OUTSIDE_SEARCHMOVES, RestartPolicy, STOP_ANSWER, Searchmoves, StopHandle,
+    Timeouts, engine_label,
 };
 pub use self::request::{EnginePosition, EvalRequest, Evaluation, Limit, PvLine, ScreenCut, SearchTiming};
 

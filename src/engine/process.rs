@@ -110,6 +110,8 @@ pub struct EngineConfig {
     pub restart: RestartPolicy,
     /// Clear the engine (`ucinewgame`) before every search: answers then depend on what is asked alone.
     pub fresh: bool,
+    /// Whether the engine keeps to `searchmoves`: `Unknown` learns it at the first search that has them.
+    pub searchmoves: Searchmoves,
 }
 
 impl EngineConfig {
@@ -121,6 +123,7 @@ impl EngineConfig {
             timeouts: Timeouts::default(),
             restart: RestartPolicy::default(),
             fresh: false,
+            searchmoves: Searchmoves::Unknown,
         }
     }
 
@@ -190,7 +193,26 @@ pub struct Engine {
     covered: bool,
     /// `UCI_Chess960` is set: castling is written and read as king takes rook.
     chess960: bool,
+    /// Whether the engine keeps to `go ... searchmoves`: learnt at its first search with them, or set by its
+    /// configuration (see [`Searchmoves`]).
+    searchmoves: Searchmoves,
 }
+
+/// Whether an engine keeps to `searchmoves`. Some do not (Ethereal 12, Toga II 3.0 answer with a move outside them);
+/// for those, a search restricted to some moves is asked as one search of the position after each move, one ply
+/// shallower (see [`Engine::search`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Searchmoves {
+    /// Not known yet: the first search with `searchmoves` tells.
+    #[default]
+    Unknown,
+    Honoured,
+    /// Ignored (seen, or set in the configuration): each move is searched on its own.
+    Ignored,
+}
+
+/// The `what` of the [`EngineError::IllegalMove`] for a best move outside `searchmoves`.
+pub const OUTSIDE_SEARCHMOVES: &str = "best move outside searchmoves";
 
 /// What the handle shares with its watchdog and its [`StopHandle`]s.
 struct Link {
@@ -454,6 +476,7 @@ impl Engine {
             name: Arc::from(label.as_str()),
             identity,
             multipv: 1,
+            searchmoves: config.searchmoves,
             covered: false,
             chess960: false,
         };
@@ -621,16 +644,135 @@ impl Engine {
     ///
     /// Deadlines: an engine silent for [`Timeouts::search_silence`] is asked `isready`, and is hung if it does not
     /// answer within [`Timeouts::handshake`]; after `stop`, `bestmove` must come within [`Timeouts::handshake`].
+    ///
+    /// `searchmoves` with an engine that does not keep to them (see [`Searchmoves`]): each move is searched on its
+    /// own, as the position after it one ply shallower (a depth or node limit is shared out; `info` lines are not
+    /// passed on, since they are the replies' lines), and the best of the replies' scores, backed up one ply, is the
+    /// answer at the depth asked.
     pub fn search(&mut self, request: &EvalRequest, on_info: &mut dyn FnMut(&Info)) -> Result<Evaluation, EngineError> {
-        let result = self.start_and_read(request, on_info);
+        let each_move = !request.searchmoves.is_empty() && request.multipv == 1;
+        let result = if each_move && self.searchmoves == Searchmoves::Ignored {
+            self.search_each_move(request)
+        } else {
+            match self.start_and_read(request, on_info) {
+                Err(EngineError::IllegalMove { what: OUTSIDE_SEARCHMOVES, .. })
+                    if each_move && self.searchmoves == Searchmoves::Unknown =>
+                {
+                    warn!("{} does not keep to searchmoves: each move is searched on its own", self.name);
+                    self.searchmoves = Searchmoves::Ignored;
+                    self.end_search_phase(false);
+                    self.search_each_move(request)
+                }
+                result => {
+                    if each_move && result.is_ok() {
+                        self.searchmoves = Searchmoves::Honoured;
+                    }
+                    result
+                }
+            }
+        };
         // However the search ended, it is over: its stop handles no longer apply.
+        self.end_search_phase(true);
+        result
+    }
+
+    /// Back to idle after a search; `last`: the search asked for is over, so that its stop handles no longer apply
+    /// (otherwise one of several searches that answer it ended, and a stop still applies to the next).
+    fn end_search_phase(&self, last: bool) {
         let mut state = self.link.state.lock();
         state.searching = false;
         state.stop_sent = false;
-        state.stop_requested = false;
-        state.generation += 1;
+        if last {
+            state.stop_requested = false;
+            state.generation += 1;
+        }
         self.link.enter(&mut state, Phase::Idle);
-        result
+    }
+
+    /// A search restricted to `searchmoves` as one search of the position after each move (see [`Engine::search`]).
+    fn search_each_move(&mut self, request: &EvalRequest) -> Result<Evaluation, EngineError> {
+        request.validate()?;
+        let count = request.searchmoves.len() as u64;
+        let limit = match request.limit {
+            Limit::Depth(depth) => Limit::Depth(depth.saturating_sub(1).max(1)),
+            Limit::Nodes(nodes) => Limit::Nodes((nodes / count).max(1)),
+            Limit::MoveTime(time) => Limit::MoveTime(time / count as u32),
+            _ => {
+                return Err(EngineError::InvalidRequest(format!(
+                    "{} does not keep to searchmoves, and a search without a depth, node or time limit cannot be                      shared out among the moves",
+                    self.name
+                )));
+            }
+        };
+        let pos = request.position.position().clone();
+        let mut best: Option<(Score, UciMove, PvLine, Option<UciMove>)> = None;
+        let (mut nodes, mut stopped, mut first_go, mut last_read) = (0u64, false, None, None);
+        let mut reply_depth = 0;
+        for uci in &request.searchmoves {
+            let m =
+                uci.to_move(&pos).map_err(|_| EngineError::InvalidRequest(format!("searchmove {uci} is illegal")))?;
+            let mut after = pos.clone();
+            after.play_unchecked(m);
+            // A move that ends the game is valued here: nothing is left to search after it.
+            let (score, bound, line, ponder) = if after.is_checkmate() {
+                (Score::mate_in_plies(1), Bound::Exact, vec![canonical(m)], None)
+            } else if after.is_stalemate() || after.is_insufficient_material() {
+                (Score::cp(0), Bound::Exact, vec![canonical(m)], None)
+            } else {
+                let reply = EvalRequest::new(request.position.then(uci)?, limit);
+                let evaluation = match self.start_and_read(&reply, &mut |_| {}) {
+                    Ok(evaluation) => evaluation,
+                    // Stopped between two searches: what was found so far answers.
+                    Err(EngineError::Stopped) if best.is_some() => {
+                        stopped = true;
+                        break;
+                    }
+                    Err(e) => return Err(e),
+                };
+                self.end_search_phase(false);
+                nodes += evaluation.nodes;
+                first_go.get_or_insert(evaluation.timing.go_sent);
+                last_read = Some(evaluation.timing.bestmove_read);
+                stopped |= evaluation.stopped;
+                reply_depth = reply_depth.max(evaluation.line.depth);
+                // Sign flip: the reply's score is for the side to move after the move; backed up one ply, and a
+                // bound of the reply is the other bound for the mover.
+                let score = evaluation.line.score.back_up();
+                let bound = match evaluation.line.bound {
+                    Bound::Lower => Bound::Upper,
+                    Bound::Upper => Bound::Lower,
+                    Bound::Exact => Bound::Exact,
+                };
+                let mut line = vec![canonical(m)];
+                line.extend(evaluation.line.pv.iter().copied());
+                (score, bound, line, Some(evaluation.best_move))
+            };
+            if best.as_ref().is_none_or(|(b, ..)| score.value() > b.value()) {
+                let pv = PvLine { multipv: 1, score, bound, depth: 0, seldepth: 0, pv: line };
+                best = Some((score, canonical(m), pv, ponder));
+            }
+            if stopped {
+                break;
+            }
+        }
+        let Some((_, best_move, mut line, ponder)) = best else { return Err(EngineError::Stopped) };
+        let depth = match request.limit {
+            Limit::Depth(depth) => depth,
+            _ => reply_depth + 1,
+        };
+        (line.depth, line.seldepth) = (depth, depth);
+        let now = Instant::now();
+        Ok(Evaluation {
+            best_move,
+            ponder,
+            line,
+            other_lines: Vec::new(),
+            nodes,
+            stopped,
+            screened: None,
+            engine: Arc::clone(&self.name),
+            timing: SearchTiming { go_sent: first_go.unwrap_or(now), bestmove_read: last_read.unwrap_or(now) },
+        })
     }
 
     fn start_and_read(
@@ -875,7 +1017,7 @@ impl Collector {
         if !request.searchmoves.is_empty()
             && !request.searchmoves.iter().any(|s| s.to_move(pos).ok() == Some(best_move))
         {
-            return Err(illegal("best move outside searchmoves"));
+            return Err(illegal(OUTSIDE_SEARCHMOVES));
         }
         let mut after = pos.clone();
         after.play_unchecked(best_move);

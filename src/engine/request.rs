@@ -57,6 +57,18 @@ impl EnginePosition {
         EnginePosition::new(start, moves)
     }
 
+    /// The same start and moves, then `m` (legal in the searched position).
+    pub fn then(&self, m: &UciMove) -> Result<EnginePosition, EngineError> {
+        let played = m
+            .to_move(&self.position)
+            .map_err(|_| EngineError::InvalidRequest(format!("move {m} is illegal in {}", self.fen())))?;
+        let mut next = self.clone();
+        next.position.play_unchecked(played);
+        next.moves.push(*m);
+        next.played.push(played);
+        Ok(next)
+    }
+
     /// The position itself, with no moves.
     pub fn of(position: &Chess) -> EnginePosition {
         EnginePosition {

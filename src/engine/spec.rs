@@ -20,11 +20,13 @@
 //! - `hash=MIB`: its `Hash` (default: the settings' `engine_hash_mib`);
 //! - `fresh=on`: every search starts from a cleared engine (`ucinewgame`), so that its answer depends on the
 //!   position, the moves and the depth alone, never on the searches before it (default off: the hash carries over);
+//! - `searchmoves=on|off`: whether the engine keeps to `go ... searchmoves` (default: learnt at its first such
+//!   search); with `off`, each move is searched on its own (the position after it, one ply shallower);
 //! - `option.NAME=VALUE`: any other UCI option.
 
 use std::fmt;
 
-use super::process::EngineConfig;
+use super::process::{EngineConfig, Searchmoves};
 
 /// One kind of inner engine and how many of it run.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -35,6 +37,8 @@ pub struct EngineSpec {
     pub hash_mib: Option<u32>,
     /// Every search from a cleared engine.
     pub fresh: bool,
+    /// Whether it keeps to `searchmoves` (`None`: learnt).
+    pub searchmoves: Option<bool>,
     /// Other UCI options, in the order given.
     pub options: Vec<(String, String)>,
 }
@@ -56,7 +60,7 @@ impl fmt::Display for SpecError {
             SpecError::NoCommand { engine } => write!(f, "engine {engine}: no command line"),
             SpecError::BadField { engine, field } => write!(
                 f,
-                "engine {engine}: '{field}' is not one of workers=N, threads=N, hash=MIB, fresh=on|off or option.NAME=VALUE"
+                "engine {engine}: '{field}' is not one of workers=N, threads=N, hash=MIB, fresh=on|off, searchmoves=on|off or option.NAME=VALUE"
             ),
             SpecError::BadNumber { engine, key, value } => {
                 write!(f, "engine {engine}: {key}={value}: give a whole number of at least 1")
@@ -83,8 +87,15 @@ impl EngineSpec {
         if command.is_empty() {
             return Err(SpecError::NoCommand { engine });
         }
-        let mut spec =
-            EngineSpec { command, workers: 1, threads: 1, hash_mib: None, fresh: false, options: Vec::new() };
+        let mut spec = EngineSpec {
+            command,
+            workers: 1,
+            threads: 1,
+            hash_mib: None,
+            fresh: false,
+            searchmoves: None,
+            options: Vec::new(),
+        };
         for field in fields {
             let field = field.trim();
             let Some((key, value)) = field.split_once('=') else {
@@ -100,6 +111,7 @@ impl EngineSpec {
                 "threads" => spec.threads = number()?,
                 "hash" => spec.hash_mib = Some(number()?),
                 "fresh" if value == "on" || value == "off" => spec.fresh = value == "on",
+                "searchmoves" if value == "on" || value == "off" => spec.searchmoves = Some(value == "on"),
                 _ => match key.strip_prefix("option.").map(str::trim).filter(|name| !name.is_empty()) {
                     Some(name) => spec.options.push((name.to_owned(), value.to_owned())),
                     None => return Err(SpecError::BadField { engine, field: field.to_owned() }),
@@ -121,6 +133,11 @@ impl EngineSpec {
                 config = config.with_option("Hash", hash);
             }
             config.fresh = spec.fresh;
+            config.searchmoves = match spec.searchmoves {
+                None => Searchmoves::Unknown,
+                Some(true) => Searchmoves::Honoured,
+                Some(false) => Searchmoves::Ignored,
+            };
             for (name, value) in &spec.options {
                 config = config.with_option(name, value);
             }
@@ -139,6 +156,9 @@ impl fmt::Display for EngineSpec {
         }
         if self.fresh {
             write!(f, " | fresh=on")?;
+        }
+        if let Some(keeps) = self.searchmoves {
+            write!(f, " | searchmoves={}", if keeps { "on" } else { "off" })?;
         }
         for (name, value) in &self.options {
             write!(f, " | option.{name}={value}")?;
@@ -164,7 +184,7 @@ mod tests {
     #[test]
     fn a_list_reads_back_from_its_text() {
         let text = "stockfish | workers=12 ; ssh -p 2222 127.0.0.1 /usr/games/stockfish | workers=2 | threads=2 | \
-                    hash=128 | option.Move Overhead=0 | option.Skill Level=20";
+                    hash=128 | searchmoves=off | option.Move Overhead=0 | option.Skill Level=20";
         let specs = EngineSpec::parse_list(text).unwrap();
         assert_eq!(
             specs[0],
@@ -174,6 +194,7 @@ mod tests {
                 threads: 1,
                 hash_mib: None,
                 fresh: false,
+                searchmoves: None,
                 options: vec![]
             }
         );
