@@ -199,7 +199,8 @@ fn growing_the_tree_reports_moving_node_counts_and_its_last_batch_names_the_move
     // their rate), and after `stop` the last batch's line 1 is the move played.
     let dir = tempfile::tempdir().unwrap();
     let mut uci = session(&dir.path().join("tree"), "direct");
-    uci.send("setoption name MultiPV value 3");
+    // More lines than the tree values: a GUI waits for min(MultiPV, legal moves) lines at each depth.
+    uci.send("setoption name MultiPV value 30");
     // Shallow leaf searches: many are answered between two batches.
     uci.send("setoption name EngineDepth value 8");
     uci.ready();
@@ -215,4 +216,13 @@ fn growing_the_tree_reports_moving_node_counts_and_its_last_batch_names_the_move
     assert!(firsts.iter().all(|l| field(l, "nps").is_some()), "{firsts:?}");
     let last_batch_move = field(firsts.last().unwrap(), "pv").unwrap();
     assert_eq!(last_batch_move, best, "{lines:?}");
+    // Every batch has the 20 lines of Black's 20 moves after 1. e4, numbered 1 to 20; those the tree has not valued
+    // carry an upper bound.
+    let last_start = lines.iter().rposition(|l| l.contains(" multipv 1 ")).unwrap();
+    let batch: Vec<&String> = lines[last_start..].iter().filter(|l| l.contains(" multipv ")).collect();
+    let numbers: Vec<u32> = batch.iter().map(|l| field(l, "multipv").unwrap().parse().unwrap()).collect();
+    assert_eq!(numbers, (1..=20).collect::<Vec<u32>>(), "{batch:?}");
+    let bounded = batch.iter().filter(|l| l.contains(" upperbound ")).count();
+    assert!(bounded > 0 && bounded < 20, "{batch:?}");
+    assert!(batch.iter().rev().take(bounded).all(|l| l.contains(" upperbound ")), "bounds come last: {batch:?}");
 }

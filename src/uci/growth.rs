@@ -13,6 +13,7 @@ use std::{
 };
 
 use crossbeam_channel::bounded;
+use shakmaty::{Position, uci::UciMove};
 
 use super::{
     control::{Context, Control, Woke},
@@ -20,7 +21,7 @@ use super::{
 };
 use crate::{
     engine::{EngineConfig, EngineError, EnginePool},
-    notation::legal_line,
+    notation::{canonical, in_notation, legal_line},
     score::{Bound, Score},
     search::{
         analysis::{Analysis, Line, Params},
@@ -152,23 +153,40 @@ fn tree_infos(store: &Store, line: &Line, ctx: &Context, started: Instant, nodes
     let depth = u32::from(tree.settled_depth.unwrap_or(0)) + u32::from(tree.engine_depth);
     let mut infos = Vec::new();
     let mut ideas = Vec::new();
-    // Moves nothing has valued yet (the placeholder score) are not shown: no score without a search.
-    let valued = tree.candidates.iter().filter(|c| c.alpha != Score::MATED_NOW);
+    let wanted = ctx.options.multipv.max(1) as usize;
+    // Moves nothing has valued yet (the placeholder score) are not shown with a score of their own.
+    let valued: Vec<_> = tree.candidates.iter().filter(|c| c.alpha != Score::MATED_NOW).collect();
     let elapsed_ms = started.elapsed().as_millis() as u64;
-    for (i, candidate) in valued.take(ctx.options.multipv.max(1) as usize).enumerate() {
+    let line_info = |k: usize, score: (Score, Bound), pv: Vec<UciMove>| Info {
+        depth: Some(depth),
+        multipv: Some(k as u32 + 1),
+        score: Some(score),
+        nodes: Some(nodes),
+        nps: (elapsed_ms > 0).then(|| nodes.saturating_mul(1000) / elapsed_ms),
+        time_ms: Some(elapsed_ms),
+        pv,
+        ..Info::default()
+    };
+    for candidate in valued.iter().take(wanted) {
         let pv = legal_line(line.root(), &candidate.pv, ctx.chess960);
         let Some(first) = pv.first().copied() else { continue };
-        infos.push(Info {
-            depth: Some(depth),
-            multipv: Some(i as u32 + 1),
-            score: Some((candidate.alpha, Bound::Exact)),
-            nodes: Some(nodes),
-            nps: (elapsed_ms > 0).then(|| nodes.saturating_mul(1000) / elapsed_ms),
-            time_ms: Some(elapsed_ms),
-            pv,
-            ..Info::default()
-        });
+        infos.push(line_info(infos.len(), (candidate.alpha, Bound::Exact), pv));
         ideas.push(format!("{first} {}", candidate.idea));
+    }
+    // A GUI waits for lines 1 to min(MultiPV, legal moves) at one depth: the moves the tree has not valued fill the
+    // rest, each with the lowest valued score as an upper bound (the searches of the other moves found none better).
+    if let Some(lowest) = valued.last().map(|c| c.alpha) {
+        let shown: Vec<UciMove> = valued.iter().map(|c| c.uci).collect();
+        for m in line.root().legal_moves() {
+            if infos.len() >= wanted {
+                break;
+            }
+            let uci = canonical(m);
+            if shown.contains(&uci) {
+                continue;
+            }
+            infos.push(line_info(infos.len(), (lowest, Bound::Upper), vec![in_notation(m, ctx.chess960)]));
+        }
     }
     if !ideas.is_empty() {
         infos.push(Info::string(format!("idea {}", ideas.join(", "))));
