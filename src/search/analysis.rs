@@ -502,7 +502,7 @@ impl<'a, E: Evaluator> Analysis<'a, E> {
         self.claims = match self.store.claims() {
             Ok(claims) => Some(claims),
             Err(e) => {
-                log::warn!("searches are not shared with other processes: {e}");
+                log::log!(crate::store::claims::level_of(&e), "searches are not shared with other processes: {e}");
                 None
             }
         };

@@ -128,6 +128,8 @@ impl ClaimsEnv {
     pub(crate) fn open(store_dir: &Path) -> Result<ClaimsEnv, StoreError> {
         let path = store_dir.join("claims");
         std::fs::create_dir_all(&path).map_err(|e| StoreError::Io { path: path.clone(), source: Arc::new(e) })?;
+        // Allocated before LMDB maps it: no SIGBUS on a full disk (see `disk`).
+        super::disk::prepare_lock_file(&path).map_err(|(path, e)| StoreError::Io { path, source: Arc::new(e) })?;
         let lmdb = |source| StoreError::Lmdb { path: path.clone(), source: Arc::new(source) };
         // SAFETY: opened once per store and process (the store holds it); NO_SYNC is sound for data that only
         // describes running processes: a crash may lose claims, never the tree.
@@ -367,9 +369,15 @@ impl Drop for Claims {
             Ok(())
         });
         if let Err(e) = released {
-            log::warn!("claims not released (they expire in {} s): {e}", LEASE.as_secs());
+            log::log!(level_of(&e), "claims not released (they expire in {} s): {e}", LEASE.as_secs());
         }
     }
+}
+
+/// The level at which a failure to use the claims is logged: a warning, but where the disk failed (no space, an I/O
+/// error), which the store's own writes report, once, where they fail: the claims only share work, and expire.
+pub(crate) fn level_of(e: &StoreError) -> log::Level {
+    if e.is_disk_failure() { log::Level::Info } else { log::Level::Warn }
 }
 
 /// Whether process `pid` lives, where the system shows its processes; assumed alive elsewhere (its claims then

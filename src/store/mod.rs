@@ -31,6 +31,7 @@
 //! their answers ([`claims`]): processes sharing the tree use it to share the work.
 
 pub mod claims;
+mod disk;
 pub mod key;
 pub mod links;
 pub mod node;
@@ -116,6 +117,49 @@ pub enum StoreError {
     InUse { path: PathBuf },
     /// The data file is there but empty: no store, and a command that only reads must not set one up.
     Empty { path: PathBuf },
+    /// A write failed for the disk's sake (no space, an I/O error, a store LMDB gave up on): nothing of it was
+    /// committed, everything committed before is kept, and this process writes no more to the store (the directory).
+    WriteFailed {
+        path: PathBuf,
+        /// The failure, naming its file.
+        cause: String,
+        /// Bytes free on the store's file system when it failed, where the system says.
+        free: Option<u64>,
+    },
+}
+
+impl StoreError {
+    /// Whether this store takes no more writes in this process: a write failed on the disk. Every later write fails
+    /// the same way at once, so a caller stops instead of trying again (a refusal of one submission, such as a key
+    /// collision, is not one of these).
+    pub fn stops_writes(&self) -> bool {
+        matches!(self, StoreError::WriteFailed { .. })
+    }
+
+    /// Whether this failure of a whole write transaction comes from the disk or LMDB's state (I/O, no space, a
+    /// corrupt or panicked environment, a map that could not grow) rather than from what was written.
+    pub(crate) fn is_disk_failure(&self) -> bool {
+        use heed::Error as H;
+        match self {
+            StoreError::Io { .. } => true,
+            StoreError::Lmdb { source, .. } => match source.as_ref() {
+                H::Io(_) => true,
+                H::Mdb(e) => matches!(
+                    e,
+                    MdbError::Panic
+                        | MdbError::Corrupted
+                        | MdbError::PageNotFound
+                        | MdbError::MapFull
+                        | MdbError::Invalid
+                        | MdbError::VersionMismatch
+                        | MdbError::Incompatible
+                        | MdbError::Problem
+                ),
+                _ => false,
+            },
+            _ => false,
+        }
+    }
 }
 
 impl fmt::Display for StoreError {
@@ -148,6 +192,13 @@ impl fmt::Display for StoreError {
             StoreError::Missing { path } => write!(f, "no deeptree store at {}", path.display()),
             StoreError::Empty { path } => {
                 write!(f, "{} is empty (0 bytes): not a deeptree store; nothing was changed", path.display())
+            }
+            StoreError::WriteFailed { path, cause, free } => {
+                write!(f, "cannot write the store at {}: {cause}", path.display())?;
+                if let Some(free) = free {
+                    write!(f, " ({} KiB free on its file system)", free / 1024)?;
+                }
+                write!(f, "; everything committed before is kept")
             }
             StoreError::InUse { path } => write!(
                 f,
@@ -232,6 +283,11 @@ pub(crate) struct Shared {
     resize: RwLock<()>,
     /// The claims environment, opened on first use.
     claims: parking_lot::Mutex<Option<Arc<claims::ClaimsEnv>>>,
+    /// Why this process writes no more to the store ([`StoreError::WriteFailed`]): set once, by the first write that
+    /// failed on the disk, and given to every later write.
+    stopped: std::sync::OnceLock<StoreError>,
+    /// Whether [`Store::write_failure_notice`] has given the failure out.
+    stop_told: std::sync::atomic::AtomicBool,
     /// `deeptree.lock`, locked shared while the store is open (exclusive for compaction): tells whether another
     /// process has the store open.
     _lock: File,
@@ -355,6 +411,8 @@ impl Store {
 
     fn open_dir(dir: &Path, options: &StoreOptions, hold: Hold, upkeep: Arc<dyn Upkeep>) -> Result<Store, StoreError> {
         let lock = lock_store(dir, hold)?;
+        // Allocated before LMDB maps it: a full disk is then an error here, not a SIGBUS in LMDB (see `disk`).
+        disk::prepare_lock_file(dir).map_err(|(path, e)| StoreError::Io { path, source: Arc::new(e) })?;
         let data_file = dir.join("data.mdb");
         let lmdb = |source| StoreError::Lmdb { path: data_file.clone(), source: Arc::new(source) };
         let page = page_size();
@@ -455,6 +513,8 @@ impl Store {
             last_update_nanos: Default::default(),
             resize: RwLock::new(()),
             claims: parking_lot::Mutex::new(None),
+            stopped: std::sync::OnceLock::new(),
+            stop_told: Default::default(),
             _lock: lock,
         });
         let owed = {
@@ -494,6 +554,20 @@ impl Store {
             return Ok(None);
         }
         self.claims()?.summary().map(Some)
+    }
+
+    /// Why this process writes no more to the store, if it does not: a write failed on the disk
+    /// ([`StoreError::WriteFailed`]).
+    pub fn write_failure(&self) -> Option<StoreError> {
+        self.shared.stopped.get().cloned()
+    }
+
+    /// The failure of [`write_failure`](Self::write_failure) the first time it is asked for, `None` before there is one
+    /// and ever after: for a caller that must say it once (a UCI session, in an `info string`).
+    pub fn write_failure_notice(&self) -> Option<StoreError> {
+        let failure = self.shared.stopped.get()?;
+        let told = self.shared.stop_told.swap(true, std::sync::atomic::Ordering::SeqCst);
+        (!told).then(|| failure.clone())
     }
 
     /// A handle to submit changes from any thread.
@@ -603,6 +677,8 @@ impl Shared {
     /// to the brim instead of split in half), and syncs it to disk.
     fn rewrite_into(&self, work: &Path, bytes: u64) -> Result<(), StoreError> {
         let lmdb = |source| StoreError::Lmdb { path: work.join("data.mdb"), source: Arc::new(source) };
+        // Allocated before LMDB maps it: no SIGBUS on a full disk (see `disk`).
+        disk::prepare_lock_file(work).map_err(|(path, e)| StoreError::Io { path, source: Arc::new(e) })?;
         let page = page_size();
         let map_size = (bytes as usize).saturating_add(64 << 20).div_ceil(page) * page;
         // SAFETY: a new environment in a directory of its own, opened once and closed before it is used.
@@ -712,8 +788,13 @@ impl Shared {
         unsafe { self.env.resize(new_size) }.map_err(|e| self.lmdb_error(e))
     }
 
-    /// Runs `f` in a write transaction and commits, growing or adopting the map and retrying as needed.
+    /// Runs `f` in a write transaction and commits, growing or adopting the map and retrying as needed. A failure
+    /// of the disk (see [`StoreError::is_disk_failure`]) stops every write of this process to the store: it and every
+    /// later write fail with [`StoreError::WriteFailed`], at once, without trying again.
     fn write<R>(&self, mut f: impl FnMut(&Self, &mut RwTxn) -> Result<R, StoreError>) -> Result<R, StoreError> {
+        if let Some(stopped) = self.stopped.get() {
+            return Err(stopped.clone());
+        }
         loop {
             let outcome = {
                 let _guard = self.resize.read_recursive();
@@ -725,14 +806,41 @@ impl Shared {
                     },
                 }
             };
-            match outcome {
+            let failed = match outcome {
                 Ok(value) => return Ok(value),
-                Err(Retry::MapFull) => self.grow_map()?,
-                Err(Retry::MapResized) => self.adopt_map_size()?,
-                Err(Retry::Fail(e)) => return Err(e.into_store(self)),
+                Err(Retry::MapFull) => self.grow_map(),
+                Err(Retry::MapResized) => self.adopt_map_size(),
+                Err(Retry::Fail(e)) => Err(e.into_store(self)),
+            };
+            match failed {
+                Ok(()) => {}
+                Err(e) if e.is_disk_failure() => return Err(self.stop_writes(e)),
+                Err(e) => return Err(e),
             }
         }
     }
+
+    /// Stops this process's writes to the store for the failure `cause`: the [`StoreError::WriteFailed`] that every
+    /// later write gets.
+    fn stop_writes(&self, cause: StoreError) -> StoreError {
+        let cause = match &cause {
+            StoreError::Lmdb { path, source } => format!("{}: {source}", file_name(path)),
+            StoreError::Io { path, source } => format!("{}: {source}", file_name(path)),
+            other => other.to_string(),
+        };
+        let stopped = self.stopped.get_or_init(|| {
+            let error = StoreError::WriteFailed { path: self.dir.clone(), cause, free: disk::free_bytes(&self.dir) };
+            // Whoever wrote reports it (analyze ends with it, a UCI session says it once): the log only at info.
+            log::info!("{error}; no more writes to it from this process");
+            error
+        });
+        stopped.clone()
+    }
+}
+
+/// A file's name alone (the store's directory is said beside it).
+fn file_name(path: &Path) -> String {
+    path.file_name().map_or_else(|| path.display().to_string(), |name| name.to_string_lossy().into_owned())
 }
 
 enum Retry {

@@ -220,6 +220,10 @@ pub fn given_up(ctx: &Context, line: &Line, searchmoves: &[UciMove], last_line: 
 /// positions and repetitions of them. Called once the GUI has its move (or before growth, where no clock runs).
 pub fn store_game_line(ctx: &Context, line: &Line) {
     let Some(store) = &ctx.store else { return };
+    // A store whose disk failed takes nothing more (said once, where growth pauses).
+    if store.write_failure().is_some() {
+        return;
+    }
     let Ok(view) = store.read() else { return };
     let mut changes = Vec::new();
     for (pos, uci) in line.positions.iter().zip(&line.moves) {
@@ -238,6 +242,7 @@ pub fn store_game_line(ctx: &Context, line: &Line) {
     drop(view);
     if !changes.is_empty()
         && let Err(e) = store.writer().submit(changes).wait()
+        && !e.stops_writes()
     {
         log::warn!("the game's moves were not stored: {e}");
     }

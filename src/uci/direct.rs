@@ -351,6 +351,10 @@ impl Aftermath {
     pub const GAME_LINE: Aftermath = Aftermath { game_line: true, direct_result: None };
 
     pub fn run(self, ctx: &Context, line: &Line) {
+        // A store whose disk failed takes nothing more: said once, and nothing is tried.
+        if ctx.store.as_ref().is_some_and(|store| super::growth::growth_paused(ctx, store)) {
+            return;
+        }
         if self.game_line {
             store_game_line(ctx, line);
         }

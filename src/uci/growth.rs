@@ -24,7 +24,7 @@ use crate::{
     notation::{canonical, in_notation, legal_line},
     score::{Bound, Score},
     search::{
-        analysis::{Analysis, Line, Params},
+        analysis::{Analysis, AnalysisError, Line, Params},
         evaluator::PoolEvaluator,
         tree,
     },
@@ -79,6 +79,9 @@ pub fn grow_tree(
 ) -> u64 {
     let Growth { params, until_ponderhit, reporting } = growth;
     let Some(store) = ctx.store.clone() else { return 0 };
+    if growth_paused(ctx, &store) {
+        return 0;
+    }
     if let Err(e) = TreePool::ensure(pool, &ctx.config_tree) {
         ctx.out.error(format!("inner engines unavailable: {e}"));
         return 0;
@@ -133,6 +136,11 @@ pub fn grow_tree(
         analysis.line_edges = false;
         let evaluations = match analysis.run(line, |_| {}) {
             Ok(report) => report.evaluations,
+            // The store's disk failed in this growth: said once, as growth pauses.
+            Err(AnalysisError::Store(e)) if e.stops_writes() => {
+                growth_paused(ctx, store);
+                0
+            }
             Err(e) => {
                 ctx.out.error(format!("tree search: {e}"));
                 0
@@ -143,6 +151,21 @@ pub fn grow_tree(
         drop(done);
         evaluations
     })
+}
+
+/// Whether the tree cannot grow because the store takes no more writes: a write failed on its disk (no space, an I/O
+/// error). Growth (background analysis, `go infinite`, `ThinkMode tree`) then pauses for the rest of the session,
+/// and games go on with direct searches. The first caller to find it says it, once per store, in an
+/// `info string error: tree growth paused: ...` (and the log).
+pub fn growth_paused(ctx: &Context, store: &Store) -> bool {
+    if store.write_failure().is_none() {
+        return false;
+    }
+    if let Some(failure) = store.write_failure_notice() {
+        log::error!("tree growth paused: {failure}");
+        ctx.out.error(format!("tree growth paused: {failure}"));
+    }
+    true
 }
 
 /// `info` lines for the tree's candidate moves (MultiPV), with their idea scores in an `info string`; `nodes` are

@@ -166,7 +166,9 @@ fn think_with_tree(
     control: &mut Control,
 ) -> (Outcome, Aftermath) {
     let root = line.root();
-    let Some(share) = share(go, root.turn().is_white()) else {
+    // A store whose disk failed cannot grow (said once): the move is the direct engine's, with its whole share.
+    let paused = ctx.store.as_ref().is_some_and(|store| super::growth::growth_paused(ctx, store));
+    let Some(share) = share(go, root.turn().is_white()).filter(|_| !paused) else {
         return direct(ctx, &mut lent.direct, line, go, searchmoves, control);
     };
     let budget = if go.movetime.is_some() { share } else { ctx.depth_model.expected_time(share) };

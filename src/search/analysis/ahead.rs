@@ -482,7 +482,7 @@ impl<E: Evaluator> Analysis<'_, E> {
         let Some(claims) = &self.claims else { return };
         let jobs: Vec<Vec<u8>> = self.flights.jobs().map(JobKey::bytes).collect();
         if let Err(e) = claims.renew(jobs.iter().map(Vec::as_slice)) {
-            log::warn!("claims not renewed: {e}");
+            log::log!(crate::store::claims::level_of(&e), "claims not renewed: {e}");
         }
     }
 
@@ -513,20 +513,27 @@ impl<E: Evaluator> Analysis<'_, E> {
     }
 
     /// Stores a pass's answers in one transaction, so that another process sharing the store never plans from half
-    /// a pass. Should the store refuse the whole (a change that does not fit), each change is stored alone.
+    /// a pass. Should the store refuse the whole (a change that does not fit), each change is stored alone; a store
+    /// that takes no more writes (its disk failed) ends the run with that error.
     fn store_pass(&mut self, changes: Vec<Change>) -> Result<(), AnalysisError> {
         if changes.is_empty() {
             return Ok(());
         }
         match self.store.writer().submit(changes.clone()).wait() {
             Ok(()) => Ok(()),
+            // The disk failed (no space, an I/O error): the run ends with it, once; nothing is tried again.
+            Err(e) if e.stops_writes() => Err(e.into()),
             Err(e) => {
                 log::warn!("a pass's answers were refused together ({e}); storing them one by one");
                 let receipts: Vec<_> = changes.into_iter().map(|c| self.store.writer().submit(vec![c])).collect();
                 for receipt in receipts {
-                    if let Err(e) = receipt.wait() {
-                        log::warn!("an answer was not stored: {e}");
-                        self.failures += 1;
+                    match receipt.wait() {
+                        Ok(()) => {}
+                        Err(e) if e.stops_writes() => return Err(e.into()),
+                        Err(e) => {
+                            log::warn!("an answer was not stored: {e}");
+                            self.failures += 1;
+                        }
                     }
                 }
                 Ok(())
