@@ -1,25 +1,38 @@
 //! The disk under a store fails (issue 32, "weeks unattended"): a write that fails (no space, a file too large, an I/O
 //! error) ends `analyze` once, with one line that names the store and the cause, a non-zero exit, its engines
 //! stopped and everything committed before kept; in a UCI session it pauses the tree's growth with one `info string`
-//! while the games go on; and a full disk is never a SIGBUS.
+//! while the games go on; a full disk is never a SIGBUS; and the commands that only read work where nothing can be
+//! written (a read-only mount, a lock file that cannot be opened for writing) and create nothing.
 //!
 //! Two kinds of fault. For any user: a file size limit (`ulimit -f`, with SIGXFSZ ignored), under which a write past
-//! the limit fails with EFBIG as a write to a full disk fails with ENOSPC. As root (CI runs as root): a real full
-//! tmpfs. A test that needs root and cannot mount says on stderr that it was skipped, and why.
+//! the limit fails with EFBIG as a write to a full disk fails with ENOSPC, and file modes that forbid writing. As
+//! root (CI runs as root): a real full tmpfs and a read-only bind mount. A test that needs root and cannot mount
+//! says on stderr that it was skipped, and why.
 
 mod common;
 
 use std::{
     io::{BufRead, BufReader, Read, Write},
-    os::unix::{fs::MetadataExt, process::ExitStatusExt},
+    os::unix::{
+        fs::{MetadataExt, PermissionsExt},
+        process::{CommandExt, ExitStatusExt},
+    },
     path::{Path, PathBuf},
     process::{Child, Command, ExitStatus, Stdio},
     time::{Duration, Instant},
 };
 
 use common::{PATIENCE, Uci};
-use deeptree::store::{Store, StoreOptions};
+use deeptree::{
+    score::{Bound, Score},
+    store::{
+        Change, Store, StoreError, StoreOptions,
+        key::PositionKey,
+        node::{Edge, Node, PackedPosition},
+    },
+};
 use serde_json::Value;
+use shakmaty::Chess;
 
 const DEEPTREE: &str = env!("CARGO_BIN_EXE_deeptree");
 const FAKE: &str = env!("CARGO_BIN_EXE_deeptree-fake-engine");
@@ -282,6 +295,13 @@ impl Mounted {
     fn tmpfs(dir: &Path, size: &str) -> Result<Mounted, String> {
         Mounted::new(dir, &["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
     }
+
+    /// `src` seen read-only at `dir`.
+    fn read_only(src: &Path, dir: &Path) -> Result<Mounted, String> {
+        let mounted = Mounted::new(dir, &["--bind", src.to_str().expect("utf-8")])?;
+        Mounted::new(dir, &["-o", "remount,ro,bind"]).map(std::mem::forget)?;
+        Ok(mounted)
+    }
 }
 
 impl Drop for Mounted {
@@ -361,6 +381,152 @@ fn a_full_disk_ends_analyze_once_and_never_by_sigbus() {
     drop(mounted);
 }
 
+/// Every file and directory under `dir` with its size, mode and modification time: what a command changed there.
+fn listing(dir: &Path) -> Vec<(PathBuf, u64, u32, i64, i64)> {
+    let mut all = Vec::new();
+    let mut stack = vec![dir.to_owned()];
+    while let Some(path) = stack.pop() {
+        let meta = std::fs::symlink_metadata(&path).unwrap();
+        all.push((path.clone(), meta.len(), meta.mode(), meta.mtime(), meta.mtime_nsec()));
+        if meta.is_dir() {
+            stack.extend(std::fs::read_dir(&path).unwrap().map(|e| e.unwrap().path()));
+        }
+    }
+    all.sort();
+    all
+}
+
+/// The commands that only read, each with what it printed (stdout) on the store at `db`, and the PGN it exported
+/// into `out` (a new directory, writable to all), each command made ready by `prepare`.
+fn read_only_outputs(db: &Path, out: &Path, prepare: &dyn Fn(&mut Command)) -> Vec<(String, String)> {
+    std::fs::create_dir(out).unwrap();
+    std::fs::set_permissions(out, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let (pgn, html) = (out.join("tree.pgn"), out.join("tree.html"));
+    let commands: [&[&str]; 6] = [
+        &["stats"],
+        &["show", "--depth", "2"],
+        &["show", "--json", "--moves", "e2e4"],
+        &["export", "epd", "-"],
+        &["export", "pgn", pgn.to_str().unwrap()],
+        &["export", "html", html.to_str().unwrap()],
+    ];
+    let mut outputs = Vec::new();
+    for args in commands {
+        let mut command = deeptree(db, args);
+        prepare(&mut command);
+        let ran = run(&mut command);
+        assert!(ran.status.success(), "{args:?} on {}: {}", db.display(), ran.stderr());
+        // `stats` names the path it was given, `export` the file it wrote.
+        let printed = ran.stdout.replace(db.to_str().unwrap(), "DB").replace(out.to_str().unwrap(), "OUT");
+        outputs.push((args.join(" ").replace(out.to_str().unwrap(), "OUT"), printed));
+    }
+    outputs.push(("tree.pgn".into(), std::fs::read_to_string(&pgn).unwrap()));
+    outputs
+}
+
+/// Each command printed the same as where the store is writable.
+fn assert_same(read: &[(String, String)], writable: &[(String, String)], what: &str) {
+    assert_eq!(read.len(), writable.len());
+    for ((command, printed), (_, expected)) in read.iter().zip(writable) {
+        assert!(printed == expected, "{what}: {command} printed\n{printed}\ninstead of\n{expected}");
+    }
+}
+
+/// A store to read: a game imported, and a few analysed positions.
+fn store_to_read(db: &Path, scratch: &Path) {
+    let pgn = scratch.join("game.pgn");
+    std::fs::write(&pgn, "1. e4 e5 2. Nf3 Nc6 *\n").unwrap();
+    ok(&mut deeptree(db, &["import", "pgn", pgn.to_str().unwrap()]));
+    ok(&mut analyze(db, "e2e4", 1, &scratch.join("read.pids")));
+}
+
+/// On a read-only mount (root only), `show`, `stats` and `export` print what they print on the store where it is
+/// writable, and change nothing; a zero-byte data file there is an error, as is a directory without a store; a
+/// command that writes fails with one line. Before, every one of them failed on the lock file ("deeptree.lock:
+/// Read-only file system").
+#[test]
+fn read_only_commands_work_on_a_read_only_mount_and_create_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (src, ro, out) = (dir.path().join("src"), dir.path().join("ro"), dir.path().join("out"));
+    for d in [&src, &ro, &out] {
+        std::fs::create_dir(d).unwrap();
+    }
+    let out = |name: &str| out.join(name);
+    store_to_read(&src.join("db"), dir.path());
+    // A copy of the data files without any lock file (as a store copied from elsewhere), and a zero-byte data file.
+    std::fs::create_dir_all(src.join("bare").join("claims")).unwrap();
+    for file in ["data.mdb", "claims/data.mdb"] {
+        std::fs::copy(src.join("db").join(file), src.join("bare").join(file)).unwrap();
+    }
+    std::fs::create_dir(src.join("empty")).unwrap();
+    std::fs::write(src.join("empty").join("data.mdb"), b"").unwrap();
+    let writable = read_only_outputs(&src.join("db"), &out("writable"), &|_| {});
+    let before = listing(&src);
+    let _mounted = match Mounted::read_only(&src, &ro) {
+        Ok(mounted) => mounted,
+        Err(why) => {
+            eprintln!("skipped (a read-only bind mount is made only as root): {why}");
+            return;
+        }
+    };
+    for store in ["db", "bare"] {
+        let read = read_only_outputs(&ro.join(store), &out(store), &|_| {});
+        assert_same(&read, &writable, &format!("{store} on the read-only mount"));
+    }
+    let ran = run(&mut deeptree(&ro.join("empty"), &["stats"]));
+    ran.assert_failed_without_a_signal("stats of a zero-byte data file");
+    assert!(ran.stderr().contains("data.mdb is empty (0 bytes)"), "{}", ran.stderr());
+    let ran = run(&mut deeptree(&ro.join("none"), &["show"]));
+    ran.assert_failed_without_a_signal("show where there is no store");
+    assert!(ran.stderr().contains("no deeptree store at"), "{}", ran.stderr());
+    let pgn = dir.path().join("game.pgn");
+    let ran = run(&mut deeptree(&ro.join("db"), &["import", "pgn", pgn.to_str().unwrap()]));
+    ran.assert_failed_without_a_signal("import on a read-only mount");
+    assert_eq!(ran.stderr_lines, 1, "{}", ran.stderr());
+    assert!(ran.stderr[0].contains("Read-only file system"), "{}", ran.stderr());
+    assert_eq!(listing(&src), before, "nothing was created or changed under the read-only mount");
+}
+
+/// Where LMDB's lock file cannot be opened for writing (another user's store, or one whose files are read-only to
+/// their owner), the commands that only read read the store without it and create nothing. As root they run as
+/// `nobody`, with the store readable to all; otherwise the store's files and directories lose their write bits.
+#[test]
+fn read_only_commands_read_a_store_whose_lock_file_cannot_be_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    store_to_read(&db, dir.path());
+    let writable = read_only_outputs(&db, &dir.path().join("writable"), &|_| {});
+    let root = std::fs::metadata("/proc/self").map(|m| m.uid() == 0).unwrap_or(false);
+    // Readable to all (the temporary directory is the owner's alone), writable to nobody but root.
+    let read_only = if root { (0o755, 0o644) } else { (0o555, 0o444) };
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    set_modes(&db, read_only);
+    let before = listing(&db);
+    let home = dir.path().to_owned();
+    let as_reader = move |command: &mut Command| {
+        command.env("HOME", &home);
+        if root {
+            command.uid(65534).gid(65534);
+        }
+    };
+    let read = read_only_outputs(&db, &dir.path().join("reader"), &as_reader);
+    set_modes(&db, (0o755, 0o644));
+    assert_same(&read, &writable, "read without the lock file");
+    assert_eq!(
+        listing(&db).into_iter().map(|(path, size, ..)| (path, size)).collect::<Vec<_>>(),
+        before.into_iter().map(|(path, size, ..)| (path, size)).collect::<Vec<_>>(),
+        "nothing was created under the store"
+    );
+}
+
+/// Gives every directory under `dir` (itself included) the mode `dirs` and every file the mode `files`.
+fn set_modes(dir: &Path, (dirs, files): (u32, u32)) {
+    for (path, ..) in listing(dir) {
+        let mode = if path.is_dir() { dirs } else { files };
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+}
+
 /// LMDB's lock files (the store's and its claims') are allocated before LMDB maps them: LMDB made them with
 /// `ftruncate`, all holes, and its first write into the map on a full disk was a SIGBUS.
 #[test]
@@ -380,4 +546,45 @@ fn lmdb_lock_files_are_allocated_before_lmdb_maps_them() {
             meta.blocks()
         );
     }
+}
+
+/// A store opened read-only reads as the store, takes no write (every one fails with `ReadOnly`, at once), and
+/// creates nothing but LMDB's lock file where that is missing and can be made (its table of readers keeps a writer in
+/// another process off the pages being read); a store of a schema that needs migrating is refused, unchanged.
+#[test]
+fn a_store_opened_read_only_takes_no_write_and_migrates_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let start = Chess::default();
+    let mut node = Node::new(PackedPosition::of(&start));
+    node.edges.push(Edge::new("e2e4".parse().unwrap(), Score::cp(30), Bound::Exact, 18));
+    {
+        let store = Store::open(&db, &StoreOptions::default()).unwrap();
+        store.writer().submit(vec![Change::merge(&start, node.clone()).unwrap()]).wait().unwrap();
+    }
+    std::fs::remove_file(db.join("lock.mdb")).unwrap();
+    std::fs::remove_file(db.join("deeptree.lock")).unwrap();
+    let data = std::fs::read(db.join("data.mdb")).unwrap();
+    {
+        let store = Store::open_read_only(&db, &StoreOptions::default()).unwrap();
+        assert_eq!(store.stats().unwrap().edges, 1);
+        assert!(store.read().unwrap().node(PositionKey::of(&start)).unwrap().is_some());
+        let refused = store.writer().submit(vec![Change::merge(&start, node).unwrap()]).wait();
+        assert!(matches!(&refused, Err(e @ StoreError::ReadOnly { .. }) if e.stops_writes()), "{refused:?}");
+        assert!(matches!(store.write_failure(), Some(StoreError::ReadOnly { .. })));
+        assert!(store.claims_summary().unwrap().is_none(), "no claims were made");
+    }
+    let mut left: Vec<String> =
+        std::fs::read_dir(&db).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    left.sort();
+    assert_eq!(left, ["data.mdb", "lock.mdb"]);
+    assert!(std::fs::read(db.join("data.mdb")).unwrap() == data, "the data file was written");
+
+    let old = dir.path().join("schema3");
+    std::fs::create_dir(&old).unwrap();
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/schema3/data.mdb");
+    std::fs::copy(&fixture, old.join("data.mdb")).unwrap();
+    let refused = Store::open_read_only(&old, &StoreOptions::default()).err();
+    assert!(matches!(refused, Some(StoreError::NeedsMigration { found: 3, .. })), "{refused:?}");
+    assert!(std::fs::read(old.join("data.mdb")).unwrap() == std::fs::read(&fixture).unwrap(), "nothing migrated");
 }

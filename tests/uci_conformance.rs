@@ -170,7 +170,9 @@ fn castling_in_either_notation_reaches_the_engine_in_its_own() {
         let sent = fake_log(&log).into_iter().rfind(|c| c.starts_with("position")).unwrap_or_default();
         assert_eq!(sent, format!("position startpos moves {line} {engine}"), "{gui} with UCI_Chess960 {chess960}");
     }
-    // One edge in the tree, whichever notation brought it.
+    // One edge in the tree, whichever notation brought it. The session stores a search's result after its bestmove;
+    // quit waits for it (a reader that only reads does not wait for a write in progress).
+    drop(uci);
     let output = std::process::Command::new(env!("CARGO_BIN_EXE_deeptree"))
         .args(["--db", dir.path().to_str().expect("utf-8"), "show", "--json", "--moves", line])
         .output()

@@ -2,7 +2,7 @@
 //! command line and dispatches here; `import`, `export` and `merge` live in [`crate::interop::cli`].
 //!
 //! Commands that write open the store, creating it when absent ([`open_store`]); commands that only read open an
-//! existing one ([`open_existing_store`]) and never create one.
+//! existing one read-only ([`open_existing_store`]) and never create or write one.
 
 pub mod analyze;
 pub mod bench;
@@ -27,10 +27,11 @@ pub fn open_store(db: Option<&Path>, config: &Config) -> Result<Store, StoreErro
     Store::open(&dir, &StoreOptions::from(config))
 }
 
-/// Opens an existing tree store: for the commands that only read, which must never create one (a mistyped path
-/// fails with `no deeptree store at PATH` and leaves nothing behind).
+/// Opens an existing tree store read-only: for the commands that only read, which must never create one (a mistyped
+/// path fails with `no deeptree store at PATH` and leaves nothing behind), nor write to one (they work on a
+/// read-only file system).
 pub fn open_existing_store(db: Option<&Path>, config: &Config) -> Result<Store, StoreError> {
     let dir = config.tree_dir(db);
-    log::info!("tree store in {}", dir.display());
-    Store::open_existing(&dir, &StoreOptions::from(config))
+    log::info!("tree store in {} (read-only)", dir.display());
+    Store::open_read_only(&dir, &StoreOptions::from(config))
 }

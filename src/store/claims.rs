@@ -145,6 +145,35 @@ impl ClaimsEnv {
         Ok(ClaimsEnv { env, claims, path, writes: Default::default() })
     }
 
+    /// Opens the claims of a store opened read-only, to read them: nothing is created (the claims must be there),
+    /// and where LMDB's lock file cannot be written they are read without it. Every write to them fails.
+    pub(crate) fn open_read_only(store_dir: &Path) -> Result<ClaimsEnv, StoreError> {
+        let path = store_dir.join("claims");
+        let lmdb = |source| StoreError::Lmdb { path: path.clone(), source: Arc::new(source) };
+        let mut flags = EnvFlags::READ_ONLY;
+        if let Err((lock, e)) = super::disk::prepare_lock_file(&path) {
+            if !super::disk::cannot_write_here(&e) {
+                return Err(StoreError::Io { path: lock, source: Arc::new(e) });
+            }
+            flags |= EnvFlags::NO_LOCK;
+        }
+        // SAFETY: opened once per store and process, read-only; without the lock file, nothing can write it.
+        let env = unsafe {
+            let mut options = EnvOpenOptions::new().read_txn_without_tls();
+            options.map_size(MAP_SIZE).max_dbs(1).max_readers(254).flags(flags);
+            options.open(&path)
+        }
+        .map_err(lmdb)?;
+        let rtxn = env.read_txn().map_err(lmdb)?;
+        let claims = env
+            .open_database(&rtxn, Some("claims"))
+            .map_err(lmdb)?
+            .ok_or_else(|| StoreError::Missing { path: path.clone() })?;
+        // Committed, not dropped: LMDB closes the handles of databases opened in a transaction that aborts.
+        rtxn.commit().map_err(lmdb)?;
+        Ok(ClaimsEnv { env, claims, path, writes: Default::default() })
+    }
+
     fn lmdb_error(&self, source: heed::Error) -> StoreError {
         StoreError::Lmdb { path: self.path.clone(), source: Arc::new(source) }
     }

@@ -55,6 +55,18 @@ fn allocate(_file: &File, _length: u64) -> io::Result<()> {
     Ok(())
 }
 
+/// Whether an error opening or allocating a file says that nothing can be written there (a read-only file system,
+/// no permission, no space): a command that only reads then reads without the lock file.
+pub(crate) fn cannot_write_here(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::ReadOnlyFilesystem
+            | io::ErrorKind::PermissionDenied
+            | io::ErrorKind::StorageFull
+            | io::ErrorKind::QuotaExceeded
+    )
+}
+
 /// Bytes free for an unprivileged user on the file system of `path`, where the system says.
 // The counts are u64 here; other systems give them other widths.
 #[allow(clippy::useless_conversion)]

@@ -47,7 +47,7 @@ use std::{
 };
 
 use heed::{
-    Database, DatabaseFlags, Env, EnvOpenOptions, MdbError, PutFlags, RoTxn, RwTxn, WithoutTls,
+    Database, DatabaseFlags, Env, EnvFlags, EnvOpenOptions, MdbError, PutFlags, RoTxn, RwTxn, WithoutTls,
     types::{Bytes, Str},
 };
 use parking_lot::{RwLock, RwLockReadGuard};
@@ -66,6 +66,10 @@ pub use self::writer::{Receipt, StoreWriter};
 /// transaction: its records stay as they are, and its links (`parents` of version 2 and earlier, `links` of version
 /// 3) move into pages.
 pub const SCHEMA_VERSION: u32 = 4;
+
+/// The oldest schema that a command that only reads opens as it is (it migrates nothing): version 4 holds its parent
+/// links where this build reads them. An older store needs a command that writes to migrate it first.
+pub const READABLE_SCHEMA: u32 = 4;
 
 const META_SCHEMA: &str = "schema_version";
 const META_ENGINE: &str = "engine";
@@ -126,14 +130,18 @@ pub enum StoreError {
         /// Bytes free on the store's file system when it failed, where the system says.
         free: Option<u64>,
     },
+    /// The store was opened read-only (by a command that only reads): it takes no write (the directory).
+    ReadOnly { path: PathBuf },
+    /// A command that only reads found a store of an older schema, which only a command that writes migrates.
+    NeedsMigration { path: PathBuf, found: u32 },
 }
 
 impl StoreError {
-    /// Whether this store takes no more writes in this process: a write failed on the disk. Every later write fails
-    /// the same way at once, so a caller stops instead of trying again (a refusal of one submission, such as a key
-    /// collision, is not one of these).
+    /// Whether this store takes no more writes in this process: a write failed on the disk, or the store was
+    /// opened read-only. Every later write fails the same way at once, so a caller stops instead of trying again
+    /// (a refusal of one submission, such as a key collision, is not one of these).
     pub fn stops_writes(&self) -> bool {
-        matches!(self, StoreError::WriteFailed { .. })
+        matches!(self, StoreError::WriteFailed { .. } | StoreError::ReadOnly { .. })
     }
 
     /// Whether this failure of a whole write transaction comes from the disk or LMDB's state (I/O, no space, a
@@ -200,6 +208,16 @@ impl fmt::Display for StoreError {
                 }
                 write!(f, "; everything committed before is kept")
             }
+            StoreError::ReadOnly { path } => {
+                write!(f, "{}: the store is open read-only here; nothing is written", path.display())
+            }
+            StoreError::NeedsMigration { path, found } => write!(
+                f,
+                "{}: schema version {found} is older than this deeptree reads without migrating it ({}); a command \
+                 that writes (import, analyze) migrates it",
+                path.display(),
+                READABLE_SCHEMA
+            ),
             StoreError::InUse { path } => write!(
                 f,
                 "{}: the store is open in another process (a GUI's session, an analysis, ...); close it and try again",
@@ -283,14 +301,14 @@ pub(crate) struct Shared {
     resize: RwLock<()>,
     /// The claims environment, opened on first use.
     claims: parking_lot::Mutex<Option<Arc<claims::ClaimsEnv>>>,
-    /// Why this process writes no more to the store ([`StoreError::WriteFailed`]): set once, by the first write that
-    /// failed on the disk, and given to every later write.
+    /// Why this process writes no more to the store ([`StoreError::WriteFailed`], [`StoreError::ReadOnly`]): set
+    /// once, by the first write that failed on the disk (or when opened read-only), and given to every later write.
     stopped: std::sync::OnceLock<StoreError>,
     /// Whether [`Store::write_failure_notice`] has given the failure out.
     stop_told: std::sync::atomic::AtomicBool,
     /// `deeptree.lock`, locked shared while the store is open (exclusive for compaction): tells whether another
-    /// process has the store open.
-    _lock: File,
+    /// process has the store open. A store opened read-only holds it only where it exists and can be opened.
+    _lock: Option<File>,
 }
 
 /// How a process holds the store's lock file.
@@ -300,18 +318,32 @@ enum Hold {
     Shared,
     /// Alone, or not at all: compaction.
     Alone,
+    /// With other processes, and writing nothing: commands that only read. `deeptree.lock` is locked where it is
+    /// there and can be opened, and never created.
+    ReadOnly,
 }
 
 const LOCK_FILE: &str = "deeptree.lock";
 
 /// Locks the store's lock file, shared (waiting for a compaction to finish) or exclusive (failing at once with
-/// [`StoreError::InUse`] when another process has the store open).
-fn lock_store(dir: &Path, hold: Hold) -> Result<File, StoreError> {
+/// [`StoreError::InUse`] when another process has the store open). Read-only, an existing lock file is locked
+/// shared, and none where it is missing or cannot be opened (a read-only file system): `None`.
+fn lock_store(dir: &Path, hold: Hold) -> Result<Option<File>, StoreError> {
     let path = dir.join(LOCK_FILE);
     let io = |e| StoreError::Io { path: path.clone(), source: Arc::new(e) };
-    let file = File::options().read(true).write(true).create(true).truncate(false).open(&path).map_err(io)?;
+    let file = if hold == Hold::ReadOnly {
+        match File::open(&path) {
+            Ok(file) => file,
+            Err(e) => {
+                log::debug!("{}: not locked: {e}", path.display());
+                return Ok(None);
+            }
+        }
+    } else {
+        File::options().read(true).write(true).create(true).truncate(false).open(&path).map_err(io)?
+    };
     match hold {
-        Hold::Shared => match file.lock_shared() {
+        Hold::Shared | Hold::ReadOnly => match file.lock_shared() {
             Ok(()) => {}
             // A file system without locks: the store is used all the same; only `compact` needs the lock.
             Err(e) if e.kind() == io::ErrorKind::Unsupported => {
@@ -325,7 +357,7 @@ fn lock_store(dir: &Path, hold: Hold) -> Result<File, StoreError> {
             Err(std::fs::TryLockError::Error(e)) => return Err(io(e)),
         },
     }
-    Ok(file)
+    Ok(Some(file))
 }
 
 /// An open tree store. Dropping it lets the writer finish every submitted change, then closes it.
@@ -358,6 +390,102 @@ impl Store {
             return Err(StoreError::Empty { path: data });
         }
         Store::open_dir(dir, options, Hold::Shared, upkeep)
+    }
+
+    /// Opens the store in directory `dir` to read it only, for the commands that only read: [`StoreError::Missing`]
+    /// or [`StoreError::Empty`] where there is none, and nothing is created, initialised or migrated (an older
+    /// schema is [`StoreError::NeedsMigration`]). Only LMDB's lock file is made where it is missing and the
+    /// directory is writable: its table of readers keeps a writer in another process from reusing the pages being
+    /// read. Where it cannot be opened for writing (a read-only file system, no permission, no space to make it), the
+    /// store is read without it (`MDB_NOLOCK`): there no deeptree can write the store either. Every write to it
+    /// fails with [`StoreError::ReadOnly`].
+    pub fn open_read_only_with(
+        dir: &Path,
+        options: &StoreOptions,
+        upkeep: Arc<dyn Upkeep>,
+    ) -> Result<Store, StoreError> {
+        let data = dir.join("data.mdb");
+        if !data.is_file() {
+            return Err(StoreError::Missing { path: dir.to_owned() });
+        }
+        if data.metadata().is_ok_and(|m| m.len() == 0) {
+            return Err(StoreError::Empty { path: data });
+        }
+        let lock = lock_store(dir, Hold::ReadOnly)?;
+        let lmdb = |source| StoreError::Lmdb { path: data.clone(), source: Arc::new(source) };
+        let mut flags = EnvFlags::READ_ONLY;
+        // LMDB's lock file, allocated first (see `disk`), made where it is missing; without it where it cannot be.
+        if let Err((path, e)) = disk::prepare_lock_file(dir) {
+            if !disk::cannot_write_here(&e) {
+                return Err(StoreError::Io { path, source: Arc::new(e) });
+            }
+            log::info!("{}: {e}; reading the store without LMDB's lock file", path.display());
+            flags |= EnvFlags::NO_LOCK;
+        }
+        let page = page_size();
+        let map_size = options.initial_map_size.max(page).div_ceil(page) * page;
+        // SAFETY: the environment is opened once per store; deeptree never opens its data file otherwise. Without the
+        // lock file, nothing can write the store while it is read (see above).
+        let env = unsafe {
+            let mut open = EnvOpenOptions::new().read_txn_without_tls();
+            open.map_size(map_size).max_dbs(6).max_readers(254).flags(flags);
+            open.open(dir)
+        }
+        .map_err(lmdb)?;
+        let (nodes, links, meta, owed) = {
+            let rtxn = env.read_txn().map_err(lmdb)?;
+            let meta: Option<Database<Str, Bytes>> = env.open_database(&rtxn, Some("meta")).map_err(lmdb)?;
+            let nodes: Option<Database<Bytes, Bytes>> = env.open_database(&rtxn, Some("nodes")).map_err(lmdb)?;
+            let links: Option<Database<Bytes, Bytes>> = env.open_database(&rtxn, Some("link_pages")).map_err(lmdb)?;
+            let corrupt = || StoreError::CorruptMeta { path: data.clone(), entry: META_SCHEMA };
+            let found = match meta.map(|meta| meta.get(&rtxn, META_SCHEMA)).transpose().map_err(lmdb)?.flatten() {
+                None => None,
+                Some(bytes) => Some(u32::from_be_bytes(bytes.try_into().map_err(|_| corrupt())?)),
+            };
+            match found {
+                // An LMDB file that deeptree never set up.
+                None => return Err(StoreError::Missing { path: dir.to_owned() }),
+                Some(found) if found > SCHEMA_VERSION => {
+                    return Err(StoreError::NewerSchema { path: data.clone(), found, supported: SCHEMA_VERSION });
+                }
+                Some(found) if found < READABLE_SCHEMA => {
+                    return Err(StoreError::NeedsMigration { path: dir.to_owned(), found });
+                }
+                Some(_) => {}
+            }
+            let (Some(meta), Some(nodes), Some(links)) = (meta, nodes, links) else {
+                return Err(StoreError::Missing { path: dir.to_owned() });
+            };
+            let owed = meta.get(&rtxn, META_VALUES_OWED).map_err(lmdb)?.is_some();
+            // Committed, not dropped: LMDB closes the handles of databases opened in a transaction that aborts.
+            rtxn.commit().map_err(lmdb)?;
+            (nodes, links, meta, owed)
+        };
+        if owed {
+            log::warn!(
+                "{}: cached values are owed by an interrupted bulk load, and a read-only command does not recompute \
+                 them: idea scores may be stale until a command that writes opens the store",
+                dir.display()
+            );
+        }
+        let stopped = std::sync::OnceLock::new();
+        let _ = stopped.set(StoreError::ReadOnly { path: dir.to_owned() });
+        let shared = Arc::new(Shared {
+            env,
+            nodes,
+            links,
+            meta,
+            dir: dir.to_owned(),
+            data_file: data,
+            last_update_nanos: Default::default(),
+            resize: RwLock::new(()),
+            claims: parking_lot::Mutex::new(None),
+            stopped,
+            stop_told: Default::default(),
+            _lock: lock,
+        });
+        let writer = writer::WriterThread::spawn(shared.clone(), options.max_batch.max(1), upkeep);
+        Ok(Store { shared, writer })
     }
 
     /// Rewrites the store in `dir` into a new file, every record appended in key order (so every page is full and
@@ -541,7 +669,13 @@ impl Store {
     pub fn claims(&self) -> Result<claims::Claims, StoreError> {
         let mut env = self.shared.claims.lock();
         if env.is_none() {
-            *env = Some(Arc::new(claims::ClaimsEnv::open(&self.shared.dir)?));
+            let read_only = matches!(self.shared.stopped.get(), Some(StoreError::ReadOnly { .. }));
+            let opened = if read_only {
+                claims::ClaimsEnv::open_read_only(&self.shared.dir)
+            } else {
+                claims::ClaimsEnv::open(&self.shared.dir)
+            };
+            *env = Some(Arc::new(opened?));
         }
         let env = env.clone().ok_or_else(|| StoreError::Missing { path: self.shared.dir.join("claims") })?;
         Ok(claims::Claims::new(env))
@@ -557,7 +691,7 @@ impl Store {
     }
 
     /// Why this process writes no more to the store, if it does not: a write failed on the disk
-    /// ([`StoreError::WriteFailed`]).
+    /// ([`StoreError::WriteFailed`]), or the store was opened read-only ([`StoreError::ReadOnly`]).
     pub fn write_failure(&self) -> Option<StoreError> {
         self.shared.stopped.get().cloned()
     }

@@ -57,6 +57,12 @@ impl Store {
     pub fn open_existing(dir: &Path, options: &StoreOptions) -> Result<Store, StoreError> {
         Store::open_existing_with(dir, options, Arc::new(IdeaUpkeep))
     }
+
+    /// Opens the store in directory `dir` to read it only, creating, initialising and migrating nothing (see
+    /// [`Store::open_read_only_with`]): for the commands that only read.
+    pub fn open_read_only(dir: &Path, options: &StoreOptions) -> Result<Store, StoreError> {
+        Store::open_read_only_with(dir, options, Arc::new(IdeaUpkeep))
+    }
 }
 
 /// `keys` ordered so that a key comes after every key of the set that it reaches (a post-order of the set's own
