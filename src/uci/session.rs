@@ -163,7 +163,7 @@ struct Session {
 const IDLE_BEFORE_GROWTH: Duration = Duration::from_secs(1);
 
 /// How long a search told to `stop` by the GUI may take to answer before the session answers for it.
-const STOP_GRACE: Duration = Duration::from_secs(1);
+const STOP_GRACE: Duration = Duration::from_millis(800);
 
 /// How long a search stopped at its deadline may take to answer before the session answers for it.
 const DEADLINE_GRACE: Duration = Duration::from_millis(50);
