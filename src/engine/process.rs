@@ -110,7 +110,7 @@ pub struct EngineConfig {
     pub restart: RestartPolicy,
     /// Clear the engine (`ucinewgame`) before every search: answers then depend on what is asked alone.
     pub fresh: bool,
-    /// Whether the engine keeps to `searchmoves`: `Unknown` learns it at the first search that has them.
+    /// Whether the engine keeps to `searchmoves`: `Unknown` learns it at the first answer outside them.
     pub searchmoves: Searchmoves,
 }
 
@@ -203,9 +203,10 @@ pub struct Engine {
 /// shallower (see [`Engine::search`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Searchmoves {
-    /// Not known yet: the first search with `searchmoves` tells.
+    /// Not known: trusted until the engine answers with a move outside them.
     #[default]
     Unknown,
+    /// Kept (set in the configuration): a move outside them is an engine fault.
     Honoured,
     /// Ignored (seen, or set in the configuration): each move is searched on its own.
     Ignored,
@@ -655,6 +656,8 @@ impl Engine {
             self.search_each_move(request)
         } else {
             match self.start_and_read(request, on_info) {
+                // An answer within `searchmoves` proves nothing (the engine's own best move may be among them):
+                // only a violation is learnt, and only the configuration says an engine keeps to them.
                 Err(EngineError::IllegalMove { what: OUTSIDE_SEARCHMOVES, .. })
                     if each_move && self.searchmoves == Searchmoves::Unknown =>
                 {
@@ -663,12 +666,7 @@ impl Engine {
                     self.end_search_phase(false);
                     self.search_each_move(request)
                 }
-                result => {
-                    if each_move && result.is_ok() {
-                        self.searchmoves = Searchmoves::Honoured;
-                    }
-                    result
-                }
+                result => result,
             }
         };
         // However the search ended, it is over: its stop handles no longer apply.

@@ -20,8 +20,8 @@
 //! - `hash=MIB`: its `Hash` (default: the settings' `engine_hash_mib`);
 //! - `fresh=on`: every search starts from a cleared engine (`ucinewgame`), so that its answer depends on the
 //!   position, the moves and the depth alone, never on the searches before it (default off: the hash carries over);
-//! - `searchmoves=on|off`: whether the engine keeps to `go ... searchmoves` (default: learnt at its first such
-//!   search); with `off`, each move is searched on its own (the position after it, one ply shallower);
+//! - `searchmoves=on|off`: whether the engine keeps to `go ... searchmoves` (default: learnt at its first answer
+//!   outside them); with `off`, each move is searched on its own (the position after it, one ply shallower);
 //! - `option.NAME=VALUE`: any other UCI option.
 
 use std::fmt;
