@@ -175,3 +175,44 @@ fn setoption_right_after_bestmove_is_accepted() {
     assert!(!replies.iter().any(|l| l.contains("error")), "{replies:?}");
     assert_eq!(replies.last().map(String::as_str), Some("readyok"));
 }
+
+#[test]
+fn a_gui_that_closes_our_stdout_ends_the_session_even_with_stdin_open() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::process::{Command, Stdio};
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_deeptree"))
+        .arg("--db")
+        .arg(dir.path().join("tree"))
+        .env_remove("DEEPTREE_DB")
+        .env_remove("DEEPTREE_CONFIG")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    writeln!(stdin, "uci").unwrap();
+    let mut line = String::new();
+    while !line.starts_with("uciok") {
+        line.clear();
+        assert!(stdout.read_line(&mut line).unwrap() > 0, "uciok");
+    }
+    drop(stdout);
+    // The next answer finds the pipe closed; stdin stays open all along.
+    writeln!(stdin, "isready").unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break Some(status);
+        }
+        if std::time::Instant::now() > deadline {
+            break None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let _ = child.kill();
+    assert!(status.is_some_and(|s| s.success()), "the session ended on its own: {status:?}");
+    drop(stdin);
+}

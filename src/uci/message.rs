@@ -91,11 +91,13 @@ impl From<Info> for Message {
 pub struct Out {
     stdout: Arc<Mutex<std::io::Stdout>>,
     closed: Arc<AtomicBool>,
+    /// A write found the GUI's end of stdout closed: nobody reads any more.
+    gone: Arc<AtomicBool>,
 }
 
 impl Default for Out {
     fn default() -> Out {
-        Out { stdout: Arc::new(Mutex::new(std::io::stdout())), closed: Arc::default() }
+        Out { stdout: Arc::new(Mutex::new(std::io::stdout())), closed: Arc::default(), gone: Arc::default() }
     }
 }
 
@@ -119,6 +121,11 @@ impl Out {
         InfoOut { out: self.clone(), last_line: LastLine::default() }
     }
 
+    /// The GUI no longer reads stdout (a write found the pipe closed): the session ends as on `quit`.
+    pub fn gone(&self) -> bool {
+        self.gone.load(Ordering::SeqCst)
+    }
+
     /// Nothing more is written: the GUI said `quit`.
     pub fn close(&self) {
         // Under the lock: a line being written is out before this returns, and none comes after.
@@ -132,8 +139,12 @@ impl Out {
             return;
         }
         let mut lock = stdout.lock();
-        let _ = writeln!(lock, "{line}");
-        let _ = lock.flush();
+        let written = writeln!(lock, "{line}").and_then(|()| lock.flush());
+        if let Err(e) = written
+            && e.kind() == std::io::ErrorKind::BrokenPipe
+        {
+            self.gone.store(true, Ordering::SeqCst);
+        }
         drop(lock);
         drop(stdout);
         log::debug!(">> {line}");

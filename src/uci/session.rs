@@ -223,6 +223,11 @@ pub fn run(config: &Config, tree_dir: PathBuf) {
 impl Session {
     fn run(&mut self, input: &Receiver<Option<(Instant, String)>>) {
         loop {
+            // A GUI that closed our stdout is gone, even if it keeps our stdin open: as `quit`.
+            if self.out.gone() {
+                log::info!("stdout is closed: the session ends");
+                break;
+            }
             // The running search's answer (none once it is held) and the stop handles it announces.
             let (answers, handles) = match &self.search {
                 Some(running) => {
