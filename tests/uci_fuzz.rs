@@ -200,17 +200,18 @@ fn a_gui_that_closes_our_stdout_ends_the_session_even_with_stdin_open() {
         assert!(stdout.read_line(&mut line).unwrap() > 0, "uciok");
     }
     drop(stdout);
-    // The next answer finds the pipe closed; stdin stays open all along.
-    writeln!(stdin, "isready").unwrap();
+    // The next answer finds the pipe closed; stdin stays open all along. (`isready` again and again: were our read
+    // end open in another process for a moment, a test beside this one forking, one answer could still go through.)
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     let status = loop {
+        let _ = writeln!(stdin, "isready");
+        std::thread::sleep(std::time::Duration::from_millis(100));
         if let Some(status) = child.try_wait().unwrap() {
             break Some(status);
         }
         if std::time::Instant::now() > deadline {
             break None;
         }
-        std::thread::sleep(std::time::Duration::from_millis(50));
     };
     let _ = child.kill();
     assert!(status.is_some_and(|s| s.success()), "the session ended on its own: {status:?}");
