@@ -39,7 +39,6 @@ pub mod upkeep;
 mod writer;
 
 use std::{
-    fmt,
     fs::File,
     io,
     path::{Path, PathBuf},
@@ -97,32 +96,57 @@ impl Default for StoreOptions {
 }
 
 /// Everything that can go wrong with the store. Every variant names the file.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum StoreError {
     /// LMDB refused an operation.
+    #[error("{}: {source}", path.display())]
     Lmdb { path: PathBuf, source: Arc<heed::Error> },
     /// The directory or file could not be used.
+    #[error("{}: {source}", path.display())]
     Io { path: PathBuf, source: Arc<io::Error> },
     /// A record does not decode.
+    #[error("{}: key {key}: {source}", path.display())]
     Corrupt { path: PathBuf, key: PositionKey, source: DecodeError },
     /// A meta entry does not decode.
+    #[error("{}: meta entry '{entry}' is corrupt", path.display())]
     CorruptMeta { path: PathBuf, entry: &'static str },
     /// The store was written by a newer deeptree.
+    #[error(
+        "{}: schema version {found} is newer than this deeptree supports ({supported}); upgrade deeptree",
+        path.display()
+    )]
     NewerSchema { path: PathBuf, found: u32, supported: u32 },
     /// Two different positions share a key: the stored one is kept, the new one refused.
+    #[error(
+        "{}: key collision at {key}: stored position {stored_fen}, refused position {new_fen}",
+        path.display()
+    )]
     Collision { path: PathBuf, key: PositionKey, stored_fen: String, new_fen: String },
     /// A move of a change is not legal in its position; nothing of the change was written.
+    #[error("illegal move {uci} in position {fen}")]
     IllegalMove { fen: String, uci: String },
     /// The writer thread has stopped (the store is closing).
+    #[error("{}: the store writer has stopped", path.display())]
     WriterStopped { path: PathBuf },
     /// A command that only reads found no store where it was told to look (the path as given).
+    #[error("no deeptree store at {}", path.display())]
     Missing { path: PathBuf },
     /// Another process has the store open, and the operation needs it alone (compaction).
+    #[error(
+        "{}: the store is open in another process (a GUI's session, an analysis, ...); close it and try again",
+        path.display()
+    )]
     InUse { path: PathBuf },
     /// The data file is there but empty: no store, and a command that only reads must not set one up.
+    #[error("{} is empty (0 bytes): not a deeptree store; nothing was changed", path.display())]
     Empty { path: PathBuf },
     /// A write failed for the disk's sake (no space, an I/O error, a store LMDB gave up on): nothing of it was
     /// committed, everything committed before is kept, and this process writes no more to the store (the directory).
+    #[error(
+        "cannot write the store at {}: {cause}{}; everything committed before is kept",
+        path.display(),
+        free.map_or(String::new(), |free| format!(" ({} KiB free on its file system)", free / 1024))
+    )]
     WriteFailed {
         path: PathBuf,
         /// The failure, naming its file.
@@ -131,8 +155,14 @@ pub enum StoreError {
         free: Option<u64>,
     },
     /// The store was opened read-only (by a command that only reads): it takes no write (the directory).
+    #[error("{}: the store is open read-only here; nothing is written", path.display())]
     ReadOnly { path: PathBuf },
     /// A command that only reads found a store of an older schema, which only a command that writes migrates.
+    #[error(
+        "{}: schema version {found} is older than this deeptree reads without migrating it ({READABLE_SCHEMA}); a \
+         command that writes (import, analyze) migrates it",
+        path.display()
+    )]
     NeedsMigration { path: PathBuf, found: u32 },
 }
 
@@ -169,65 +199,6 @@ impl StoreError {
         }
     }
 }
-
-impl fmt::Display for StoreError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            StoreError::Lmdb { path, source } => write!(f, "{}: {source}", path.display()),
-            StoreError::Io { path, source } => write!(f, "{}: {source}", path.display()),
-            StoreError::Corrupt { path, key, source } => {
-                write!(f, "{}: key {key}: {source}", path.display())
-            }
-            StoreError::CorruptMeta { path, entry } => {
-                write!(f, "{}: meta entry '{entry}' is corrupt", path.display())
-            }
-            StoreError::NewerSchema { path, found, supported } => write!(
-                f,
-                "{}: schema version {found} is newer than this deeptree supports ({supported}); upgrade deeptree",
-                path.display()
-            ),
-            StoreError::Collision { path, key, stored_fen, new_fen } => write!(
-                f,
-                "{}: key collision at {key}: stored position {stored_fen}, refused position {new_fen}",
-                path.display()
-            ),
-            StoreError::IllegalMove { fen, uci } => {
-                write!(f, "illegal move {uci} in position {fen}")
-            }
-            StoreError::WriterStopped { path } => {
-                write!(f, "{}: the store writer has stopped", path.display())
-            }
-            StoreError::Missing { path } => write!(f, "no deeptree store at {}", path.display()),
-            StoreError::Empty { path } => {
-                write!(f, "{} is empty (0 bytes): not a deeptree store; nothing was changed", path.display())
-            }
-            StoreError::WriteFailed { path, cause, free } => {
-                write!(f, "cannot write the store at {}: {cause}", path.display())?;
-                if let Some(free) = free {
-                    write!(f, " ({} KiB free on its file system)", free / 1024)?;
-                }
-                write!(f, "; everything committed before is kept")
-            }
-            StoreError::ReadOnly { path } => {
-                write!(f, "{}: the store is open read-only here; nothing is written", path.display())
-            }
-            StoreError::NeedsMigration { path, found } => write!(
-                f,
-                "{}: schema version {found} is older than this deeptree reads without migrating it ({}); a command \
-                 that writes (import, analyze) migrates it",
-                path.display(),
-                READABLE_SCHEMA
-            ),
-            StoreError::InUse { path } => write!(
-                f,
-                "{}: the store is open in another process (a GUI's session, an analysis, ...); close it and try again",
-                path.display()
-            ),
-        }
-    }
-}
-
-impl std::error::Error for StoreError {}
 
 /// One change sent to the writer.
 #[derive(Debug, Clone)]
