@@ -619,7 +619,7 @@ fn merge_unites_trees_keeps_deeper_evaluations_and_a_second_merge_changes_nothin
             assert!(merged.settled_depth >= their_node.settled_depth);
         }
         for (key, bytes) in &ours_before {
-            let before = Node::decode(bytes).unwrap();
+            let before = Node::read(*key, bytes).unwrap();
             let merged = view.node(*key).unwrap().unwrap();
             assert!(before.edges.iter().all(|e| merged.edge(&e.uci).is_some()), "nothing of ours is lost");
         }

@@ -11,7 +11,8 @@ use deeptree::{
     bench::{change_key, generated_tree, random_positions, write_all},
     score::{Bound, Score},
     store::{
-        Change, SCHEMA_VERSION, Store, StoreError, StoreOptions,
+        Change, Record, SCHEMA_VERSION, Store, StoreError, StoreOptions,
+        checksum::{self, Table},
         key::PositionKey,
         node::{Edge, Node, PackedPosition},
     },
@@ -142,7 +143,8 @@ fn corrupt_record_is_an_error_naming_file_and_key() {
     let dir = tempfile::tempdir().unwrap();
     drop(Store::open(dir.path(), &StoreOptions::default()).unwrap());
     let key = PositionKey(0x0123_4567_89ab_cdef);
-    poke(dir.path(), "nodes", &key.to_bytes(), &[1, 0, 30, 1, 2]);
+    // Its checksum holds, but it does not decode.
+    poke(dir.path(), "nodes", &key.to_bytes(), &checksum::sealed(Table::Nodes, &key.to_bytes(), &[1, 0, 30, 1, 2]));
     let store = Store::open(dir.path(), &StoreOptions::default()).unwrap();
     let err = store.read().unwrap().node(key).unwrap_err();
     let message = err.to_string();
@@ -152,6 +154,134 @@ fn corrupt_record_is_an_error_naming_file_and_key() {
     let pos = Chess::default();
     let change = Change::Merge { key, node: Node::new(PackedPosition::of(&pos)), children: vec![] };
     assert!(matches!(store.writer().submit(vec![change]).wait(), Err(StoreError::Corrupt { .. })));
+}
+
+/// The stored value of `key` in database `db`, as LMDB holds it.
+fn peek(dir: &Path, db: &str, key: &[u8]) -> Option<Vec<u8>> {
+    let env = unsafe { EnvOpenOptions::new().map_size(1 << 30).max_dbs(4).open(dir).unwrap() };
+    let rtxn = env.read_txn().unwrap();
+    let database: heed::Database<Bytes, Bytes> = env.open_database(&rtxn, Some(db)).unwrap().unwrap();
+    let value = database.get(&rtxn, key).unwrap().map(<[u8]>::to_vec);
+    drop(rtxn);
+    env.prepare_for_closing().wait();
+    value
+}
+
+/// A record changed after it was written (one bit of its settled depth, say), or moved under another key, is a
+/// checksum error naming the file and the key: never another value. The writer refuses to merge into it, and a
+/// write whose upkeep meets it fails instead of committing values computed without it.
+#[test]
+fn a_changed_or_moved_record_is_a_checksum_error_naming_file_and_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let start = Chess::default();
+    let e4 = deeptree::store::play_uci(&start, &"e2e4".parse().unwrap()).unwrap();
+    let (root, child) = (PositionKey::of(&start), PositionKey::of(&e4));
+    {
+        let store = Store::open(dir.path(), &StoreOptions::default()).unwrap();
+        let mut node = node_with_edge(&start, "e2e4", 30, 10);
+        node.settled_depth = Some(4);
+        let mut reply = node_with_edge(&e4, "e7e5", -20, 10);
+        reply.eval = Some(deeptree::store::node::Eval {
+            score: Score::cp(-20),
+            bound: Bound::Exact,
+            depth: 10,
+            best: Some("e7e5".parse().unwrap()),
+            nodes: 1,
+            engine: None,
+        });
+        let changes = vec![Change::merge(&start, node).unwrap(), Change::merge(&e4, reply).unwrap()];
+        store.writer().submit(changes).wait().unwrap();
+    }
+    let stored = peek(dir.path(), "nodes", &root.to_bytes()).unwrap();
+    let mut changed = stored.clone();
+    // The settled depth is the byte before the edge count (1) and the edge (6 bytes) and the checksum (4).
+    let at = changed.len() - 4 - 6 - 1 - 1;
+    assert_eq!(changed[at], 4, "the settled depth's byte");
+    changed[at] = 40;
+    poke(dir.path(), "nodes", &root.to_bytes(), &changed);
+    let store = Store::open(dir.path(), &StoreOptions::default()).unwrap();
+    let err = store.read().unwrap().node(root).unwrap_err();
+    let message = err.to_string();
+    assert!(matches!(err, StoreError::Checksum { record: Record::Node(key), .. } if key == root), "{message}");
+    assert!(message.contains(&dir.path().join("data.mdb").display().to_string()), "{message}");
+    assert!(message.contains("463b96181691fc9c") && message.contains("checksum"), "{message}");
+    let err = store.writer().submit(vec![Change::merge(&start, node_with_edge(&start, "d2d4", 20, 10)).unwrap()]);
+    assert!(matches!(err.wait(), Err(StoreError::Checksum { .. })), "a merge into a damaged record is refused");
+    // A new evaluation of the child carries its value up to the damaged parent: the write fails, naming it.
+    let mut deeper = node_with_edge(&e4, "e7e5", -25, 12);
+    deeper.eval = None;
+    let err = store.writer().submit(vec![Change::merge(&e4, deeper).unwrap()]).wait().unwrap_err();
+    assert!(matches!(&err, StoreError::Checksum { record: Record::Node(key), .. } if *key == root), "{err}");
+    drop(store);
+    // The child's record, intact, stored under the root's key: caught as well.
+    let moved = peek(dir.path(), "nodes", &child.to_bytes()).unwrap();
+    poke(dir.path(), "nodes", &root.to_bytes(), &moved);
+    let store = Store::open(dir.path(), &StoreOptions::default()).unwrap();
+    assert!(matches!(store.read().unwrap().node(root), Err(StoreError::Checksum { .. })));
+    assert!(store.read().unwrap().node(child).unwrap().is_some(), "the intact record reads as before");
+    let report = store.check().unwrap();
+    assert_eq!(report.damaged.len(), 1, "{report:?}");
+    assert_eq!(report.damaged[0].record, Record::Node(root));
+}
+
+/// A copy of a store cut short (as a full disk or an interrupted copy leaves it) is refused when it is opened,
+/// naming the file, before anything is read from it: reading a page past the end of a mapped file would kill the
+/// process.
+#[test]
+fn a_data_file_cut_short_is_refused_at_open() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let store = Store::open(dir.path(), &StoreOptions::default()).unwrap();
+        write_all(&store, generated_tree(3, 3_000), 1_000, None, |_| {}).unwrap();
+    }
+    let data = dir.path().join("data.mdb");
+    let length = std::fs::metadata(&data).unwrap().len();
+    assert!(length > 100_000, "{length}");
+    std::fs::File::options().write(true).open(&data).unwrap().set_len(50_000).unwrap();
+    for err in [
+        Store::open(dir.path(), &StoreOptions::default()).err().expect("refused"),
+        Store::open_existing(dir.path(), &StoreOptions::default()).err().expect("refused"),
+        Store::open_read_only(dir.path(), &StoreOptions::default()).err().expect("refused"),
+    ] {
+        assert!(matches!(err, StoreError::Truncated { length: 50_000, .. }), "{err}");
+        assert!(err.to_string().contains(&data.display().to_string()), "{err}");
+    }
+}
+
+/// A command that only reads opens a schema 4 store as it is: its bare records read, nothing written, and a write
+/// refused; a command that writes upgrades it first, which needs the store alone.
+#[test]
+fn a_schema_4_store_is_read_as_it_is_and_upgraded_only_by_a_writer_alone() {
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/store-v1/data.mdb");
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(&fixture, dir.path().join("data.mdb")).unwrap();
+    let start = PositionKey::of(&Chess::default());
+    {
+        let store = Store::open_read_only(dir.path(), &StoreOptions::default()).unwrap();
+        assert!(store.read().unwrap().node(start).unwrap().is_some());
+        assert!(store.check().unwrap().is_clean());
+        let change = Change::merge(&Chess::default(), node_with_edge(&Chess::default(), "e2e4", 30, 10)).unwrap();
+        let err = store.writer().submit(vec![change]).wait().unwrap_err();
+        assert!(matches!(err, StoreError::ReadOnly { .. }), "{err}");
+    }
+    assert!(std::fs::read(dir.path().join("data.mdb")).unwrap() == std::fs::read(&fixture).unwrap());
+    // Another process has it open: no upgrade, and nothing written.
+    let lock = dir.path().join("deeptree.lock");
+    std::fs::write(&lock, b"").unwrap();
+    let other = std::fs::File::open(&lock).unwrap();
+    other.lock_shared().unwrap();
+    let err = Store::open(dir.path(), &StoreOptions::default()).err().expect("refused while shared");
+    assert!(matches!(err, StoreError::UpgradeInUse { found: 4, .. }), "{err}");
+    drop(other);
+    assert!(std::fs::read(dir.path().join("data.mdb")).unwrap() == std::fs::read(&fixture).unwrap());
+    let store = Store::open(dir.path(), &StoreOptions::default()).unwrap();
+    assert!(store.read().unwrap().node(start).unwrap().is_some());
+    assert!(store.check().unwrap().is_clean());
+    drop(store);
+    let env = unsafe { EnvOpenOptions::new().map_size(1 << 30).max_dbs(4).open(dir.path()).unwrap() };
+    let rtxn = env.read_txn().unwrap();
+    let meta: heed::Database<Str, Bytes> = env.open_database(&rtxn, Some("meta")).unwrap().unwrap();
+    assert_eq!(meta.get(&rtxn, "schema_version").unwrap(), Some(&SCHEMA_VERSION.to_be_bytes()[..]));
 }
 
 #[test]
@@ -170,31 +300,24 @@ fn newer_schema_is_refused_naming_the_file() {
     assert!(err.to_string().contains(&dir.path().join("data.mdb").display().to_string()), "{err}");
 }
 
-/// A store written before engines were recorded (schema 1, version 1 records) opens: it is upgraded to schema 2
-/// and its records read as before.
+/// A store written before engines were recorded (schema 1, version 1 records) opens: it is upgraded to the current
+/// schema and its records read as before.
 #[test]
 fn a_schema_1_store_is_upgraded_and_its_records_read_as_before() {
     let dir = tempfile::tempdir().unwrap();
     let pos = Chess::default();
     let key = deeptree::store::key::PositionKey::of(&pos);
-    {
-        let store = Store::open(dir.path(), &StoreOptions::default()).unwrap();
-        let mut node = Node::new(PackedPosition::of(&pos));
-        node.edges.push(deeptree::store::node::Edge::new(
-            "e2e4".parse().unwrap(),
-            deeptree::score::Score::cp(25),
-            deeptree::score::Bound::Exact,
-            12,
-        ));
-        store.writer().submit(vec![Change::merge(&pos, node).unwrap()]).wait().unwrap();
-    }
+    let mut node = Node::new(PackedPosition::of(&pos));
+    node.edges.push(Edge::new("e2e4".parse().unwrap(), Score::cp(25), Bound::Exact, 12));
+    let record = node.encode();
+    assert_eq!(record[0], 1, "a record with no engine number is written as version 1");
+    // As schema 1 held it: the bare record, and the schema version.
     let env = unsafe { EnvOpenOptions::new().map_size(1 << 30).max_dbs(4).open(dir.path()).unwrap() };
     let mut wtxn = env.write_txn().unwrap();
     let meta: heed::Database<Str, Bytes> = env.create_database(&mut wtxn, Some("meta")).unwrap();
     meta.put(&mut wtxn, "schema_version", &1u32.to_be_bytes()).unwrap();
     let nodes: heed::Database<Bytes, Bytes> = env.create_database(&mut wtxn, Some("nodes")).unwrap();
-    let record = nodes.get(&wtxn, &key.to_bytes()).unwrap().unwrap().to_vec();
-    assert_eq!(record[0], 1, "a record with no engine number is written as version 1");
+    nodes.put(&mut wtxn, &key.to_bytes(), &record).unwrap();
     wtxn.commit().unwrap();
     env.prepare_for_closing().wait();
 
@@ -207,7 +330,10 @@ fn a_schema_1_store_is_upgraded_and_its_records_read_as_before() {
     let rtxn = env.read_txn().unwrap();
     let meta: heed::Database<Str, Bytes> = env.open_database(&rtxn, Some("meta")).unwrap().unwrap();
     assert_eq!(meta.get(&rtxn, "schema_version").unwrap(), Some(&SCHEMA_VERSION.to_be_bytes()[..]));
-    assert_eq!(SCHEMA_VERSION, 4);
+    assert_eq!(SCHEMA_VERSION, 5);
+    let nodes: heed::Database<Bytes, Bytes> = env.open_database(&rtxn, Some("nodes")).unwrap().unwrap();
+    let sealed = nodes.get(&rtxn, &key.to_bytes()).unwrap().unwrap();
+    assert_eq!(checksum::open(Table::Nodes, &key.to_bytes(), sealed), Ok(&record[..]), "sealed, byte for byte");
 }
 
 #[test]

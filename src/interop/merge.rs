@@ -57,7 +57,8 @@ pub fn merge_store(
     if same {
         return Err(InteropError::Invalid(format!("{}: this is the store itself", other_dir.display())));
     }
-    let other = Store::open(other_dir, options)?;
+    // Only read: a store of an older schema is merged from as it is, not upgraded.
+    let other = Store::open_read_only(other_dir, options)?;
     let before = store.stats()?;
     let mut summary = MergeSummary::default();
     let ours = store.engine_identity()?;

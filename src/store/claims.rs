@@ -32,10 +32,10 @@
 //! and an analysis that cannot open it runs on without sharing its searches.
 //!
 //! Keys are the caller's bytes (the search module's description of a search: position key, engine depth and moves,
-//! big-endian). Value format 1, all integers big-endian:
+//! big-endian). Value format 2, all integers big-endian:
 //!
 //! ```text
-//! u8   format version (1)
+//! u8   format version (2)
 //! u8   state: 0 running, 1 answered
 //! u64  owner
 //! u32  process id
@@ -43,10 +43,12 @@
 //! answered only:
 //! u16  best move (packed UCI)   i16 score   u8 bound   u8 depth   u64 nodes
 //! u8   length of the engine's name (0: unknown), then the name in UTF-8
+//! u32  checksum of the search's key and the bytes above (see [`checksum`](super::checksum))
 //! ```
 //!
-//! Stability: a record of a later format, or one that does not decode, is treated as absent (and overwritten by the
-//! next claim); claims are never migrated.
+//! Format 1 was the same without the checksum. Stability: a record of another format, or one whose checksum fails
+//! or that does not decode, is treated as absent (and overwritten by the next claim), so that a damaged answer never
+//! reaches the tree; claims are never migrated.
 
 use std::{
     path::{Path, PathBuf},
@@ -57,7 +59,10 @@ use std::{
 use heed::{Database, Env, EnvFlags, EnvOpenOptions, MdbError, RwTxn, WithoutTls, types::Bytes};
 use shakmaty::{packed::PackedUciMove, uci::UciMove};
 
-use super::StoreError;
+use super::{
+    StoreError,
+    checksum::{self, Table},
+};
 use crate::score::{Bound, Score};
 
 /// How long a claim holds without being renewed.
@@ -65,7 +70,7 @@ pub const LEASE: Duration = Duration::from_secs(30);
 /// How long an answer is kept for other processes.
 pub const ANSWER_KEPT: Duration = Duration::from_secs(600);
 
-const FORMAT: u8 = 1;
+const FORMAT: u8 = 2;
 const RUNNING: u8 = 0;
 const ANSWERED: u8 = 1;
 /// Size of the claims map: virtual, the file grows only with what is written; expired claims are swept.
@@ -131,6 +136,8 @@ impl ClaimsEnv {
         // Allocated before LMDB maps it: no SIGBUS on a full disk (see `disk`).
         super::disk::prepare_lock_file(&path).map_err(|(path, e)| StoreError::Io { path, source: Arc::new(e) })?;
         let lmdb = |source| StoreError::Lmdb { path: path.clone(), source: Arc::new(source) };
+        // A claims file cut short would kill the process at its first read, as the tree's would.
+        super::file::check_length(&path.join("data.mdb"))?;
         // SAFETY: opened once per store and process (the store holds it); NO_SYNC is sound for data that only
         // describes running processes: a crash may lose claims, never the tree.
         let env = unsafe {
@@ -203,8 +210,8 @@ impl ClaimsEnv {
         let mut stale = Vec::new();
         for item in self.claims.iter(&txn).map_err(|e| self.lmdb_error(e))? {
             let (key, value) = item.map_err(|e| self.lmdb_error(e))?;
-            let keep = decode(value).is_some_and(|r| r.expires_ms > now && (r.answered.is_some() || alive(r.pid)));
-            if !keep || (all && decode(value).is_some_and(|r| r.answered.is_some())) {
+            let keep = decode(key, value).is_some_and(|r| r.expires_ms > now && (r.answered.is_some() || alive(r.pid)));
+            if !keep || (all && decode(key, value).is_some_and(|r| r.answered.is_some())) {
                 stale.push(key.to_vec());
             }
         }
@@ -246,8 +253,8 @@ impl Claims {
         let now = now_ms();
         let mut summary = ClaimsSummary::default();
         for item in self.env.claims.iter(&txn).map_err(|e| self.env.lmdb_error(e))? {
-            let (_, value) = item.map_err(|e| self.env.lmdb_error(e))?;
-            let Some(record) = decode(value).filter(|r| r.expires_ms > now) else { continue };
+            let (key, value) = item.map_err(|e| self.env.lmdb_error(e))?;
+            let Some(record) = decode(key, value).filter(|r| r.expires_ms > now) else { continue };
             if record.answered.is_some() {
                 summary.answers += 1;
             } else if alive(record.pid) {
@@ -272,14 +279,14 @@ impl Claims {
         let (owner, pid) = (self.owner, self.pid);
         let claim = self.env.write(|txn| {
             if let Some(value) = self.env.claims.get(txn, search)? {
-                match self.seen(decode(value)) {
+                match self.seen(decode(search, value)) {
                     Seen::Held { pid } => return Ok(Claim::Held { pid }),
                     Seen::Answered(answer) => return Ok(Claim::Answered(answer)),
                     Seen::Free | Seen::Mine => {}
                 }
             }
             let record = Record { answered: None, owner, pid, expires_ms: now_ms() + LEASE.as_millis() as u64 };
-            self.env.claims.put(txn, search, &encode(&record))?;
+            self.env.claims.put(txn, search, &encode(search, &record))?;
             Ok(Claim::Granted)
         })?;
         if claim == Claim::Granted {
@@ -297,7 +304,7 @@ impl Claims {
             pid: self.pid,
             expires_ms: now_ms() + ANSWER_KEPT.as_millis() as u64,
         };
-        let bytes = encode(&record);
+        let bytes = encode(search, &record);
         self.env.write(|txn| self.env.claims.put(txn, search, &bytes))
     }
 
@@ -313,7 +320,7 @@ impl Claims {
                     .env
                     .claims
                     .get(txn, search)?
-                    .and_then(decode)
+                    .and_then(|value| decode(search, value))
                     .is_some_and(|r| r.owner == self.owner && r.answered.is_none());
                 if mine {
                     self.env.claims.delete(txn, search)?;
@@ -332,10 +339,12 @@ impl Claims {
         let expires_ms = now_ms() + LEASE.as_millis() as u64;
         self.env.write(|txn| {
             for search in &searches {
-                let Some(mut record) = self.env.claims.get(txn, search)?.and_then(decode) else { continue };
+                let Some(mut record) = self.env.claims.get(txn, search)?.and_then(|value| decode(search, value)) else {
+                    continue;
+                };
                 if record.owner == self.owner && record.answered.is_none() {
                     record.expires_ms = expires_ms;
-                    self.env.claims.put(txn, search, &encode(&record))?;
+                    self.env.claims.put(txn, search, &encode(search, &record))?;
                 }
             }
             Ok(())
@@ -349,7 +358,7 @@ impl Claims {
             .into_iter()
             .map(|search| {
                 let value = self.env.claims.get(&txn, search).map_err(|e| self.env.lmdb_error(e))?;
-                Ok(value.map_or(Seen::Free, |v| self.seen(decode(v))))
+                Ok(value.map_or(Seen::Free, |v| self.seen(decode(search, v))))
             })
             .collect()
     }
@@ -388,7 +397,7 @@ impl Drop for Claims {
             let mut mine = Vec::new();
             for item in self.env.claims.iter(txn)? {
                 let (key, value) = item?;
-                if decode(value).is_some_and(|r| r.owner == owner && r.answered.is_none()) {
+                if decode(key, value).is_some_and(|r| r.owner == owner && r.answered.is_none()) {
                     mine.push(key.to_vec());
                 }
             }
@@ -420,7 +429,8 @@ fn now_ms() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
 }
 
-fn encode(record: &Record) -> Vec<u8> {
+/// The value of a claim on `search`, sealed with its checksum.
+fn encode(search: &[u8], record: &Record) -> Vec<u8> {
     let mut out = Vec::with_capacity(48);
     out.push(FORMAT);
     out.push(if record.answered.is_some() { ANSWERED } else { RUNNING });
@@ -442,10 +452,14 @@ fn encode(record: &Record) -> Vec<u8> {
         out.push(end as u8);
         out.extend_from_slice(&name.as_bytes()[..end]);
     }
+    checksum::seal(Table::Claims, search, &mut out);
     out
 }
 
-fn decode(bytes: &[u8]) -> Option<Record> {
+/// The claim on `search` its stored value holds; `None` where the value is not one (damaged: its checksum fails,
+/// or of another format).
+fn decode(search: &[u8], value: &[u8]) -> Option<Record> {
+    let bytes = checksum::open(Table::Claims, search, value).ok()?;
     let mut at = 0usize;
     let mut take = |n: usize| -> Option<&[u8]> {
         let slice = bytes.get(at..at + n)?;
@@ -502,15 +516,22 @@ mod tests {
     fn records_round_trip_and_damaged_ones_read_as_absent() {
         for answered in [None, Some(answer()), Some(ClaimedAnswer { engine: None, ..answer() })] {
             let record = Record { answered: answered.clone(), owner: 7, pid: 42, expires_ms: 1_000 };
-            let bytes = encode(&record);
-            let back = decode(&bytes).expect("decodes");
+            let bytes = encode(b"search", &record);
+            let back = decode(b"search", &bytes).expect("decodes");
             assert_eq!((back.answered, back.owner, back.pid, back.expires_ms), (answered, 7, 42, 1_000));
             for cut in 0..bytes.len() {
-                assert!(decode(&bytes[..cut]).is_none(), "a record cut at {cut} bytes must not decode");
+                assert!(decode(b"search", &bytes[..cut]).is_none(), "a record cut at {cut} bytes must not decode");
             }
-            let mut newer = bytes.clone();
+            for at in 0..bytes.len() {
+                let mut flipped = bytes.clone();
+                flipped[at] ^= 0x40;
+                assert!(decode(b"search", &flipped).is_none(), "a record with byte {at} changed must not decode");
+            }
+            assert!(decode(b"other", &bytes).is_none(), "a record under another search's key must not decode");
+            let mut newer = bytes[..bytes.len() - checksum::SIZE].to_vec();
             newer[0] = FORMAT + 1;
-            assert!(decode(&newer).is_none());
+            checksum::seal(Table::Claims, b"search", &mut newer);
+            assert!(decode(b"search", &newer).is_none());
         }
     }
 
@@ -522,14 +543,14 @@ mod tests {
         let search: &[u8] = b"search";
         // A process id that no process has: the largest pid Linux can give is below 2^22.
         let dead = Record { answered: None, owner: 1, pid: u32::MAX - 1, expires_ms: now_ms() + 60_000 };
-        env.write(|txn| env.claims.put(txn, search, &encode(&dead))).expect("written");
+        env.write(|txn| env.claims.put(txn, search, &encode(search, &dead))).expect("written");
         if alive(u32::MAX - 1) {
             assert_eq!(mine.look([search]).expect("read"), vec![Seen::Held { pid: u32::MAX - 1 }]);
         } else {
             assert_eq!(mine.look([search]).expect("read"), vec![Seen::Free]);
         }
         let expired = Record { answered: None, owner: 1, pid: std::process::id(), expires_ms: now_ms() - 1 };
-        env.write(|txn| env.claims.put(txn, search, &encode(&expired))).expect("written");
+        env.write(|txn| env.claims.put(txn, search, &encode(search, &expired))).expect("written");
         assert_eq!(mine.claim(search).expect("claims"), Claim::Granted);
         assert_eq!(mine.look([search]).expect("read"), vec![Seen::Mine]);
     }

@@ -23,11 +23,18 @@
 //! links end and the next child's begin, so one child's links are never split across pages (a child with more
 //! parents than that has a page to itself).
 //!
+//! Schema 5 stores every page sealed ([`write_page`], [`read_page`]): the page, then its checksum for its key (see
+//! [`checksum`](super::checksum)), 4 bytes more; a full page of 62 links still fits four to an LMDB page.
+//!
 //! One LMDB entry costs about 18 bytes beside its key and value, so a link held alone cost 26 bytes of its own or
 //! more; in a page it costs its 16. Schema 3 kept one record per child in `links` (its parents' keys, 8 bytes each,
 //! see [`decode_list`]); schema 2 and earlier one LMDB entry per link. Both are converted when a store is opened.
 
-use super::{key::PositionKey, node::DecodeError};
+use super::{
+    checksum::{self, Damage, Table},
+    key::PositionKey,
+    node::DecodeError,
+};
 
 /// Most entries of a page before it is split: 992 bytes, so that four full pages with their keys and LMDB's
 /// per-entry overhead fill one 4 KiB LMDB page (64 entries left room for three). Pages written with more (64 before
@@ -43,6 +50,19 @@ pub fn encode_page(links: &[(PositionKey, PositionKey)]) -> Vec<u8> {
     sorted.sort_unstable();
     sorted.dedup();
     sorted.iter().flat_map(|(child, parent)| [child.to_bytes(), parent.to_bytes()]).flatten().collect()
+}
+
+/// The page stored at `key` (schema 5): its checksum must hold for the key and bytes, and the page be whole and in
+/// order.
+pub fn read_page(key: PositionKey, value: &[u8]) -> Result<&[u8], Damage> {
+    let page = checksum::open(Table::LinkPages, &key.to_bytes(), value)?;
+    check(page)?;
+    Ok(page)
+}
+
+/// A page as schema 5 stores it at `key` (see [`read_page`]).
+pub fn write_page(key: PositionKey, page: &[u8]) -> Vec<u8> {
+    checksum::sealed(Table::LinkPages, &key.to_bytes(), page)
 }
 
 /// The links a page holds, (child, parent), in ascending order.
@@ -245,6 +265,19 @@ mod tests {
     fn byte_order_is_child_then_parent_order() {
         let page = encode_page(&[(key(256), key(1)), (key(1), key(u64::MAX)), (key(1), key(2))]);
         assert_eq!(decode_page(&page).unwrap(), vec![(key(1), key(2)), (key(1), key(u64::MAX)), (key(256), key(1))]);
+    }
+
+    #[test]
+    fn a_sealed_page_reads_back_under_its_key_only() {
+        let page = encode_page(&[(key(5), key(1)), (key(7), key(2))]);
+        let value = write_page(key(0), &page);
+        assert_eq!(read_page(key(0), &value), Ok(&page[..]));
+        assert!(matches!(read_page(key(5), &value), Err(Damage::Checksum(_))));
+        let mut damaged = value.clone();
+        damaged[9] ^= 1;
+        assert!(matches!(read_page(key(0), &damaged), Err(Damage::Checksum(_))));
+        let unordered = write_page(key(0), &[page[16..].to_vec(), page[..16].to_vec()].concat());
+        assert!(matches!(read_page(key(0), &unordered), Err(Damage::Decode(_))));
     }
 
     #[test]

@@ -29,9 +29,25 @@
 //!
 //! Beside the tree, the `claims` directory holds which process runs which inner-engine search on the store, and
 //! their answers ([`claims`]): processes sharing the tree use it to share the work.
+//!
+//! # Stability and damage
+//!
+//! The persisted format is versioned by [`SCHEMA_VERSION`] (in `meta`) and by each record's own format byte
+//! ([`node`], [`links`]). A store of an older schema is upgraded by the first command that writes to it, in one
+//! transaction; commands that only read never write (a schema 4 store is read as it is). A newer schema is refused,
+//! naming the file. Schema 5 seals every value of every database with a checksum of its key and bytes
+//! ([`checksum`], CRC-32C): a record changed after it was written is an error naming the file and the key
+//! ([`StoreError::Checksum`]), never a changed value; [`Store::check`] lists every damaged record and
+//! [`Store::repair_with`] copies the intact ones into a new store. A data file shorter than its LMDB meta page says
+//! is refused when opened, before anything is read from it ([`StoreError::Truncated`]): LMDB maps the file, and a
+//! read past its end would kill the process. What checksums cannot see is LMDB's own page structure: a damaged
+//! branch page may hide a record (a lookup then finds nothing); `check` reports keys out of order and LMDB's errors.
 
+pub mod check;
+pub mod checksum;
 pub mod claims;
 mod disk;
+mod file;
 pub mod key;
 pub mod links;
 pub mod node;
@@ -52,6 +68,7 @@ use heed::{
 use parking_lot::{RwLock, RwLockReadGuard};
 use shakmaty::{Chess, Position, uci::UciMove};
 
+use self::checksum::{Damage, Mismatch, Table};
 use self::key::PositionKey;
 use self::node::{DecodeError, Node};
 use self::upkeep::Upkeep;
@@ -61,13 +78,18 @@ pub use self::writer::{Receipt, StoreWriter};
 /// earlier deeptree cannot read may be written. Version 2: records may carry engine numbers (record format 2), and
 /// `meta` holds the list of engines. Version 3: parent links are packed, one record per child in `links`, and
 /// `meta` counts them. Version 4: parent links are held in pages of many children (`link_pages`), and records may
-/// carry a screen bound (record format 3). A store of an earlier version is migrated when opened, in one
-/// transaction: its records stay as they are, and its links (`parents` of version 2 and earlier, `links` of version
-/// 3) move into pages.
-pub const SCHEMA_VERSION: u32 = 4;
+/// carry a screen bound (record format 3). Version 5: every value of `nodes`, `link_pages` and `meta` (but the schema
+/// version itself, which every deeptree reads first) is sealed with a checksum of its key and bytes ([`checksum`]).
+///
+/// A store of an earlier version is upgraded when a command that writes opens it, in one transaction that needs the
+/// store alone: its links (`parents` of version 2 and earlier, `links` of version 3) move into pages, and every value
+/// is sealed. A command that only reads upgrades nothing ([`Store::open_read_only_with`]): it reads a version 4 store as
+/// it is (without checksums to check), and refuses an older one.
+pub const SCHEMA_VERSION: u32 = 5;
 
 /// The oldest schema that a command that only reads opens as it is (it migrates nothing): version 4 holds its parent
-/// links where this build reads them. An older store needs a command that writes to migrate it first.
+/// links where this build reads them, its records bare (without checksums). An older store needs a command that
+/// writes to migrate it first.
 pub const READABLE_SCHEMA: u32 = 4;
 
 const META_SCHEMA: &str = "schema_version";
@@ -164,6 +186,29 @@ pub enum StoreError {
         path.display()
     )]
     NeedsMigration { path: PathBuf, found: u32 },
+    /// A stored value's checksum does not hold for its key and bytes: the record was damaged after it was written.
+    #[error(
+        "{}: {record}: {mismatch}: the record is damaged (`deeptree check` lists every damaged record)",
+        path.display()
+    )]
+    Checksum { path: PathBuf, record: Record, mismatch: Mismatch },
+    /// The data file is shorter than its own LMDB meta page says: pages the tree needs are missing. Found before
+    /// anything of it is read (reading a page past the end of a mapped file kills the process).
+    #[error(
+        "{}: the file is {length} bytes, but its LMDB meta page says its pages reach byte {needed} (page {page} \
+         of {page_size} bytes is missing): the file was cut short, by a full disk or an interrupted copy; nothing \
+         was read from it. Restore it from a copy",
+        path.display()
+    )]
+    Truncated { path: PathBuf, length: u64, needed: u64, page: u64, page_size: u64 },
+    /// The store has an older schema, and its upgrade needs it alone, but another process has it open.
+    #[error(
+        "{}: schema version {found} must be upgraded to schema {SCHEMA_VERSION} (checksums) before this command \
+         writes, which needs the store alone, but another process has it open (a GUI's session, an analysis, ...); \
+         close it and try again",
+        path.display()
+    )]
+    UpgradeInUse { path: PathBuf, found: u32 },
 }
 
 impl StoreError {
@@ -196,6 +241,56 @@ impl StoreError {
                 _ => false,
             },
             _ => false,
+        }
+    }
+}
+
+/// A stored record, as errors and `deeptree check` name it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Record {
+    /// A position's node in `nodes`.
+    Node(PositionKey),
+    /// A page of parent links in `link_pages`, by its key.
+    LinkPage(PositionKey),
+    /// An entry of `meta`.
+    Meta(String),
+}
+
+impl Record {
+    /// The database that holds it.
+    pub fn database(&self) -> &'static str {
+        match self {
+            Record::Node(_) => "nodes",
+            Record::LinkPage(_) => "link_pages",
+            Record::Meta(_) => "meta",
+        }
+    }
+
+    /// Its key: a position or page key in hexadecimal, or a meta entry's name.
+    pub fn key(&self) -> String {
+        match self {
+            Record::Node(key) | Record::LinkPage(key) => key.to_string(),
+            Record::Meta(name) => name.clone(),
+        }
+    }
+}
+
+impl serde::Serialize for Record {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut out = serializer.serialize_struct("Record", 2)?;
+        out.serialize_field("database", self.database())?;
+        out.serialize_field("key", &self.key())?;
+        out.end()
+    }
+}
+
+impl std::fmt::Display for Record {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Record::Node(key) => write!(f, "node {key}"),
+            Record::LinkPage(key) => write!(f, "link page {key}"),
+            Record::Meta(name) => write!(f, "meta entry '{name}'"),
         }
     }
 }
@@ -263,6 +358,9 @@ pub(crate) struct Shared {
     /// Parent links in pages ([`links`]).
     links: Database<Bytes, Bytes>,
     meta: Database<Str, Bytes>,
+    /// The values carry checksums (schema 5). False only for a schema 4 store opened by a command that only reads:
+    /// its values are read bare, and nothing is written to it.
+    sealed: bool,
     dir: PathBuf,
     data_file: PathBuf,
     /// Nanoseconds the writer spent bringing cached idea values up to date in its last transaction.
@@ -383,6 +481,8 @@ impl Store {
             return Err(StoreError::Empty { path: data });
         }
         let lock = lock_store(dir, Hold::ReadOnly)?;
+        // Before LMDB maps the file: a page past its end would kill the process at the first read.
+        file::check_length(&data)?;
         let lmdb = |source| StoreError::Lmdb { path: data.clone(), source: Arc::new(source) };
         let mut flags = EnvFlags::READ_ONLY;
         // LMDB's lock file, allocated first (see `disk`), made where it is missing; without it where it cannot be.
@@ -403,7 +503,7 @@ impl Store {
             open.open(dir)
         }
         .map_err(lmdb)?;
-        let (nodes, links, meta, owed) = {
+        let (nodes, links, meta, owed, found) = {
             let rtxn = env.read_txn().map_err(lmdb)?;
             let meta: Option<Database<Str, Bytes>> = env.open_database(&rtxn, Some("meta")).map_err(lmdb)?;
             let nodes: Option<Database<Bytes, Bytes>> = env.open_database(&rtxn, Some("nodes")).map_err(lmdb)?;
@@ -430,8 +530,17 @@ impl Store {
             let owed = meta.get(&rtxn, META_VALUES_OWED).map_err(lmdb)?.is_some();
             // Committed, not dropped: LMDB closes the handles of databases opened in a transaction that aborts.
             rtxn.commit().map_err(lmdb)?;
-            (nodes, links, meta, owed)
+            (nodes, links, meta, owed, found)
         };
+        // Schema 4: bare records, read as they are.
+        let sealed = found == Some(SCHEMA_VERSION);
+        if !sealed {
+            log::warn!(
+                "{}: schema {READABLE_SCHEMA}: its records carry no checksums and are read as they are; the next \
+                 command that writes to it (analyze, import, merge, compact) upgrades it to schema {SCHEMA_VERSION}",
+                data.display()
+            );
+        }
         if owed {
             log::warn!(
                 "{}: cached values are owed by an interrupted bulk load, and a read-only command does not recompute \
@@ -446,6 +555,7 @@ impl Store {
             nodes,
             links,
             meta,
+            sealed,
             dir: dir.to_owned(),
             data_file: data,
             last_update_nanos: Default::default(),
@@ -513,6 +623,8 @@ impl Store {
         // Allocated before LMDB maps it: a full disk is then an error here, not a SIGBUS in LMDB (see `disk`).
         disk::prepare_lock_file(dir).map_err(|(path, e)| StoreError::Io { path, source: Arc::new(e) })?;
         let data_file = dir.join("data.mdb");
+        // Before LMDB maps the file: a page past its end would kill the process at the first read.
+        file::check_length(&data_file)?;
         let lmdb = |source| StoreError::Lmdb { path: data_file.clone(), source: Arc::new(source) };
         let page = page_size();
         let map_size = options.initial_map_size.max(page).div_ceil(page) * page;
@@ -538,9 +650,26 @@ impl Store {
         {
             return Err(StoreError::NewerSchema { path: data_file.clone(), found, supported: SCHEMA_VERSION });
         }
-        let migrate = found.is_some_and(|found| found < 4);
-        if migrate {
-            // Room for the link pages beside the old links until the old ones are cleared.
+        // A new store (no schema yet) has nothing to upgrade.
+        let upgrade = found.filter(|&found| found < SCHEMA_VERSION);
+        if let Some(found) = upgrade {
+            // Another process (of an older build, say) may be writing bare records meanwhile: the upgrade waits
+            // for no one and runs only where no other process has the store open.
+            if hold == Hold::Shared
+                && let Some(lock) = &lock
+            {
+                match lock.try_lock() {
+                    Ok(()) => {}
+                    Err(std::fs::TryLockError::WouldBlock) => {
+                        return Err(StoreError::UpgradeInUse { path: data_file.clone(), found });
+                    }
+                    Err(std::fs::TryLockError::Error(e)) if e.kind() == io::ErrorKind::Unsupported => {}
+                    Err(std::fs::TryLockError::Error(e)) => {
+                        return Err(StoreError::Io { path: dir.join(LOCK_FILE), source: Arc::new(e) });
+                    }
+                }
+            }
+            // Room for a copy of every page beside the old ones until they are freed at the commit.
             let bytes = std::fs::metadata(&data_file).map(|m| m.len() as usize).unwrap_or(0);
             let needed = (env.info().map_size.max(bytes.saturating_mul(2)) + (64 << 20)).div_ceil(page) * page;
             // SAFETY: no transaction of this environment is open here.
@@ -550,63 +679,42 @@ impl Store {
         let nodes = env.create_database(&mut wtxn, Some("nodes")).map_err(lmdb)?;
         let links: Database<Bytes, Bytes> = env.create_database(&mut wtxn, Some("link_pages")).map_err(lmdb)?;
         let meta: Database<Str, Bytes> = env.create_database(&mut wtxn, Some("meta")).map_err(lmdb)?;
-        if migrate {
-            let corrupt = |entry: &'static str| StoreError::CorruptMeta { path: data_file.clone(), entry };
-            let mut all: Vec<(PositionKey, PositionKey)> = Vec::new();
-            // Schema 2 and earlier: one entry per link in `parents` (sorted duplicates); schema 3: one record per
-            // child in `links`. They become pages, in this same transaction: a crash leaves the store as it was.
-            let parents = env
-                .database_options()
-                .types::<Bytes, Bytes>()
-                .name("parents")
-                .flags(DatabaseFlags::DUP_SORT | DatabaseFlags::DUP_FIXED)
-                .open(&wtxn)
-                .map_err(lmdb)?;
-            if let Some(parents) = parents {
-                for item in parents.iter(&wtxn).map_err(lmdb)? {
-                    let (child, parent) = item.map_err(lmdb)?;
-                    let child = PositionKey::from_slice(child).ok_or_else(|| corrupt("parents"))?;
-                    let parent = PositionKey::from_slice(parent).ok_or_else(|| corrupt("parents"))?;
-                    all.push((child, parent));
-                }
-                parents.clear(&mut wtxn).map_err(lmdb)?;
+        if let Some(found) = upgrade {
+            let started = std::time::Instant::now();
+            if found < 4 {
+                migrate_links(&env, &mut wtxn, links, meta, &data_file)?;
             }
-            let per_child: Option<Database<Bytes, Bytes>> = env.open_database(&wtxn, Some("links")).map_err(lmdb)?;
-            if let Some(per_child) = per_child {
-                for item in per_child.iter(&wtxn).map_err(lmdb)? {
-                    let (child, record) = item.map_err(lmdb)?;
-                    let child = PositionKey::from_slice(child).ok_or_else(|| corrupt("links"))?;
-                    let parents = links::decode_list(record).map_err(|_| corrupt("links"))?;
-                    all.extend(parents.into_iter().map(|parent| (child, parent)));
-                }
-                per_child.clear(&mut wtxn).map_err(lmdb)?;
-            }
-            // Pages already there (none in a store written before them) are kept.
-            for item in links.iter(&wtxn).map_err(lmdb)? {
-                let (_, page) = item.map_err(lmdb)?;
-                all.extend(links::decode_page(page).map_err(|_| corrupt("link_pages"))?);
-            }
-            links.clear(&mut wtxn).map_err(lmdb)?;
-            let page = links::encode_page(&all);
-            let count = (page.len() / links::ENTRY) as u64;
-            for (key, piece) in links::split(&page).into_iter().filter(|(_, piece)| !piece.is_empty()) {
-                let key = key.unwrap_or(PositionKey::from_bytes([0; 8]));
-                links.put(&mut wtxn, &key.to_bytes(), piece).map_err(lmdb)?;
-            }
-            log::info!("{}: {count} parent links moved into pages (schema 4)", data_file.display());
-            meta.put(&mut wtxn, META_LINKS, &count.to_be_bytes()).map_err(lmdb)?;
+            let sealed = seal_all(&mut wtxn, nodes, links, meta, &data_file)?;
+            log::info!(
+                "{}: upgraded from schema {found} to {SCHEMA_VERSION}: {sealed} values sealed with checksums in {:.2} s",
+                data_file.display(),
+                started.elapsed().as_secs_f64()
+            );
         }
-        if found != Some(SCHEMA_VERSION) {
-            // Every older version's records are this version's records too; an earlier deeptree refuses the store
-            // instead of meeting data it cannot read.
+        if found.is_none() || upgrade.is_some() {
+            // An earlier deeptree refuses the store instead of meeting data it cannot read.
             meta.put(&mut wtxn, META_SCHEMA, &SCHEMA_VERSION.to_be_bytes()).map_err(lmdb)?;
         }
         wtxn.commit().map_err(lmdb)?;
+        if upgrade.is_some()
+            && hold == Hold::Shared
+            && let Some(lock) = &lock
+        {
+            // Back to sharing the store (a conversion without a gap: nobody else held it).
+            match lock.lock_shared() {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::Unsupported => {}
+                Err(e) => return Err(StoreError::Io { path: dir.join(LOCK_FILE), source: Arc::new(e) }),
+            }
+        }
+        // New, current or upgraded: its values carry checksums.
+        let sealed = true;
         let shared = Arc::new(Shared {
             env,
             nodes,
             links,
             meta,
+            sealed,
             dir: dir.to_owned(),
             data_file,
             last_update_nanos: Default::default(),
@@ -709,8 +817,7 @@ impl Store {
     /// The identity of the inner engine that produced the stored evaluations, if recorded.
     pub fn engine_identity(&self) -> Result<Option<String>, StoreError> {
         let view = self.read()?;
-        let bytes = self.shared.meta.get(&view.txn, META_ENGINE).map_err(|e| self.shared.lmdb_error(e))?;
-        match bytes {
+        match self.shared.meta_value(&view.txn, META_ENGINE)? {
             None => Ok(None),
             Some(b) => String::from_utf8(b.to_vec())
                 .map(Some)
@@ -746,22 +853,134 @@ impl Store {
     }
 }
 
-/// A page of parent links as LMDB holds it: its key and its bytes.
-type LinkPage<'t> = (&'t [u8], &'t [u8]);
+/// Schema 3 and earlier: the parent links move into pages (bare, as schema 4 held them), in the upgrade's
+/// transaction. Schema 2 and earlier held one entry per link in `parents` (sorted duplicates); schema 3 one record per
+/// child in `links`.
+fn migrate_links(
+    env: &Env<WithoutTls>,
+    wtxn: &mut RwTxn,
+    links: Database<Bytes, Bytes>,
+    meta: Database<Str, Bytes>,
+    data_file: &Path,
+) -> Result<(), StoreError> {
+    let lmdb = |source| StoreError::Lmdb { path: data_file.to_owned(), source: Arc::new(source) };
+    let corrupt = |entry: &'static str| StoreError::CorruptMeta { path: data_file.to_owned(), entry };
+    let mut all: Vec<(PositionKey, PositionKey)> = Vec::new();
+    let parents = env
+        .database_options()
+        .types::<Bytes, Bytes>()
+        .name("parents")
+        .flags(DatabaseFlags::DUP_SORT | DatabaseFlags::DUP_FIXED)
+        .open(wtxn)
+        .map_err(lmdb)?;
+    if let Some(parents) = parents {
+        for item in parents.iter(wtxn).map_err(lmdb)? {
+            let (child, parent) = item.map_err(lmdb)?;
+            let child = PositionKey::from_slice(child).ok_or_else(|| corrupt("parents"))?;
+            let parent = PositionKey::from_slice(parent).ok_or_else(|| corrupt("parents"))?;
+            all.push((child, parent));
+        }
+        parents.clear(wtxn).map_err(lmdb)?;
+    }
+    let per_child: Option<Database<Bytes, Bytes>> = env.open_database(wtxn, Some("links")).map_err(lmdb)?;
+    if let Some(per_child) = per_child {
+        for item in per_child.iter(wtxn).map_err(lmdb)? {
+            let (child, record) = item.map_err(lmdb)?;
+            let child = PositionKey::from_slice(child).ok_or_else(|| corrupt("links"))?;
+            let parents = links::decode_list(record).map_err(|_| corrupt("links"))?;
+            all.extend(parents.into_iter().map(|parent| (child, parent)));
+        }
+        per_child.clear(wtxn).map_err(lmdb)?;
+    }
+    // Pages already there (none in a store written before them) are kept.
+    for item in links.iter(wtxn).map_err(lmdb)? {
+        let (_, page) = item.map_err(lmdb)?;
+        all.extend(links::decode_page(page).map_err(|_| corrupt("link_pages"))?);
+    }
+    links.clear(wtxn).map_err(lmdb)?;
+    let page = links::encode_page(&all);
+    let count = (page.len() / links::ENTRY) as u64;
+    for (key, piece) in links::split(&page).into_iter().filter(|(_, piece)| !piece.is_empty()) {
+        let key = key.unwrap_or(PositionKey::from_bytes([0; 8]));
+        links.put(wtxn, &key.to_bytes(), piece).map_err(lmdb)?;
+    }
+    log::info!("{}: {count} parent links moved into pages", data_file.display());
+    meta.put(wtxn, META_LINKS, &count.to_be_bytes()).map_err(lmdb)?;
+    Ok(())
+}
+
+/// Schema 4 and earlier: every value of `nodes`, `link_pages` and `meta` (but the schema version) is sealed with its
+/// checksum, in the upgrade's transaction, byte for byte as it was otherwise (a record that does not decode stays
+/// one, and is reported as such when read). Returns how many values were sealed.
+fn seal_all(
+    wtxn: &mut RwTxn,
+    nodes: Database<Bytes, Bytes>,
+    links: Database<Bytes, Bytes>,
+    meta: Database<Str, Bytes>,
+    data_file: &Path,
+) -> Result<u64, StoreError> {
+    let lmdb = |source| StoreError::Lmdb { path: data_file.to_owned(), source: Arc::new(source) };
+    // A store whose schema entry says older but whose records are sealed has a damaged schema entry: sealing them
+    // again would hide that. A bare record always decodes bare; a sealed one (with its 4 more bytes) never does.
+    if let Some((key, value)) = nodes.first(wtxn).map_err(lmdb)?
+        && let Some(key) = PositionKey::from_slice(key)
+        && Node::decode(value).is_err()
+        && Node::read(key, value).is_ok()
+    {
+        return Err(StoreError::CorruptMeta { path: data_file.to_owned(), entry: META_SCHEMA });
+    }
+    let mut sealed = 0u64;
+    let mut buffer = Vec::with_capacity(256);
+    for (database, table) in [(nodes, Table::Nodes), (links, Table::LinkPages)] {
+        let mut cursor = database.iter_mut(wtxn).map_err(lmdb)?;
+        while let Some(item) = cursor.next() {
+            let (key, value) = item.map_err(lmdb)?;
+            let key = key.to_vec();
+            buffer.clear();
+            buffer.extend_from_slice(value);
+            checksum::seal(table, &key, &mut buffer);
+            // SAFETY: the key and the value are owned copies: nothing borrowed from the database is alive while the
+            // cursor writes.
+            unsafe { cursor.put_current(&key, &buffer) }.map_err(lmdb)?;
+            sealed += 1;
+        }
+    }
+    let entries: Vec<(String, Vec<u8>)> = meta
+        .iter(wtxn)
+        .map_err(lmdb)?
+        .map(|item| item.map(|(name, value)| (name.to_owned(), value.to_vec())))
+        .collect::<Result<_, _>>()
+        .map_err(lmdb)?;
+    for (name, value) in entries.into_iter().filter(|(name, _)| name != META_SCHEMA) {
+        meta.put(wtxn, &name, &checksum::sealed(Table::Meta, name.as_bytes(), &value)).map_err(lmdb)?;
+        sealed += 1;
+    }
+    Ok(sealed)
+}
+
+/// A page of parent links: its key and its links (without its checksum).
+type LinkPage<'t> = (PositionKey, &'t [u8]);
 
 impl Shared {
-    /// The page of parent links that holds `child`'s, as `txn` sees it: its key and its bytes.
+    /// The page of parent links that holds `child`'s, as `txn` sees it: its key and its links (checked).
     fn link_page<'t>(&self, txn: &'t heed::RoTxn<'_>, child: PositionKey) -> Result<Option<LinkPage<'t>>, StoreError> {
-        self.links.get_lower_than_or_equal_to(txn, &child.to_bytes()).map_err(|e| self.lmdb_error(e))
+        match self.links.get_lower_than_or_equal_to(txn, &child.to_bytes()).map_err(|e| self.lmdb_error(e))? {
+            None => Ok(None),
+            Some((key, value)) => {
+                let key = PositionKey::from_slice(key)
+                    .ok_or(StoreError::CorruptMeta { path: self.data_file.clone(), entry: "link page key" })?;
+                Ok(Some((key, self.page_from(key, value)?)))
+            }
+        }
     }
 
     /// Keys of every node with an edge into `child`, in key order, as `txn` sees them.
     fn parents(&self, txn: &heed::RoTxn<'_>, child: PositionKey) -> Result<Vec<PositionKey>, StoreError> {
         match self.link_page(txn, child)? {
             None => Ok(Vec::new()),
-            Some((_, page)) => links::parents_in(page, child).map_err(|source| StoreError::Corrupt {
+            Some((key, page)) => links::parents_in(page, child).map_err(|source| StoreError::Corrupt {
                 path: self.data_file.clone(),
-                key: child,
+                key,
                 source,
             }),
         }
@@ -769,12 +988,75 @@ impl Shared {
 
     /// How many parent links the store holds, as `txn` sees it.
     fn link_count(&self, txn: &heed::RoTxn<'_>) -> Result<u64, StoreError> {
-        match self.meta.get(txn, META_LINKS).map_err(|e| self.lmdb_error(e))? {
+        match self.meta_value(txn, META_LINKS)? {
             None => Ok(0),
             Some(bytes) => bytes
                 .try_into()
                 .map(u64::from_be_bytes)
                 .map_err(|_| StoreError::CorruptMeta { path: self.data_file.clone(), entry: META_LINKS }),
+        }
+    }
+
+    /// The node stored at `key`, from its stored value: its checksum checked (schema 5) and decoded.
+    fn node_from(&self, key: PositionKey, value: &[u8]) -> Result<Node, StoreError> {
+        let read = if self.sealed { Node::read(key, value) } else { Node::decode(value).map_err(Damage::from) };
+        read.map_err(|damage| self.damaged(Record::Node(key), damage))
+    }
+
+    /// The node of a position as `txn` sees it, if stored.
+    fn node_at(&self, txn: &heed::RoTxn<'_>, key: PositionKey) -> Result<Option<Node>, StoreError> {
+        match self.nodes.get(txn, &key.to_bytes()).map_err(|e| self.lmdb_error(e))? {
+            None => Ok(None),
+            Some(value) => self.node_from(key, value).map(Some),
+        }
+    }
+
+    /// The links of the page stored at `key`, from its stored value: its checksum checked (schema 5), whole and in
+    /// order.
+    fn page_from<'v>(&self, key: PositionKey, value: &'v [u8]) -> Result<&'v [u8], StoreError> {
+        let read = if self.sealed {
+            links::read_page(key, value)
+        } else {
+            links::check_page(value).map(|()| value).map_err(Damage::from)
+        };
+        read.map_err(|damage| self.damaged(Record::LinkPage(key), damage))
+    }
+
+    /// The body of meta entry `name` as `txn` sees it, if present: its checksum checked (schema 5).
+    fn meta_value<'t>(&self, txn: &'t heed::RoTxn<'_>, name: &str) -> Result<Option<&'t [u8]>, StoreError> {
+        match self.meta.get(txn, name).map_err(|e| self.lmdb_error(e))? {
+            None => Ok(None),
+            Some(value) => self.meta_body(name, value).map(Some),
+        }
+    }
+
+    /// The body of a stored meta entry's value.
+    fn meta_body<'v>(&self, name: &str, value: &'v [u8]) -> Result<&'v [u8], StoreError> {
+        if !self.sealed {
+            return Ok(value);
+        }
+        checksum::open(Table::Meta, name.as_bytes(), value).map_err(|mismatch| StoreError::Checksum {
+            path: self.data_file.clone(),
+            record: Record::Meta(name.to_owned()),
+            mismatch,
+        })
+    }
+
+    /// Writes meta entry `name`, sealed.
+    fn put_meta(&self, txn: &mut heed::RwTxn<'_>, name: &str, body: &[u8]) -> Result<(), StoreError> {
+        let value = checksum::sealed(Table::Meta, name.as_bytes(), body);
+        self.meta.put(txn, name, &value).map_err(|e| self.lmdb_error(e))
+    }
+
+    /// The error for a damaged record.
+    fn damaged(&self, record: Record, damage: Damage) -> StoreError {
+        let path = self.data_file.clone();
+        match (damage, record) {
+            (Damage::Checksum(mismatch), record) => StoreError::Checksum { path, record, mismatch },
+            (Damage::Decode(source), Record::Node(key) | Record::LinkPage(key)) => {
+                StoreError::Corrupt { path, key, source }
+            }
+            (Damage::Decode(_), Record::Meta(_)) => StoreError::CorruptMeta { path, entry: "meta" },
         }
     }
 
@@ -825,6 +1107,7 @@ impl Shared {
         for item in self.meta.prefix_iter(txn, META_ENGINES).map_err(|e| self.lmdb_error(e))? {
             let (key, value) = item.map_err(|e| self.lmdb_error(e))?;
             let number: usize = key[META_ENGINES.len()..].parse().map_err(|_| corrupt())?;
+            let value = self.meta_body(key, value)?;
             numbered.push((number, String::from_utf8(value.to_vec()).map_err(|_| corrupt())?));
         }
         numbered.sort();
@@ -842,7 +1125,7 @@ impl Shared {
                 continue;
             }
             let key = format!("{META_ENGINES}{}", known.len());
-            self.meta.put(txn, &key, name.as_bytes()).map_err(|e| self.lmdb_error(e))?;
+            self.put_meta(txn, &key, name.as_bytes())?;
             known.push(name.clone());
         }
         Ok(())
@@ -1006,17 +1289,10 @@ pub struct ReadView<'s> {
 impl ReadView<'_> {
     /// The node of a position, if stored. A record that does not decode is an error naming file and key.
     pub fn node(&self, key: PositionKey) -> Result<Option<Node>, StoreError> {
-        match self.raw_node(key)? {
-            None => Ok(None),
-            Some(bytes) => Node::decode(bytes).map(Some).map_err(|source| StoreError::Corrupt {
-                path: self.shared.data_file.clone(),
-                key,
-                source,
-            }),
-        }
+        self.shared.node_at(&self.txn, key)
     }
 
-    /// The encoded record of a position, if stored.
+    /// The stored value of a position (its record and, from schema 5, its checksum), if stored.
     pub fn raw_node(&self, key: PositionKey) -> Result<Option<&[u8]>, StoreError> {
         self.shared.nodes.get(&self.txn, &key.to_bytes()).map_err(|e| self.shared.lmdb_error(e))
     }
@@ -1030,19 +1306,14 @@ impl ReadView<'_> {
         self.shared.parents(&self.txn, child)
     }
 
-    /// Every stored node in key order (errors for records that do not decode).
+    /// Every stored node in key order (errors for damaged records: the iteration may go on past them).
     pub fn nodes(&self) -> Result<impl Iterator<Item = Result<(PositionKey, Node), StoreError>> + '_, StoreError> {
         let iter = self.shared.nodes.iter(&self.txn).map_err(|e| self.shared.lmdb_error(e))?;
         Ok(iter.map(move |item| {
             let (key, bytes) = item.map_err(|e| self.shared.lmdb_error(e))?;
             let key = PositionKey::from_slice(key)
                 .ok_or_else(|| StoreError::CorruptMeta { path: self.shared.data_file.clone(), entry: "nodes key" })?;
-            let node = Node::decode(bytes).map_err(|source| StoreError::Corrupt {
-                path: self.shared.data_file.clone(),
-                key,
-                source,
-            })?;
-            Ok((key, node))
+            Ok((key, self.shared.node_from(key, bytes)?))
         }))
     }
 }

@@ -51,6 +51,10 @@
 //! those refuses a version 3 record as newer, never as corrupt.
 //!
 //! Integers are big-endian; scores use [`Score::to_bits`]. A record that does not parse is an error, never a panic.
+//!
+//! Schema 5 stores every record sealed ([`Node::write`], [`Node::read`]): the record as above, then its checksum
+//! for its key (see [`checksum`](super::checksum)). A store of schema 4 or older holds the records bare; they are
+//! sealed when it is upgraded.
 
 use std::fmt;
 
@@ -61,6 +65,10 @@ use shakmaty::{
     uci::UciMove,
 };
 
+use super::{
+    checksum::{self, Damage, Table},
+    key::PositionKey,
+};
 use crate::score::{Bound, Score};
 
 /// The newest record layout version. A record is written in the oldest version that holds it: without a screen bound
@@ -404,7 +412,20 @@ impl Node {
         }
     }
 
-    /// Decodes a record; any malformation is an error.
+    /// Reads the record stored at `key` (schema 5): its checksum must hold for the key and bytes, and the bytes
+    /// must decode.
+    pub fn read(key: PositionKey, value: &[u8]) -> Result<Node, Damage> {
+        Ok(Node::decode(checksum::open(Table::Nodes, &key.to_bytes(), value)?)?)
+    }
+
+    /// The record as schema 5 stores it at `key` (see [`Node::read`]), in `out` (cleared first).
+    pub fn write(&self, key: PositionKey, out: &mut Vec<u8>) {
+        out.clear();
+        self.encode_into(out);
+        checksum::seal(Table::Nodes, &key.to_bytes(), out);
+    }
+
+    /// Decodes a record's bytes (without its checksum); any malformation is an error.
     pub fn decode(bytes: &[u8]) -> Result<Node, DecodeError> {
         let mut r = Reader { bytes, pos: 0 };
         let version = r.u8("missing version")?;
@@ -649,6 +670,25 @@ mod tests {
             bytes[i] ^= flip;
             let _ = Node::decode(&bytes);
             let _ = Node::decode(&bytes[..i]);
+        }
+    }
+
+    /// A sealed record reads back under its own key only, and a changed byte is a checksum mismatch, never another
+    /// record.
+    #[test]
+    fn a_sealed_record_reads_back_under_its_key_only() {
+        let key = PositionKey::of(&Chess::default());
+        let mut node = Node::new(PackedPosition::of(&Chess::default()));
+        node.settled_depth = Some(4);
+        let mut value = Vec::new();
+        node.write(key, &mut value);
+        assert_eq!(value.len(), node.encode().len() + checksum::SIZE);
+        assert_eq!(Node::read(key, &value), Ok(node.clone()));
+        assert!(matches!(Node::read(PositionKey(key.0 ^ 1), &value), Err(Damage::Checksum(_))));
+        for at in 0..value.len() {
+            let mut damaged = value.clone();
+            damaged[at] ^= 0x28;
+            assert!(matches!(Node::read(key, &damaged), Err(Damage::Checksum(_))), "byte {at}");
         }
     }
 

@@ -12,7 +12,7 @@ use heed::RwTxn;
 use crate::score::Score;
 
 use super::{
-    Shared,
+    Shared, StoreError,
     key::{KeyMap, KeySet, PositionKey},
     node::Node,
 };
@@ -43,39 +43,46 @@ impl Upkeep for NoUpkeep {
 
 /// The records as the writer's transaction will commit them: this transaction's merged records laid over the
 /// stored ones.
+///
+/// A record or page of links that cannot be read (damaged: its checksum fails, or it does not decode) counts as
+/// absent to the upkeep, and the first such error is kept: the writer then fails the transaction
+/// ([`TxnRecords::damage`]) rather than commit values computed without it.
 pub struct TxnRecords<'t, 'e> {
-    pub(super) shared: &'t Shared,
-    pub(super) txn: &'t RwTxn<'e>,
-    pub(super) merged: &'t KeyMap<Node>,
+    shared: &'t Shared,
+    txn: &'t RwTxn<'e>,
+    merged: &'t KeyMap<Node>,
+    damage: parking_lot::Mutex<Option<StoreError>>,
 }
 
-impl<'t> TxnRecords<'t, '_> {
-    /// The record at `key`. A record that cannot be read or decoded is logged and counts as absent: the upkeep
-    /// leaves it out rather than failing the transaction that carries other changes.
+impl<'t, 'e> TxnRecords<'t, 'e> {
+    pub(super) fn new(shared: &'t Shared, txn: &'t RwTxn<'e>, merged: &'t KeyMap<Node>) -> TxnRecords<'t, 'e> {
+        TxnRecords { shared, txn, merged, damage: parking_lot::Mutex::new(None) }
+    }
+
+    /// The first record that could not be read, if any.
+    pub(super) fn damage(self) -> Result<(), StoreError> {
+        self.damage.into_inner().map_or(Ok(()), Err)
+    }
+
+    fn keep(&self, e: StoreError) {
+        self.damage.lock().get_or_insert(e);
+    }
+
+    /// The record at `key` (absent when it cannot be read; see [`TxnRecords`]).
     pub fn record(&self, key: PositionKey) -> Option<Node> {
         if let Some(node) = self.merged.get(&key) {
             return Some(node.clone());
         }
-        match self.shared.nodes.get(self.txn, &key.to_bytes()) {
-            Ok(Some(bytes)) => match Node::decode(bytes) {
-                Ok(node) => Some(node),
-                Err(e) => {
-                    log::error!("{}: key {key}: {e}; left out of cached values", self.file().display());
-                    None
-                }
-            },
-            Ok(None) => None,
-            Err(e) => {
-                log::error!("{}: key {key}: {e}", self.file().display());
-                None
-            }
-        }
+        self.shared.node_at(self.txn, key).unwrap_or_else(|e| {
+            self.keep(e);
+            None
+        })
     }
 
     /// Keys of the records with a move into `key`, from the parent links.
     pub fn parents(&self, key: PositionKey) -> Vec<PositionKey> {
         self.shared.parents(self.txn, key).unwrap_or_else(|e| {
-            log::warn!("{}: parent links of {key} unreadable: {e}", self.file().display());
+            self.keep(e);
             Vec::new()
         })
     }
@@ -85,17 +92,21 @@ impl<'t> TxnRecords<'t, '_> {
         self.shared.nodes.len(self.txn).unwrap_or(0)
     }
 
-    /// Every record, in key order for the stored ones, then this transaction's new ones; records that do not decode
-    /// are logged and left out. One sequential pass: far cheaper than a lookup per record when most are needed.
+    /// Every record, in key order for the stored ones, then this transaction's new ones; records that cannot be read
+    /// are left out (see [`TxnRecords`]). One sequential pass: far cheaper than a lookup per record when most are
+    /// needed.
     pub fn for_each_record(&self, mut f: impl FnMut(PositionKey, Cow<'t, Node>)) {
         let mut seen_merged = KeySet::default();
         match self.shared.nodes.iter(self.txn) {
-            Err(e) => log::error!("{}: {e}", self.file().display()),
+            Err(e) => self.keep(self.shared.lmdb_error(e)),
             Ok(iter) => {
                 for item in iter {
-                    let Ok((key, bytes)) = item else {
-                        log::error!("{}: a record could not be read; left out of cached values", self.file().display());
-                        continue;
+                    let (key, bytes) = match item {
+                        Ok(item) => item,
+                        Err(e) => {
+                            self.keep(self.shared.lmdb_error(e));
+                            continue;
+                        }
                     };
                     let Some(key) = PositionKey::from_slice(key) else { continue };
                     if let Some(node) = self.merged.get(&key) {
@@ -103,9 +114,9 @@ impl<'t> TxnRecords<'t, '_> {
                         f(key, Cow::Borrowed(node));
                         continue;
                     }
-                    match Node::decode(bytes) {
+                    match self.shared.node_from(key, bytes) {
                         Ok(node) => f(key, Cow::Owned(node)),
-                        Err(e) => log::error!("{}: key {key}: {e}; left out of cached values", self.file().display()),
+                        Err(e) => self.keep(e),
                     }
                 }
             }

@@ -333,7 +333,7 @@ fn settle(shared: &Shared, upkeep: &dyn Upkeep, which: Settle, pending: &mut Pen
         let added = store_links(shared, txn, &links)?;
         if added > 0 {
             let count = shared.link_count(txn)?;
-            shared.meta.put(txn, META_LINKS, &(count + added).to_be_bytes()).map_err(lmdb)?;
+            shared.put_meta(txn, META_LINKS, &(count + added).to_be_bytes())?;
         }
         let mut keys: Vec<PositionKey> = match which {
             Settle::Pending => merged.keys().copied().collect(),
@@ -347,7 +347,9 @@ fn settle(shared: &Shared, upkeep: &dyn Upkeep, which: Settle, pending: &mut Pen
             }
         };
         keys.sort_unstable();
-        let updated = upkeep.update(&TxnRecords { shared, txn, merged }, &keys);
+        let records = TxnRecords::new(shared, txn, merged);
+        let updated = upkeep.update(&records, &keys);
+        records.damage()?;
         let stored = shared.nodes.len(txn).map_err(lmdb)?;
         if updated.len() as u64 * 4 >= stored {
             write_values_in_one_pass(shared, txn, &updated, merged)?;
@@ -384,7 +386,7 @@ fn merge_waiting(
             continue;
         };
         let Some(node) = waiting.get_mut(&key) else { continue };
-        match Node::decode(bytes) {
+        match shared.node_from(key, bytes) {
             Ok(stored) if stored.position != node.position => {
                 log::error!(
                     "{}: key {key} holds {} since it was checked; {} left out",
@@ -404,7 +406,7 @@ fn merge_waiting(
                 }
             }
             Err(e) => {
-                log::error!("{}: key {key}: {e}; its waiting changes left out", shared.data_file.display());
+                log::error!("{e}; its waiting changes left out");
                 waiting.remove(&key);
             }
         }
@@ -440,7 +442,7 @@ fn apply_batch(shared: &Shared, txn: &mut RwTxn, batch: &[&[Change]]) -> Result<
     let added = store_links(shared, txn, &links)?;
     if added > 0 {
         let count = shared.link_count(txn)?;
-        shared.meta.put(txn, META_LINKS, &(count + added).to_be_bytes()).map_err(|e| shared.lmdb_error(e))?;
+        shared.put_meta(txn, META_LINKS, &(count + added).to_be_bytes())?;
     }
     Ok((results, merged))
 }
@@ -468,19 +470,19 @@ fn check_batch(
     keys.dedup();
     // Records read while checking, kept for the merge. A record that does not decode is kept as its error.
     let mut stored: KeyMap<Option<Node>> = KeyMap::default();
-    let mut corrupt: KeyMap<crate::store::node::DecodeError> = KeyMap::default();
+    let mut corrupt: KeyMap<StoreError> = KeyMap::default();
     stored.reserve(keys.len());
     for key in keys {
         match shared.nodes.get(txn, &key.to_bytes()).map_err(lmdb)? {
             None => {
                 stored.insert(key, None);
             }
-            Some(bytes) => match Node::decode(bytes) {
+            Some(bytes) => match shared.node_from(key, bytes) {
                 Ok(record) => {
                     stored.insert(key, Some(record));
                 }
-                Err(source) => {
-                    corrupt.insert(key, source);
+                Err(e) => {
+                    corrupt.insert(key, e);
                 }
             },
         }
@@ -494,9 +496,7 @@ fn check_batch(
                     Change::Merge { key, node, .. } => {
                         accepted.insert(*key, &node.position);
                     }
-                    Change::SetEngine(identity) => {
-                        shared.meta.put(txn, META_ENGINE, identity.as_bytes()).map_err(lmdb)?
-                    }
+                    Change::SetEngine(identity) => shared.put_meta(txn, META_ENGINE, identity.as_bytes())?,
                     Change::AddEngines(names) => shared.add_engines(txn, names)?,
                 }
             }
@@ -514,7 +514,7 @@ fn check(
     accepted: &KeyMap<&PackedPosition>,
     waiting: &KeyMap<Node>,
     stored: &KeyMap<Option<Node>>,
-    corrupt: &KeyMap<crate::store::node::DecodeError>,
+    corrupt: &KeyMap<StoreError>,
 ) -> Result<(), StoreError> {
     for change in changes {
         let Change::Merge { key, node, .. } = change else {
@@ -523,12 +523,8 @@ fn check(
         let known = match accepted.get(key).copied().or_else(|| waiting.get(key).map(|node| &node.position)) {
             Some(position) => Some(position),
             None => {
-                if let Some(source) = corrupt.get(key) {
-                    return Err(StoreError::Corrupt {
-                        path: shared.data_file.clone(),
-                        key: *key,
-                        source: source.clone(),
-                    });
+                if let Some(damaged) = corrupt.get(key) {
+                    return Err(damaged.clone());
                 }
                 stored.get(key).and_then(|record| record.as_ref().map(|r| &r.position))
             }
@@ -551,26 +547,18 @@ fn check(
 /// [`links`](super::links)): each page is read, changed and written once, and split when it grows past its size.
 /// Returns how many links were new.
 fn store_links(shared: &Shared, txn: &mut RwTxn<'_>, links: &[([u8; 8], [u8; 8])]) -> Result<u64, StoreError> {
-    use super::links::{check_page, insert_checked, split};
+    use super::links::{insert_checked, split, write_page};
     let lmdb = |e| shared.lmdb_error(e);
     let mut added = 0u64;
     let mut i = 0;
     while let Some(&(child, _)) = links.get(i) {
         let child_key = PositionKey::from_bytes(child);
         // The page that holds `child`: the last one whose key is not above it (the first page's key is 0).
+        // Read with its checksum and order checked: a damaged page is never written back.
         let (page_key, mut page) = match shared.link_page(txn, child_key)? {
-            Some((key, page)) => {
-                let key = PositionKey::from_slice(key)
-                    .ok_or(StoreError::CorruptMeta { path: shared.data_file.clone(), entry: "link page key" })?;
-                (key, page.to_vec())
-            }
+            Some((key, page)) => (key, page.to_vec()),
             None => (PositionKey::from_bytes([0; 8]), Vec::new()),
         };
-        check_page(&page).map_err(|source| StoreError::Corrupt {
-            path: shared.data_file.clone(),
-            key: page_key,
-            source,
-        })?;
         let next = shared.links.get_greater_than(txn, &page_key.to_bytes()).map_err(lmdb)?.map(|(key, _)| key.to_vec());
         let before = added;
         while let Some(&(child, parent)) = links.get(i) {
@@ -583,7 +571,8 @@ fn store_links(shared: &Shared, txn: &mut RwTxn<'_>, links: &[([u8; 8], [u8; 8])
         }
         if added > before {
             for (key, piece) in split(&page) {
-                shared.links.put(txn, &key.unwrap_or(page_key).to_bytes(), piece).map_err(lmdb)?;
+                let key = key.unwrap_or(page_key);
+                shared.links.put(txn, &key.to_bytes(), &write_page(key, piece)).map_err(lmdb)?;
             }
         }
     }
@@ -604,14 +593,7 @@ fn merge(
     }
     let record = match stored.remove(&key) {
         Some(record) => record,
-        None => match shared.nodes.get(txn, &key.to_bytes()).map_err(|e| shared.lmdb_error(e))? {
-            None => None,
-            Some(bytes) => Some(Node::decode(bytes).map_err(|source| StoreError::Corrupt {
-                path: shared.data_file.clone(),
-                key,
-                source,
-            })?),
-        },
+        None => shared.node_at(txn, key)?,
     };
     match record {
         None => {
@@ -641,7 +623,10 @@ fn write_with_cached_values(
     }
     let started = std::time::Instant::now();
     let changed: Vec<PositionKey> = merged.keys().copied().collect();
-    let updated = upkeep.update(&TxnRecords { shared, txn, merged: &merged }, &changed);
+    let records = TxnRecords::new(shared, txn, &merged);
+    let updated = upkeep.update(&records, &changed);
+    // A damaged record met on the way up fails the write: its parents' values would be computed without it.
+    records.damage()?;
     shared.last_update_nanos.store(started.elapsed().as_nanos() as u64, std::sync::atomic::Ordering::Relaxed);
     write_records(shared, txn, &mut merged, &updated)
 }
@@ -661,12 +646,11 @@ fn write_values_in_one_pass(
         let (key, bytes) = item.map_err(lmdb)?;
         let Some(key) = PositionKey::from_slice(key) else { continue };
         let Some(values) = updated.get(&key).filter(|_| !skip.contains_key(&key)) else { continue };
-        // A record that does not decode is left as it is: the upkeep left it out too.
-        let Ok(mut node) = Node::decode(bytes) else { continue };
+        // A damaged record is left as it is: the upkeep left it out too.
+        let Ok(mut node) = shared.node_from(key, bytes) else { continue };
         node.idea = values.idea;
         node.cyclic = values.cyclic;
-        buffer.clear();
-        node.encode_into(&mut buffer);
+        node.write(key, &mut buffer);
         // SAFETY: the key and the record are owned copies (`key` is a `PositionKey`, `buffer` a fresh encoding):
         // nothing borrowed from the database is alive while the cursor writes.
         unsafe { cursor.put_current(&key.to_bytes(), &buffer) }.map_err(lmdb)?;
@@ -701,7 +685,7 @@ fn write_records(
                 let Some(bytes) = shared.nodes.get(txn, &key_bytes).map_err(|e| shared.lmdb_error(e))? else {
                     continue;
                 };
-                let Ok(node) = Node::decode(bytes) else { continue };
+                let Ok(node) = shared.node_from(key, bytes) else { continue };
                 read = node;
                 &mut read
             }
@@ -711,8 +695,7 @@ fn write_records(
             node.idea = values.idea;
             node.cyclic = values.cyclic;
         }
-        buffer.clear();
-        node.encode_into(&mut buffer);
+        node.write(key, &mut buffer);
         if append {
             shared.nodes.put_with_flags(txn, PutFlags::APPEND, &key_bytes, &buffer).map_err(lmdb)?;
         } else {
