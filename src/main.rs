@@ -46,6 +46,9 @@ enum Command {
     Stats(StatsArgs),
     /// Rewrite the store without free pages (only while no other process has it open).
     Compact(commands::compact::CompactArgs),
+    /// Read and verify every record; list the damaged ones (exit status 3), and with --repair --out DIR copy every
+    /// intact one into a new store.
+    Check(commands::check::CheckArgs),
     /// Measure deeptree's parts.
     Bench {
         #[command(subcommand)]
@@ -72,10 +75,16 @@ fn main() -> ExitCode {
     }
     match run(cli, &config) {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("deeptree: error: {e}");
-            ExitCode::FAILURE
-        }
+        Err(e) => match e.downcast_ref::<commands::check::DamageFound>() {
+            Some(found) => {
+                eprintln!("deeptree: {found}");
+                ExitCode::from(commands::check::DAMAGE_EXIT_CODE)
+            }
+            None => {
+                eprintln!("deeptree: error: {e}");
+                ExitCode::FAILURE
+            }
+        },
     }
 }
 
@@ -112,6 +121,7 @@ fn run(cli: Cli, config: &Config) -> commands::CommandResult {
         }
         Some(Command::Stats(args)) => commands::stats::run(db, config, args)?,
         Some(Command::Compact(args)) => commands::compact::run(db, config, args)?,
+        Some(Command::Check(args)) => commands::check::run(db, config, args)?,
         Some(Command::Bench { what }) => commands::bench::run(db, config, what)?,
         Some(Command::Fill(args)) => commands::bench::fill(db, config, args)?,
     }

@@ -218,3 +218,57 @@ fn the_fixture_store_opens_for_writing_and_keeps_its_tree() {
     copy.assert_stats_as_recorded("after compact");
     copy.assert_fixture_untouched();
 }
+
+/// A command that writes upgrades the store to schema 5 in passing: every value of every database is then sealed
+/// with its checksum (checked here with the store's own codec, record by record, and by `deeptree check`), and the
+/// store shows as before. A command that only reads changes nothing of the file.
+#[test]
+fn a_command_that_writes_upgrades_the_fixture_to_schema_5_and_every_record_verifies() {
+    use deeptree::store::checksum::{self, Table};
+    use heed::types::{Bytes, Str};
+
+    let copy = StoreCopy::new();
+    let data = copy.db.join("data.mdb");
+    copy.deeptree(&["stats"]);
+    copy.deeptree(&["check"]);
+    assert!(
+        std::fs::read(&data).unwrap() == copy.committed["data.mdb"],
+        "a command that only reads wrote to the store"
+    );
+    let games = fixture("games.pgn");
+    copy.deeptree(&["import", "pgn", games.to_str().unwrap()]);
+    let report: Value = serde_json::from_str(&copy.deeptree(&["check", "--json"])).unwrap();
+    assert_eq!(
+        (&report["schema"], &report["checksums"], &report["clean"], &report["nodes"], &report["links"]),
+        (&Value::from(5), &Value::from(true), &Value::from(true), &Value::from(131), &Value::from(250)),
+        "{report}"
+    );
+    // SAFETY: the copy is closed; this test alone opens it.
+    let env = unsafe { heed::EnvOpenOptions::new().map_size(1 << 30).max_dbs(6).open(&copy.db).unwrap() };
+    let rtxn = env.read_txn().unwrap();
+    let mut sealed = 0;
+    for (name, table) in [("nodes", Table::Nodes), ("link_pages", Table::LinkPages)] {
+        let database: heed::Database<Bytes, Bytes> = env.open_database(&rtxn, Some(name)).unwrap().unwrap();
+        for item in database.iter(&rtxn).unwrap() {
+            let (key, value) = item.unwrap();
+            checksum::open(table, key, value).unwrap_or_else(|e| panic!("{name} {key:02x?}: {e}"));
+            sealed += 1;
+        }
+    }
+    let meta: heed::Database<Str, Bytes> = env.open_database(&rtxn, Some("meta")).unwrap().unwrap();
+    for item in meta.iter(&rtxn).unwrap() {
+        let (name, value) = item.unwrap();
+        if name == "schema_version" {
+            assert_eq!(value, 5u32.to_be_bytes(), "the schema version stays bare, for every deeptree to read");
+        } else {
+            checksum::open(Table::Meta, name.as_bytes(), value).unwrap_or_else(|e| panic!("meta {name}: {e}"));
+            sealed += 1;
+        }
+    }
+    assert!(sealed > 131, "{sealed} values");
+    drop(rtxn);
+    env.prepare_for_closing().wait();
+    copy.assert_shows_as_recorded("after the upgrade to schema 5");
+    copy.assert_stats_as_recorded("after the upgrade to schema 5");
+    copy.assert_fixture_untouched();
+}

@@ -6,6 +6,7 @@
 
 pub mod analyze;
 pub mod bench;
+pub mod check;
 pub mod compact;
 pub mod show;
 pub mod stats;

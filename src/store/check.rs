@@ -270,7 +270,7 @@ impl Store {
             return Err(io(out)(e));
         }
         let source =
-            Store::open_existing_with(dir, &super::StoreOptions::default(), Arc::new(super::upkeep::NoUpkeep))?;
+            Store::open_read_only_with(dir, &super::StoreOptions::default(), Arc::new(super::upkeep::NoUpkeep))?;
         std::fs::create_dir_all(out).map_err(io(out))?;
         let shared = &source.shared;
         let target = out.join("data.mdb");

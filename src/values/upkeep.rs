@@ -63,6 +63,12 @@ impl Store {
     pub fn open_read_only(dir: &Path, options: &StoreOptions) -> Result<Store, StoreError> {
         Store::open_read_only_with(dir, options, Arc::new(IdeaUpkeep))
     }
+
+    /// Copies every intact record of the store in `dir` into a new store in `out`, its idea values recomputed (see
+    /// [`Store::repair_with`]).
+    pub fn repair(dir: &Path, out: &Path) -> Result<crate::store::check::Repair, StoreError> {
+        Store::repair_with(dir, out, Arc::new(IdeaUpkeep))
+    }
 }
 
 /// `keys` ordered so that a key comes after every key of the set that it reaches (a post-order of the set's own
