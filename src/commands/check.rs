@@ -1,8 +1,10 @@
 //! `deeptree check`: every record of the store read and verified, the damaged ones listed; with `--repair --out
 //! DIR`, a new store with every intact record.
 //!
-//! Exit status: 0 when nothing is damaged, [`DAMAGE_EXIT_CODE`] (3) when something is (the repair, when asked for,
-//! is written all the same), 1 when the store cannot be checked at all (no store, a file cut short, ...).
+//! Exit status: 0 when nothing is damaged, [`DAMAGE_EXIT_CODE`] (3) when something is (a file cut short included;
+//! the repair, when asked for, is written all the same), 1 when the store cannot be checked at all (no store, an
+//! older schema to upgrade first, ...). The store is read page by page, never mapped (see `store::check`): a damaged
+//! file is reported, never a reason to die.
 
 use std::path::{Path, PathBuf};
 
@@ -14,7 +16,7 @@ use crate::{
     },
 };
 
-use super::{CommandResult, open_existing_store};
+use super::CommandResult;
 
 /// The exit status of a check that found damage.
 pub const DAMAGE_EXIT_CODE: u8 = 3;
@@ -45,12 +47,10 @@ pub struct DamageFound {
 /// Runs `deeptree check` on the existing store in `db`.
 pub fn run(db: Option<&Path>, config: &Config, args: CheckArgs) -> CommandResult {
     let CheckArgs { json, repair, out } = args;
-    let report = {
-        let store = open_existing_store(db, config)?;
-        store.check()?
-    };
+    let dir = config.tree_dir(db);
+    let report = Store::check_dir(&dir)?;
     let repaired = match out.filter(|_| repair) {
-        Some(out) => Some(Store::repair(&config.tree_dir(db), &out)?),
+        Some(out) => Some(Store::repair(&dir, &out)?),
         None => None,
     };
     if json {

@@ -1,5 +1,6 @@
-//! `deeptree check`: every record of every database read and verified ([`Store::check`]), and the repair that copies
-//! the intact ones into a new store ([`Store::repair`]), never in place and never on its own.
+//! `deeptree check`: every record of every database read and verified ([`Store::check_dir`], [`Store::check`]), and
+//! the repair that copies the intact ones into a new store ([`Store::repair_with`]), never in place and never on its
+//! own.
 //!
 //! ```
 //! use deeptree::score::{Bound, Score};
@@ -18,27 +19,43 @@
 //! # Ok::<_, Box<dyn std::error::Error>>(())
 //! ```
 //!
-//! A node is intact when a lookup of its key finds it (a damaged page of LMDB's own may hide it from lookups), its
-//! checksum holds (schema 5), it decodes, its position is a legal position whose key is
-//! the record's key, and every edge's move is legal in it. A page of parent links is intact when its checksum holds,
-//! its links are in order and each child lies between its page's key and the next page's. The parent links must be
-//! exactly those the intact nodes' edges call for: where they are not (a damaged node's links left behind, or a
-//! damaged page's lost), the check says how many are missing or stray. Meta entries are checked for their checksum
-//! and their meaning (the schema version, the engine's name, the count of links, the list of engines).
+//! The records are read from the data file page by page with plain reads ([`pages`](super::pages)), never through
+//! LMDB's memory map, so that damage to LMDB's own pages (a page number past the end of the file, a file cut short)
+//! is reported, and everything still reachable read, where a mapped read would kill the process. An LMDB read
+//! transaction is held meanwhile, so that no other process reuses the pages read.
+//!
+//! A node is intact when a lookup of its key through LMDB finds it (a damaged page may hide it from lookups; looked
+//! up only where every page of the database read sound), its checksum holds (schema 5), it decodes, its position is
+//! a legal position whose key is the record's key, and every edge's move is legal in it. A page of parent links is
+//! intact when it is found by a lookup too, its checksum holds, its links are in order and each child lies between its
+//! page's key and the next page's. The parent links must be exactly those the intact nodes' edges call for: where
+//! they are not (a damaged node's links left behind, or a damaged page's lost), the check says how many are missing
+//! or stray. Meta entries are checked for their checksum and their meaning (the schema version, the engine's name,
+//! the count of links, the list of engines).
 
 use std::{
+    collections::{BTreeSet, HashMap},
     path::{Path, PathBuf},
     sync::Arc,
 };
 
 use heed::{
-    Database, EnvOpenOptions, PutFlags,
+    Database, EnvFlags, EnvOpenOptions, PutFlags, RoTxn, WithoutTls,
     types::{Bytes, Str},
 };
 
 use super::{
-    META_ENGINE, META_ENGINES, META_LINKS, META_SCHEMA, META_VALUES_OWED, Record, SCHEMA_VERSION, Shared, Store,
-    StoreError, checksum, key::PositionKey, links, node::Node, page_size, play_uci, upkeep::Upkeep,
+    META_ENGINE, META_ENGINES, META_LINKS, META_SCHEMA, META_VALUES_OWED, READABLE_SCHEMA, Record, SCHEMA_VERSION,
+    Store, StoreError,
+    checksum::{self, Damage, Table},
+    file,
+    key::PositionKey,
+    links,
+    node::Node,
+    page_size,
+    pages::{Entry, Pages},
+    play_uci,
+    upkeep::Upkeep,
 };
 
 /// A damaged record and what is wrong with it.
@@ -49,7 +66,7 @@ pub struct Damaged {
     pub problem: String,
 }
 
-/// What [`Store::check`] found.
+/// What a check found.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct CheckReport {
     pub path: PathBuf,
@@ -72,7 +89,7 @@ pub struct CheckReport {
     /// Cached values are owed by an interrupted bulk load of an older build (the next command that writes
     /// recomputes them).
     pub values_owed: bool,
-    /// Every damaged record, in database and key order.
+    /// Every damaged record or page: LMDB's pages first, then by database and key.
     pub damaged: Vec<Damaged>,
 }
 
@@ -88,7 +105,7 @@ impl CheckReport {
     }
 }
 
-/// What [`Store::repair`] wrote.
+/// What [`Store::repair_with`] wrote.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct Repair {
     pub path: PathBuf,
@@ -98,15 +115,12 @@ pub struct Repair {
     pub links: u64,
     /// Meta entries copied (the schema version, the link count and the mark of owed values are written anew).
     pub meta_entries: u64,
-    /// Damaged records of the store checked, none of which was copied.
+    /// What was damaged in the store checked: none of it was copied.
     pub left_out: Vec<Damaged>,
 }
 
 /// A parent link: (child, parent).
 type Link = (PositionKey, PositionKey);
-
-/// A page of links as read: its links, or what is wrong with it.
-type PageRead = Result<Vec<Link>, String>;
 
 /// A node record that passed every check, with the keys of its edges' children.
 struct Intact {
@@ -115,22 +129,103 @@ struct Intact {
     children: Vec<PositionKey>,
 }
 
-impl Shared {
+/// Lookups of keys through LMDB itself, by database.
+struct Lookups<'t> {
+    txn: &'t RoTxn<'t, WithoutTls>,
+    nodes: Option<Database<Bytes, Bytes>>,
+    links: Option<Database<Bytes, Bytes>>,
+}
+
+/// The data file as its pages read, with what a first pass over every database found wrong with LMDB's own pages.
+struct Source {
+    pages: Pages,
+    roots: HashMap<String, u64>,
+    /// Problems of LMDB's pages (and of the file's length).
+    damaged: Vec<Damaged>,
+    /// The databases whose every page read sound: only they are looked up through LMDB.
+    sound: BTreeSet<String>,
+    /// The schema version, and whether its values are sealed.
+    schema: u32,
+    sealed: bool,
+}
+
+fn page_damage(database: &str, problem: super::pages::PageProblem) -> Damaged {
+    Damaged { record: Record::Page(problem.page), problem: format!("{database}: this page {}", problem.what) }
+}
+
+impl Source {
+    /// Reads every page of every database once, noting the damaged ones.
+    fn read(data_file: &Path) -> Result<Source, StoreError> {
+        let Some(pages) = Pages::open(data_file)? else {
+            if std::fs::metadata(data_file).is_ok_and(|m| m.len() == 0) {
+                return Err(StoreError::Empty { path: data_file.to_owned() });
+            }
+            let e = std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                "its first LMDB meta page is damaged (or it is no LMDB file): LMDB cannot open it, nor can it be read",
+            );
+            return Err(StoreError::Io { path: data_file.to_owned(), source: Arc::new(e) });
+        };
+        let mut damaged = Vec::new();
+        if let Err(truncated @ StoreError::Truncated { page, .. }) = file::check_length(data_file) {
+            damaged.push(Damaged { record: Record::Page(page), problem: truncated.to_string() });
+        }
+        let (named, problems) = pages.databases();
+        let main_sound = problems.is_empty();
+        damaged.extend(problems.into_iter().map(|problem| page_damage("the list of databases", problem)));
+        let roots: HashMap<String, u64> = named.into_iter().collect();
+        let mut sound = BTreeSet::new();
+        for name in ["nodes", "link_pages", "meta"] {
+            let Some(&root) = roots.get(name) else { continue };
+            let before = damaged.len();
+            damaged.extend(pages.entries(root).filter_map(Result::err).map(|problem| page_damage(name, problem)));
+            if main_sound && damaged.len() == before {
+                sound.insert(name.to_owned());
+            }
+        }
+        let schema = roots
+            .get("meta")
+            .into_iter()
+            .flat_map(|&root| pages.entries(root).filter_map(Result::ok))
+            .find(|entry| entry.key == META_SCHEMA.as_bytes())
+            .and_then(|entry| <[u8; 4]>::try_from(entry.value.as_slice()).ok())
+            .map_or(0, u32::from_be_bytes);
+        Ok(Source { pages, roots, damaged, sound, schema, sealed: schema >= 5 })
+    }
+
+    /// Schema 1 to 3 hold their links otherwise: a command that writes upgrades them first.
+    fn readable(&self, data_file: &Path) -> Result<(), StoreError> {
+        match self.schema {
+            found @ 1..READABLE_SCHEMA => Err(StoreError::NeedsMigration { path: data_file.to_owned(), found }),
+            _ => Ok(()),
+        }
+    }
+
+    /// The entries of a database that read (the damaged pages were reported by [`Source::read`]).
+    fn entries(&self, name: &str) -> impl Iterator<Item = Entry> + '_ {
+        let root = self.roots.get(name).copied().unwrap_or(super::pages::NO_PAGE);
+        self.pages.entries(root).filter_map(Result::ok)
+    }
+
     /// Checks one node record; what is wrong with it otherwise.
-    fn inspect_node(&self, key: &[u8], value: &[u8]) -> Result<Intact, Damaged> {
-        let Some(key) = PositionKey::from_slice(key) else {
+    fn inspect_node(&self, entry: &Entry, lookups: Option<&Lookups<'_>>) -> Result<Intact, Damaged> {
+        let Some(key) = PositionKey::from_slice(&entry.key) else {
             return Err(Damaged {
-                record: Record::Meta(format!("nodes key {key:02x?}")),
-                problem: format!("a key of {} bytes in nodes (keys are 8 bytes)", key.len()),
+                record: Record::Meta(format!("nodes key {:02x?}", entry.key)),
+                problem: format!("a key of {} bytes in nodes (keys are 8 bytes)", entry.key.len()),
             });
         };
         let damaged = |problem: String| Damaged { record: Record::Node(key), problem };
-        let node = match self.node_from(key, value) {
-            Ok(node) => node,
-            Err(StoreError::Checksum { mismatch, .. }) => return Err(damaged(mismatch.to_string())),
-            Err(StoreError::Corrupt { source, .. }) => return Err(damaged(source.to_string())),
-            Err(e) => return Err(damaged(e.to_string())),
-        };
+        if let Some(Lookups { txn, nodes: Some(nodes), .. }) = lookups
+            && nodes.get(txn, &entry.key).ok().flatten() != Some(entry.value.as_slice())
+        {
+            return Err(damaged(
+                "a lookup of its key does not find it: the database's own pages are damaged".to_owned(),
+            ));
+        }
+        let read =
+            if self.sealed { Node::read(key, &entry.value) } else { Node::decode(&entry.value).map_err(Damage::from) };
+        let node = read.map_err(|damage| damaged(damage.to_string()))?;
         let Some(position) = node.position.to_position() else {
             return Err(damaged(format!("its position {} is not a legal position", node.position.fen())));
         };
@@ -151,86 +246,169 @@ impl Shared {
         Ok(Intact { key, node, children })
     }
 
-    /// Walks every node record in key order, calling `intact` with each intact one and `damaged` with each other.
-    /// Returns how many records were read. An LMDB error ends the walk as a damaged record.
+    /// Every node record in key order: `intact` gets each intact one, `damaged` each other. Returns how many were
+    /// read.
     fn walk_nodes(
         &self,
-        txn: &heed::RoTxn<'_>,
+        lookups: Option<&Lookups<'_>>,
         mut intact: impl FnMut(Intact) -> Result<(), StoreError>,
         mut damaged: impl FnMut(Damaged),
     ) -> Result<u64, StoreError> {
         let mut read = 0u64;
         let mut previous: Option<Vec<u8>> = None;
-        for item in self.nodes.iter(txn).map_err(|e| self.lmdb_error(e))? {
-            let (key, value) = match item {
-                Ok(item) => item,
-                Err(e) => {
-                    damaged(after(previous.as_deref(), format!("LMDB could not read further: {e}")));
-                    break;
-                }
-            };
+        for entry in self.entries("nodes") {
             read += 1;
-            if previous.as_deref().is_some_and(|previous| previous >= key) {
+            if previous.as_deref().is_some_and(|previous| previous >= entry.key.as_slice()) {
                 damaged(Damaged {
-                    record: record_of(key),
+                    record: PositionKey::from_slice(&entry.key).map_or(Record::Meta("nodes".to_owned()), Record::Node),
                     problem: "out of key order: the database's own pages are damaged".to_owned(),
-                });
-            }
-            previous = Some(key.to_vec());
-            // A walk follows the pages in order; a lookup searches them by key. A damaged key of a branch page
-            // sends a lookup astray (the record then reads as absent) and only a lookup shows it.
-            if self.nodes.get(txn, key).ok().flatten() != Some(value) {
-                damaged(Damaged {
-                    record: record_of(key),
-                    problem: "a lookup of its key does not find it: the database's own pages are damaged".to_owned(),
                 });
                 continue;
             }
-            match self.inspect_node(key, value) {
+            previous = Some(entry.key.clone());
+            match self.inspect_node(&entry, lookups) {
                 Ok(node) => intact(node)?,
                 Err(e) => damaged(e),
             }
         }
         Ok(read)
     }
-}
 
-/// The node record of a key as it came, for messages.
-fn record_of(key: &[u8]) -> Record {
-    match PositionKey::from_slice(key) {
-        Some(key) => Record::Node(key),
-        None => Record::Meta(format!("nodes key {key:02x?}")),
+    /// Checks every page of parent links, adding the damaged ones to `report`; returns the links of the intact
+    /// pages, in order.
+    fn check_pages(&self, lookups: Option<&Lookups<'_>>, report: &mut CheckReport) -> Vec<Link> {
+        let mut held = Vec::new();
+        let pages: Vec<Entry> = self.entries("link_pages").collect();
+        report.link_pages = pages.len() as u64;
+        for (i, entry) in pages.iter().enumerate() {
+            let next = pages.get(i + 1).map(|next| next.key.as_slice());
+            let Some(key) = PositionKey::from_slice(&entry.key) else {
+                report.damaged.push(Damaged {
+                    record: Record::Meta(format!("link_pages key {:02x?}", entry.key)),
+                    problem: format!("a key of {} bytes (keys are 8 bytes)", entry.key.len()),
+                });
+                continue;
+            };
+            let damaged = |problem: String| Damaged { record: Record::LinkPage(key), problem };
+            if let Some(Lookups { txn, links: Some(database), .. }) = lookups
+                && database.get(txn, &entry.key).ok().flatten() != Some(entry.value.as_slice())
+            {
+                let problem = "a lookup of its key does not find it: the database's own pages are damaged";
+                report.damaged.push(damaged(problem.to_owned()));
+                continue;
+            }
+            let read = if self.sealed {
+                links::read_page(key, &entry.value)
+            } else {
+                links::check_page(&entry.value).map(|()| entry.value.as_slice()).map_err(Damage::from)
+            };
+            let entries = match read
+                .map_err(|e| e.to_string())
+                .and_then(|page| links::decode_page(page).map_err(|e| e.to_string()))
+            {
+                Ok(entries) => entries,
+                Err(problem) => {
+                    report.damaged.push(damaged(problem));
+                    continue;
+                }
+            };
+            let outside = entries.iter().find(|(child, _)| {
+                child.to_bytes().as_slice() < entry.key.as_slice()
+                    || next.is_some_and(|next| child.to_bytes().as_slice() >= next)
+            });
+            if let Some((child, _)) = outside {
+                report.damaged.push(damaged(format!("holds child {child}, outside its page's keys")));
+                continue;
+            }
+            held.extend(entries);
+        }
+        held.sort_unstable();
+        held.dedup();
+        held
     }
-}
 
-/// A damaged record where a walk stopped: after `previous`, or at the first record.
-fn after(previous: Option<&[u8]>, problem: String) -> Damaged {
-    match previous {
-        Some(key) => Damaged { record: record_of(key), problem: format!("after this record: {problem}") },
-        None => Damaged { record: Record::Meta("nodes".to_owned()), problem },
+    /// The body of a meta entry, its checksum checked where the store's values are sealed.
+    fn meta_body<'e>(&self, entry: &'e Entry) -> Result<&'e [u8], String> {
+        if !self.sealed || entry.key == META_SCHEMA.as_bytes() {
+            return Ok(&entry.value);
+        }
+        checksum::open(Table::Meta, &entry.key, &entry.value).map_err(|e| e.to_string())
     }
-}
 
-impl Store {
-    /// Reads every record of every database, verifies it (see the [module](self) docs) and lists the damaged
-    /// ones. Changes nothing. An error only where the store cannot be read at all.
-    pub fn check(&self) -> Result<CheckReport, StoreError> {
-        let shared = &self.shared;
-        let view = self.read()?;
-        let txn = &view.txn;
-        let mut report = CheckReport { path: shared.data_file.clone(), checksums: shared.sealed, ..Default::default() };
-        // The links the intact nodes' edges call for, (child, parent).
-        let mut expected: Vec<(PositionKey, PositionKey)> = Vec::new();
+    /// Checks every meta entry, adding the damaged ones to the report (and the mark of owed values); the link count
+    /// is compared with the links the intact pages hold (`report.links`, counted before).
+    fn check_meta(&self, report: &mut CheckReport) {
+        let mut held_links = None;
+        for entry in self.entries("meta") {
+            report.meta_entries += 1;
+            let name = String::from_utf8_lossy(&entry.key).into_owned();
+            let body = match self.meta_body(&entry) {
+                Ok(body) => body,
+                Err(problem) => {
+                    report.damaged.push(Damaged { record: Record::Meta(name), problem });
+                    continue;
+                }
+            };
+            let text = || std::str::from_utf8(body).is_err().then(|| "not UTF-8 text".to_owned());
+            let problem = if name == META_SCHEMA {
+                (body.len() != 4).then(|| format!("{} bytes, not a version number", body.len()))
+            } else if name == META_LINKS {
+                match <[u8; 8]>::try_from(body) {
+                    Ok(bytes) => {
+                        held_links = Some(u64::from_be_bytes(bytes));
+                        None
+                    }
+                    Err(_) => Some(format!("{} bytes, not a count", body.len())),
+                }
+            } else if name == META_VALUES_OWED {
+                report.values_owed = true;
+                None
+            } else if name == META_ENGINE {
+                text()
+            } else if let Some(number) = name.strip_prefix(META_ENGINES) {
+                if number.parse::<u16>().is_err() {
+                    Some("not a number of the list of engines".to_owned())
+                } else {
+                    text()
+                }
+            } else {
+                None
+            };
+            if let Some(problem) = problem {
+                report.damaged.push(Damaged { record: Record::Meta(name), problem });
+            }
+        }
+        if let Some(count) = held_links
+            && count != report.links
+            && report.link_pages > 0
+        {
+            report.damaged.push(Damaged {
+                record: Record::Meta(META_LINKS.to_owned()),
+                problem: format!("counts {count} links, the pages hold {}", report.links),
+            });
+        }
+    }
+
+    /// The whole check, with lookups through LMDB where given.
+    fn check(&self, path: &Path, lookups: Option<&Lookups<'_>>) -> Result<CheckReport, StoreError> {
+        let mut report = CheckReport {
+            path: path.to_owned(),
+            schema: self.schema,
+            checksums: self.sealed,
+            damaged: self.damaged.clone(),
+            ..Default::default()
+        };
+        let mut expected: Vec<Link> = Vec::new();
         let mut damaged_nodes = Vec::new();
-        report.nodes = shared.walk_nodes(
-            txn,
+        report.nodes = self.walk_nodes(
+            lookups,
             |intact| {
                 expected.extend(intact.children.iter().map(|child| (*child, intact.key)));
                 Ok(())
             },
             |damaged| damaged_nodes.push(damaged),
         )?;
-        let damaged_keys: std::collections::BTreeSet<PositionKey> = damaged_nodes
+        let damaged_keys: BTreeSet<PositionKey> = damaged_nodes
             .iter()
             .filter_map(|d: &Damaged| match d.record {
                 Record::Node(key) => Some(key),
@@ -238,9 +416,9 @@ impl Store {
             })
             .collect();
         report.damaged.extend(damaged_nodes);
-        let held = check_pages(shared, txn, &mut report)?;
+        let held = self.check_pages(lookups, &mut report);
         report.links = held.len() as u64;
-        let (held, of_damaged): (Vec<_>, Vec<_>) =
+        let (held, of_damaged): (Vec<Link>, Vec<Link>) =
             held.into_iter().partition(|(_, parent)| !damaged_keys.contains(parent));
         expected.sort_unstable();
         expected.dedup();
@@ -248,20 +426,96 @@ impl Store {
         report.links_missing = missing;
         report.links_stray = stray;
         report.links_of_damaged = of_damaged.len() as u64;
-        check_meta(shared, txn, &mut report)?;
+        self.check_meta(&mut report);
+        if self.schema == 0 {
+            report.damaged.push(Damaged {
+                record: Record::Meta(META_SCHEMA.to_owned()),
+                problem: "missing or unreadable: the schema is not known".to_owned(),
+            });
+        }
+        Ok(report)
+    }
+}
+
+/// Opens the LMDB environment in `dir` only to hold a read transaction (which maps nothing but the meta pages):
+/// no other process reuses a page of it meanwhile.
+fn pin(dir: &Path, length: u64) -> Result<heed::Env<WithoutTls>, StoreError> {
+    let lmdb = |source| StoreError::Lmdb { path: dir.join("data.mdb"), source: Arc::new(source) };
+    let page = page_size();
+    let map_size = (length as usize).saturating_add(64 << 20).div_ceil(page) * page;
+    // As a store opened read-only: LMDB's lock file allocated first (see `disk`), without it where it cannot be.
+    let mut flags = EnvFlags::READ_ONLY;
+    if let Err((path, e)) = super::disk::prepare_lock_file(dir) {
+        if !super::disk::cannot_write_here(&e) {
+            return Err(StoreError::Io { path, source: Arc::new(e) });
+        }
+        flags |= EnvFlags::NO_LOCK;
+    }
+    // SAFETY: opened to read only, once in this process (no store of this process has it open: see the callers).
+    unsafe {
+        let mut options = EnvOpenOptions::new().read_txn_without_tls();
+        options.map_size(map_size).max_dbs(6).flags(flags);
+        options.open(dir)
+    }
+    .map_err(lmdb)
+}
+
+impl Store {
+    /// Reads every record of every database and lists the damaged ones (see the [module](self) docs). Changes
+    /// nothing; an error only where the store cannot be read at all.
+    pub fn check(&self) -> Result<CheckReport, StoreError> {
+        let view = self.read()?;
+        let source = Source::read(&self.shared.data_file)?;
+        let lookups = Lookups {
+            txn: &view.txn,
+            nodes: source.sound.contains("nodes").then_some(self.shared.nodes),
+            links: source.sound.contains("link_pages").then_some(self.shared.links),
+        };
+        source.check(&self.shared.data_file, Some(&lookups))
+    }
+
+    /// [`Store::check`] of the store in `dir`, which no store of this process may have open: nothing is mapped but
+    /// LMDB's meta pages unless every page of the list of databases reads sound, so that a file cut short or a page
+    /// number past its end is reported, never read.
+    pub fn check_dir(dir: &Path) -> Result<CheckReport, StoreError> {
+        let data_file = dir.join("data.mdb");
+        if !data_file.is_file() {
+            return Err(StoreError::Missing { path: dir.to_owned() });
+        }
+        let source = Source::read(&data_file)?;
+        source.readable(&data_file)?;
+        let env = pin(dir, source.pages.length)?;
+        let lmdb = |source| StoreError::Lmdb { path: data_file.clone(), source: Arc::new(source) };
+        let txn = env.read_txn().map_err(lmdb)?;
+        // Opening a database reads the list of databases through the map: only where it read sound.
+        let open = |name: &str| -> Result<Option<Database<Bytes, Bytes>>, StoreError> {
+            if !source.sound.contains(name) {
+                return Ok(None);
+            }
+            env.open_database(&txn, Some(name)).map_err(lmdb)
+        };
+        let lookups = Lookups { txn: &txn, nodes: open("nodes")?, links: open("link_pages")? };
+        let report = source.check(&data_file, Some(&lookups))?;
+        drop(txn);
+        env.prepare_for_closing().wait();
         Ok(report)
     }
 
     /// Writes a new store in `out` (a directory that does not exist or is empty) with every intact record of the
-    /// store in `dir` (see [`Store::check`]): the intact nodes as they are, the parent links rebuilt from their
-    /// edges, the intact meta entries (an engine's damaged name is replaced by a placeholder, so that the engine
-    /// numbers of evaluations keep their meaning); the cached values are then recomputed by opening the new store
-    /// with `upkeep`. The store in `dir` is only read. Returns what was written and what was left out.
+    /// store in `dir` (see [`Store::check`]), read page by page as the check reads them: the intact nodes as they
+    /// are, the parent links rebuilt from their edges, the intact meta entries (an engine's damaged name is replaced
+    /// by a placeholder, so that the engine numbers of evaluations keep their meaning); the cached values are then
+    /// recomputed by opening the new store with `upkeep`. The store in `dir` is only read, and no store of this
+    /// process may have it open. Returns what was written and what was left out.
     pub fn repair_with(dir: &Path, out: &Path, upkeep: Arc<dyn Upkeep>) -> Result<Repair, StoreError> {
         let io = |path: &Path| {
             let path = path.to_owned();
             move |e| StoreError::Io { path, source: Arc::new(e) }
         };
+        let data_file = dir.join("data.mdb");
+        if !data_file.is_file() {
+            return Err(StoreError::Missing { path: dir.to_owned() });
+        }
         if out.exists() && std::fs::read_dir(out).map_err(io(out))?.next().is_some() {
             let e = std::io::Error::new(
                 std::io::ErrorKind::AlreadyExists,
@@ -269,16 +523,19 @@ impl Store {
             );
             return Err(io(out)(e));
         }
-        let source =
-            Store::open_read_only_with(dir, &super::StoreOptions::default(), Arc::new(super::upkeep::NoUpkeep))?;
+        let source = Source::read(&data_file)?;
+        source.readable(&data_file)?;
+        let pinned = pin(dir, source.pages.length)?;
+        let source_lmdb = |e| StoreError::Lmdb { path: data_file.clone(), source: Arc::new(e) };
+        let held = pinned.read_txn().map_err(source_lmdb)?;
         std::fs::create_dir_all(out).map_err(io(out))?;
-        let shared = &source.shared;
         let target = out.join("data.mdb");
         let lmdb = |source| StoreError::Lmdb { path: target.clone(), source: Arc::new(source) };
-        let bytes = std::fs::metadata(&shared.data_file).map_err(io(&shared.data_file))?.len();
         let page = page_size();
-        let map_size = (bytes as usize).saturating_mul(2).saturating_add(64 << 20).div_ceil(page) * page;
-        let mut repair = Repair { path: out.to_owned(), ..Default::default() };
+        let map_size = (source.pages.length as usize).saturating_mul(2).saturating_add(64 << 20).div_ceil(page) * page;
+        let mut repair = Repair { path: out.to_owned(), left_out: source.damaged.clone(), ..Default::default() };
+        // Allocated before LMDB maps it: no SIGBUS on a full disk (see `disk`).
+        super::disk::prepare_lock_file(out).map_err(|(path, e)| StoreError::Io { path, source: Arc::new(e) })?;
         {
             // SAFETY: a new environment in a directory of its own, opened once and closed before it is used.
             let env = unsafe { EnvOpenOptions::new().read_txn_without_tls().map_size(map_size).max_dbs(6).open(out) }
@@ -287,136 +544,94 @@ impl Store {
             let nodes: Database<Bytes, Bytes> = env.create_database(&mut wtxn, Some("nodes")).map_err(lmdb)?;
             let pages: Database<Bytes, Bytes> = env.create_database(&mut wtxn, Some("link_pages")).map_err(lmdb)?;
             let meta: Database<Str, Bytes> = env.create_database(&mut wtxn, Some("meta")).map_err(lmdb)?;
-            let view = source.read()?;
-            let txn = &view.txn;
-            let mut links: Vec<(PositionKey, PositionKey)> = Vec::new();
+            let mut all_links: Vec<Link> = Vec::new();
             let mut buffer = Vec::with_capacity(256);
-            let mut written = 0usize;
-            shared.walk_nodes(
-                txn,
+            let mut written = 0u64;
+            let mut left_out = Vec::new();
+            // A transaction of 100,000 nodes at most: its dirty pages stay bounded. Committed before the next begins
+            // (a second write transaction of one environment would wait for the first for ever).
+            let mut open = Some(wtxn);
+            source.walk_nodes(
+                None,
                 |intact| {
                     intact.node.write(intact.key, &mut buffer);
-                    nodes.put_with_flags(&mut wtxn, PutFlags::APPEND, &intact.key.to_bytes(), &buffer).map_err(lmdb)?;
-                    links.extend(intact.children.iter().map(|child| (*child, intact.key)));
+                    let txn = match open.as_mut() {
+                        Some(txn) => txn,
+                        None => open.insert(env.write_txn().map_err(lmdb)?),
+                    };
+                    nodes.put_with_flags(txn, PutFlags::APPEND, &intact.key.to_bytes(), &buffer).map_err(lmdb)?;
+                    all_links.extend(intact.children.iter().map(|child| (*child, intact.key)));
                     written += 1;
-                    if written.is_multiple_of(100_000) {
-                        // Commits along the way keep the transaction's dirty pages bounded.
-                        let full = std::mem::replace(&mut wtxn, env.write_txn().map_err(lmdb)?);
+                    if written.is_multiple_of(100_000)
+                        && let Some(full) = open.take()
+                    {
                         full.commit().map_err(lmdb)?;
                     }
                     Ok(())
                 },
-                |damaged| repair.left_out.push(damaged),
+                |damaged| left_out.push(damaged),
             )?;
-            repair.nodes = written as u64;
+            let mut wtxn = match open.take() {
+                Some(txn) => txn,
+                None => env.write_txn().map_err(lmdb)?,
+            };
+            drop(open);
+            repair.nodes = written;
+            repair.left_out.extend(left_out);
             let mut report = CheckReport::default();
-            report.links = check_pages(shared, txn, &mut report)?.len() as u64;
-            check_meta(shared, txn, &mut report)?;
+            report.links = source.check_pages(None, &mut report).len() as u64;
+            source.check_meta(&mut report);
             repair.left_out.extend(report.damaged);
-            let all = links::encode_page(&links);
+            let all = links::encode_page(&all_links);
             repair.links = (all.len() / links::ENTRY) as u64;
             for (key, piece) in links::split(&all).into_iter().filter(|(_, piece)| !piece.is_empty()) {
                 let key = key.unwrap_or(PositionKey::from_bytes([0; 8]));
-                pages
-                    .put_with_flags(&mut wtxn, PutFlags::APPEND, &key.to_bytes(), &links::write_page(key, piece))
-                    .map_err(lmdb)?;
+                let value = links::write_page(key, piece);
+                pages.put_with_flags(&mut wtxn, PutFlags::APPEND, &key.to_bytes(), &value).map_err(lmdb)?;
             }
             let put = |wtxn: &mut heed::RwTxn<'_>, name: &str, body: &[u8]| {
-                meta.put(wtxn, name, &checksum::sealed(checksum::Table::Meta, name.as_bytes(), body)).map_err(lmdb)
+                meta.put(wtxn, name, &checksum::sealed(Table::Meta, name.as_bytes(), body)).map_err(lmdb)
             };
             meta.put(&mut wtxn, META_SCHEMA, &SCHEMA_VERSION.to_be_bytes()).map_err(lmdb)?;
             put(&mut wtxn, META_LINKS, &repair.links.to_be_bytes())?;
             // The cached values of the nodes kept may count on nodes left out: every one is recomputed on open.
             put(&mut wtxn, META_VALUES_OWED, &[])?;
-            if let Ok(Some(engine)) = shared.meta_value(txn, META_ENGINE)
-                && std::str::from_utf8(engine).is_ok()
-            {
-                put(&mut wtxn, META_ENGINE, engine)?;
-                repair.meta_entries += 1;
+            let mut engines: Vec<Option<String>> = Vec::new();
+            for entry in source.entries("meta") {
+                let Ok(body) = source.meta_body(&entry) else { continue };
+                let Ok(text) = std::str::from_utf8(body) else { continue };
+                if entry.key == META_ENGINE.as_bytes() {
+                    put(&mut wtxn, META_ENGINE, body)?;
+                    repair.meta_entries += 1;
+                } else if let Some(number) = entry.key.strip_prefix(META_ENGINES.as_bytes())
+                    && let Some(number) = std::str::from_utf8(number).ok().and_then(|n| n.parse::<u16>().ok())
+                {
+                    let number = usize::from(number);
+                    if engines.len() <= number {
+                        engines.resize(number + 1, None);
+                    }
+                    engines[number] = Some(text.to_owned());
+                }
             }
-            for (number, name) in engine_names(shared, txn).into_iter().enumerate() {
+            for (number, name) in engines.into_iter().enumerate() {
                 let name = name.unwrap_or_else(|| format!("(engine {number}: its name was lost in a repair)"));
                 put(&mut wtxn, &format!("{META_ENGINES}{number}"), name.as_bytes())?;
                 repair.meta_entries += 1;
             }
-            drop(view);
             wtxn.commit().map_err(lmdb)?;
             env.force_sync().map_err(lmdb)?;
             env.prepare_for_closing().wait();
         }
-        drop(source);
+        drop(held);
+        pinned.prepare_for_closing().wait();
         // Opening it recomputes the values owed, then closes it.
         drop(Store::open_with(out, &super::StoreOptions::default(), upkeep)?);
         Ok(repair)
     }
 }
 
-/// Checks every page of parent links, adding the damaged ones to the report; returns the links of the intact
-/// pages, (child, parent), in order.
-fn check_pages(
-    shared: &Shared,
-    txn: &heed::RoTxn<'_>,
-    report: &mut CheckReport,
-) -> Result<Vec<(PositionKey, PositionKey)>, StoreError> {
-    let mut held = Vec::new();
-    // Each page's key, and its links or what is wrong with it.
-    let mut pages: Vec<(Vec<u8>, PageRead)> = Vec::new();
-    for item in shared.links.iter(txn).map_err(|e| shared.lmdb_error(e))? {
-        let (key, value) = match item {
-            Ok(item) => item,
-            Err(e) => {
-                let at = pages.last().and_then(|(key, _)| PositionKey::from_slice(key));
-                report.damaged.push(Damaged {
-                    record: at.map_or(Record::Meta("link_pages".to_owned()), Record::LinkPage),
-                    problem: format!("LMDB could not read further: {e}"),
-                });
-                break;
-            }
-        };
-        report.link_pages += 1;
-        if shared.links.get(txn, key).ok().flatten() != Some(value) {
-            let problem = "a lookup of its key does not find it: the database's own pages are damaged".to_owned();
-            pages.push((key.to_vec(), Err(problem)));
-            continue;
-        }
-        let read = match PositionKey::from_slice(key) {
-            None => Err(format!("a key of {} bytes (keys are 8 bytes)", key.len())),
-            Some(page_key) => match shared.page_from(page_key, value) {
-                Ok(page) => links::decode_page(page).map_err(|e| e.to_string()),
-                Err(StoreError::Checksum { mismatch, .. }) => Err(mismatch.to_string()),
-                Err(StoreError::Corrupt { source, .. }) => Err(source.to_string()),
-                Err(e) => Err(e.to_string()),
-            },
-        };
-        pages.push((key.to_vec(), read));
-    }
-    for (i, (key, read)) in pages.iter().enumerate() {
-        let next = pages.get(i + 1).map(|(next, _)| next.as_slice());
-        let record =
-            PositionKey::from_slice(key).map_or(Record::Meta(format!("link_pages key {key:02x?}")), Record::LinkPage);
-        let entries = match read {
-            Ok(entries) => entries,
-            Err(problem) => {
-                report.damaged.push(Damaged { record, problem: problem.clone() });
-                continue;
-            }
-        };
-        let outside = entries.iter().find(|(child, _)| {
-            child.to_bytes().as_slice() < key.as_slice() || next.is_some_and(|next| child.to_bytes().as_slice() >= next)
-        });
-        if let Some((child, _)) = outside {
-            report.damaged.push(Damaged { record, problem: format!("holds child {child}, outside its page's keys") });
-            continue;
-        }
-        held.extend_from_slice(entries);
-    }
-    held.sort_unstable();
-    held.dedup();
-    Ok(held)
-}
-
 /// How many of `expected` are not in `held`, and of `held` not in `expected` (both sorted, without repeats).
-fn difference(expected: &[(PositionKey, PositionKey)], held: &[(PositionKey, PositionKey)]) -> (u64, u64) {
+fn difference(expected: &[Link], held: &[Link]) -> (u64, u64) {
     let (mut missing, mut stray) = (0u64, 0u64);
     let (mut e, mut h) = (expected.iter().peekable(), held.iter().peekable());
     loop {
@@ -446,95 +661,4 @@ fn difference(expected: &[(PositionKey, PositionKey)], held: &[(PositionKey, Pos
             },
         }
     }
-}
-
-/// The names of the store's list of engines by number, `None` for a damaged one.
-fn engine_names(shared: &Shared, txn: &heed::RoTxn<'_>) -> Vec<Option<String>> {
-    let mut names: Vec<Option<String>> = Vec::new();
-    let Ok(iter) = shared.meta.prefix_iter(txn, META_ENGINES) else { return names };
-    for (name, value) in iter.flatten() {
-        let Ok(number) = name[META_ENGINES.len()..].parse::<usize>() else { continue };
-        if number > usize::from(u16::MAX) {
-            continue;
-        }
-        let body = shared.meta_body(name, value).ok().and_then(|body| String::from_utf8(body.to_vec()).ok());
-        if names.len() <= number {
-            names.resize(number + 1, None);
-        }
-        names[number] = body;
-    }
-    names
-}
-
-/// Checks every meta entry, adding the damaged ones to the report (and the schema version and the mark of owed
-/// values); the link count is compared with the links the intact pages hold (`report.links`, counted before).
-fn check_meta(shared: &Shared, txn: &heed::RoTxn<'_>, report: &mut CheckReport) -> Result<(), StoreError> {
-    let mut held_links = None;
-    for item in shared.meta.iter(txn).map_err(|e| shared.lmdb_error(e))? {
-        let (name, value) = match item {
-            Ok(item) => item,
-            Err(e) => {
-                report.damaged.push(Damaged {
-                    record: Record::Meta("meta".to_owned()),
-                    problem: format!("LMDB could not read further: {e}"),
-                });
-                break;
-            }
-        };
-        report.meta_entries += 1;
-        let damaged = |problem: String| Damaged { record: Record::Meta(name.to_owned()), problem };
-        if name == META_SCHEMA {
-            match <[u8; 4]>::try_from(value) {
-                Ok(bytes) => report.schema = u32::from_be_bytes(bytes),
-                Err(_) => report.damaged.push(damaged(format!("{} bytes, not a version number", value.len()))),
-            }
-            continue;
-        }
-        let body = match shared.meta_body(name, value) {
-            Ok(body) => body,
-            Err(StoreError::Checksum { mismatch, .. }) => {
-                report.damaged.push(damaged(mismatch.to_string()));
-                continue;
-            }
-            Err(e) => {
-                report.damaged.push(damaged(e.to_string()));
-                continue;
-            }
-        };
-        let problem = if name == META_LINKS {
-            match <[u8; 8]>::try_from(body) {
-                Ok(bytes) => {
-                    held_links = Some(u64::from_be_bytes(bytes));
-                    None
-                }
-                Err(_) => Some(format!("{} bytes, not a count", body.len())),
-            }
-        } else if name == META_VALUES_OWED {
-            report.values_owed = true;
-            None
-        } else if name == META_ENGINE {
-            std::str::from_utf8(body).is_err().then(|| "not UTF-8 text".to_owned())
-        } else if let Some(number) = name.strip_prefix(META_ENGINES) {
-            if number.parse::<u16>().is_err() {
-                Some("not a number of the list of engines".to_owned())
-            } else {
-                std::str::from_utf8(body).is_err().then(|| "not UTF-8 text".to_owned())
-            }
-        } else {
-            None
-        };
-        if let Some(problem) = problem {
-            report.damaged.push(damaged(problem));
-        }
-    }
-    if let Some(count) = held_links
-        && count != report.links
-        && report.link_pages > 0
-    {
-        report.damaged.push(Damaged {
-            record: Record::Meta(META_LINKS.to_owned()),
-            problem: format!("counts {count} links, the pages hold {}", report.links),
-        });
-    }
-    Ok(())
 }

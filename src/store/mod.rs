@@ -51,6 +51,7 @@ mod file;
 pub mod key;
 pub mod links;
 pub mod node;
+mod pages;
 pub mod upkeep;
 mod writer;
 
@@ -254,6 +255,9 @@ pub enum Record {
     LinkPage(PositionKey),
     /// An entry of `meta`.
     Meta(String),
+    /// A page of LMDB's own (a B-tree page of any database, by its number): `deeptree check` names it where the
+    /// database's structure, not a record, is damaged.
+    Page(u64),
 }
 
 impl Record {
@@ -263,14 +267,16 @@ impl Record {
             Record::Node(_) => "nodes",
             Record::LinkPage(_) => "link_pages",
             Record::Meta(_) => "meta",
+            Record::Page(_) => "lmdb",
         }
     }
 
-    /// Its key: a position or page key in hexadecimal, or a meta entry's name.
+    /// Its key: a position or page key in hexadecimal, a meta entry's name, or an LMDB page's number.
     pub fn key(&self) -> String {
         match self {
             Record::Node(key) | Record::LinkPage(key) => key.to_string(),
             Record::Meta(name) => name.clone(),
+            Record::Page(number) => number.to_string(),
         }
     }
 }
@@ -291,6 +297,7 @@ impl std::fmt::Display for Record {
             Record::Node(key) => write!(f, "node {key}"),
             Record::LinkPage(key) => write!(f, "link page {key}"),
             Record::Meta(name) => write!(f, "meta entry '{name}'"),
+            Record::Page(number) => write!(f, "LMDB page {number}"),
         }
     }
 }
@@ -1056,7 +1063,7 @@ impl Shared {
             (Damage::Decode(source), Record::Node(key) | Record::LinkPage(key)) => {
                 StoreError::Corrupt { path, key, source }
             }
-            (Damage::Decode(_), Record::Meta(_)) => StoreError::CorruptMeta { path, entry: "meta" },
+            (Damage::Decode(_), Record::Meta(_) | Record::Page(_)) => StoreError::CorruptMeta { path, entry: "meta" },
         }
     }
 

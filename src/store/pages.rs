@@ -1,0 +1,414 @@
+//! LMDB's B-tree pages read with plain reads, never mapped: what `deeptree check` and a repair read the records
+//! through, so that a damaged page number of LMDB's own (one past the end of the file would kill a process reading the
+//! map with SIGBUS) is a problem to report, and every record still reachable is read.
+//!
+//! The format (LMDB's `mdb.c`, 64-bit builds, data version 1; integers in the machine's byte order): a page starts
+//! with a 16-byte header: its page number (u64), a pad (u16), its flags (u16: 0x01 branch, 0x02 leaf, 0x04 overflow,
+//! 0x20 fixed-size duplicates), and the lower and upper bounds of its free space (u16 each; an overflow page holds its
+//! count of pages there, u32). Then the 2-byte offsets of its nodes, from the page's start. A node is 8 bytes: the
+//! low and high u16 of its data size (in a branch: with its flags field, the child's page number), its flags (u16:
+//! 0x01 data on overflow pages, whose first page number is its data; 0x02 a named database's record; 0x04
+//! duplicates) and its key size (u16); then its key and its data. The main database's leaves name the named
+//! databases: key the name, data their 48-byte record, whose last u64 is the root page (all ones: empty).
+
+use std::{
+    collections::HashSet,
+    fs::File,
+    os::unix::fs::FileExt,
+    path::{Path, PathBuf},
+    sync::Arc,
+};
+
+use super::StoreError;
+
+const MAGIC: u32 = 0xBEEF_C0DE;
+const HEADER: usize = 16;
+const NODE: usize = 8;
+/// Offsets inside a meta page (after its page header): the two database records of 48 bytes (free pages, main),
+/// the last page and the transaction id.
+const META_MAGIC: usize = HEADER;
+const FREE_DB: usize = HEADER + 24;
+const MAIN_DB: usize = FREE_DB + DB_RECORD;
+const DB_RECORD: usize = 48;
+const DB_ROOT: usize = 40;
+const LAST_PAGE: usize = MAIN_DB + DB_RECORD;
+const TXN_ID: usize = LAST_PAGE + 8;
+const META_END: usize = TXN_ID + 8;
+
+const P_BRANCH: u16 = 0x01;
+const P_LEAF: u16 = 0x02;
+const P_OVERFLOW: u16 = 0x04;
+const P_LEAF2: u16 = 0x20;
+const F_BIGDATA: u16 = 0x01;
+/// A node whose data is a named database's record.
+pub(super) const F_SUBDATA: u16 = 0x02;
+const F_DUPDATA: u16 = 0x04;
+/// LMDB's "no page": an empty database's root.
+pub(super) const NO_PAGE: u64 = u64::MAX;
+
+/// The current meta of a data file.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Meta {
+    pub page_size: u64,
+    pub last_page: u64,
+    pub free_root: u64,
+    pub main_root: u64,
+    pub txn_id: u64,
+}
+
+/// Something wrong with LMDB's own pages: the page, and what.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct PageProblem {
+    pub page: u64,
+    pub what: String,
+}
+
+/// One leaf entry: its key, its data and its node flags.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Entry {
+    pub key: Vec<u8>,
+    pub value: Vec<u8>,
+    pub flags: u16,
+}
+
+/// A data file opened for reading its pages.
+pub(super) struct Pages {
+    file: File,
+    path: PathBuf,
+    pub meta: Meta,
+    /// The file's length in bytes when opened.
+    pub length: u64,
+}
+
+fn u16_at(bytes: &[u8], at: usize) -> Option<u16> {
+    Some(u16::from_ne_bytes(bytes.get(at..at + 2)?.try_into().ok()?))
+}
+
+fn u32_at(bytes: &[u8], at: usize) -> Option<u32> {
+    Some(u32::from_ne_bytes(bytes.get(at..at + 4)?.try_into().ok()?))
+}
+
+fn u64_at(bytes: &[u8], at: usize) -> Option<u64> {
+    Some(u64::from_ne_bytes(bytes.get(at..at + 8)?.try_into().ok()?))
+}
+
+fn parse_meta(page: &[u8]) -> Option<Meta> {
+    if u32_at(page, META_MAGIC)? != MAGIC {
+        return None;
+    }
+    let page_size = u64::from(u32_at(page, FREE_DB)?);
+    if !(512..=65536).contains(&page_size) || !page_size.is_power_of_two() {
+        return None;
+    }
+    Some(Meta {
+        page_size,
+        last_page: u64_at(page, LAST_PAGE)?,
+        free_root: u64_at(page, FREE_DB + DB_ROOT)?,
+        main_root: u64_at(page, MAIN_DB + DB_ROOT)?,
+        txn_id: u64_at(page, TXN_ID)?,
+    })
+}
+
+impl Pages {
+    /// Opens `path` and reads its current meta (that of the greater transaction id); `None` when the file is absent,
+    /// empty, or its first page is not an LMDB meta page.
+    pub(super) fn open(path: &Path) -> Result<Option<Pages>, StoreError> {
+        let io = |e| StoreError::Io { path: path.to_owned(), source: Arc::new(e) };
+        let file = match File::open(path) {
+            Ok(file) => file,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(io(e)),
+        };
+        let read = |offset: u64| -> Result<Option<Vec<u8>>, StoreError> {
+            let mut buffer = vec![0; META_END];
+            match file.read_exact_at(&mut buffer, offset) {
+                Ok(()) => Ok(Some(buffer)),
+                Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Ok(None),
+                Err(e) => Err(io(e)),
+            }
+        };
+        // The meta pages first, then the length: a commit of another process in between only makes the file longer.
+        let Some(first) = read(0)?.as_deref().and_then(parse_meta) else { return Ok(None) };
+        let second = read(first.page_size)?.as_deref().and_then(parse_meta);
+        let meta = match second {
+            Some(second) if second.txn_id > first.txn_id => second,
+            _ => first,
+        };
+        let length = file.metadata().map_err(io)?.len();
+        Ok(Some(Pages { file, path: path.to_owned(), meta, length }))
+    }
+
+    /// Pages the file holds whole.
+    pub(super) fn whole_pages(&self) -> u64 {
+        self.length / self.meta.page_size
+    }
+
+    /// `count` pages from page `number`, which must lie in the file and not past the meta's last page.
+    fn read(&self, number: u64, count: u64) -> Result<Vec<u8>, PageProblem> {
+        let problem = |what: String| PageProblem { page: number, what };
+        let end = number.checked_add(count).filter(|&end| end <= self.whole_pages().min(self.meta.last_page + 1));
+        if end.is_none() || count == 0 {
+            return Err(problem(format!(
+                "lies past the end of the file ({} pages) or of the store ({} pages)",
+                self.whole_pages(),
+                self.meta.last_page + 1
+            )));
+        }
+        let mut buffer = vec![0; (count * self.meta.page_size) as usize];
+        self.file
+            .read_exact_at(&mut buffer, number * self.meta.page_size)
+            .map_err(|e| problem(format!("cannot be read from {}: {e}", self.path.display())))?;
+        Ok(buffer)
+    }
+
+    /// Every leaf entry of the tree whose root is `root`, in key order (a damaged page's entries are left out, with
+    /// its problem in their place).
+    pub(super) fn entries(&self, root: u64) -> Entries<'_> {
+        Entries {
+            pages: self,
+            stack: if root == NO_PAGE { Vec::new() } else { vec![root] },
+            ready: Vec::new(),
+            visited: HashSet::new(),
+        }
+    }
+
+    /// Reads one tree page: its children (a branch) or its entries (a leaf).
+    fn tree_page(&self, number: u64) -> Result<TreePage, PageProblem> {
+        let page = self.read(number, 1)?;
+        let problem = |what: &str| PageProblem { page: number, what: what.to_owned() };
+        let size = page.len();
+        let bad = || problem("its header is damaged");
+        if u64_at(&page, 0) != Some(number) {
+            return Err(problem("holds another page number: it is not the page its parent points to"));
+        }
+        let flags = u16_at(&page, 10).ok_or_else(bad)?;
+        let lower = usize::from(u16_at(&page, 12).ok_or_else(bad)?);
+        let upper = usize::from(u16_at(&page, 14).ok_or_else(bad)?);
+        if lower < HEADER || lower > upper || upper > size || !(lower - HEADER).is_multiple_of(2) {
+            return Err(bad());
+        }
+        if flags & P_LEAF2 != 0 {
+            // Fixed-size duplicates: no database of the store has them.
+            return Ok(TreePage::Leaf(Vec::new()));
+        }
+        let count = (lower - HEADER) / 2;
+        let node_at = |i: usize| -> Result<(usize, u16, u16, u16, usize), PageProblem> {
+            let at = usize::from(u16_at(&page, HEADER + 2 * i).ok_or_else(bad)?);
+            if at < upper || at + NODE > size {
+                return Err(problem("a node lies outside the page"));
+            }
+            let (lo, hi) = (u16_at(&page, at).ok_or_else(bad)?, u16_at(&page, at + 2).ok_or_else(bad)?);
+            let node_flags = u16_at(&page, at + 4).ok_or_else(bad)?;
+            let key_size = usize::from(u16_at(&page, at + 6).ok_or_else(bad)?);
+            if at + NODE + key_size > size {
+                return Err(problem("a key runs past the end of its page"));
+            }
+            Ok((at, lo, hi, node_flags, key_size))
+        };
+        if flags & P_BRANCH != 0 {
+            let mut children = Vec::with_capacity(count);
+            for i in 0..count {
+                let (_, lo, hi, node_flags, _) = node_at(i)?;
+                children.push(u64::from(lo) | (u64::from(hi) << 16) | (u64::from(node_flags) << 32));
+            }
+            return Ok(TreePage::Branch(children));
+        }
+        if flags & P_LEAF == 0 {
+            return Err(problem("is neither a branch nor a leaf page"));
+        }
+        let mut entries = Vec::with_capacity(count);
+        for i in 0..count {
+            let (at, lo, hi, node_flags, key_size) = node_at(i)?;
+            let key = page[at + NODE..at + NODE + key_size].to_vec();
+            let data = at + NODE + key_size;
+            let len = usize::from(lo) | (usize::from(hi) << 16);
+            let value = if node_flags & F_BIGDATA != 0 {
+                let first = u64_at(&page, data).ok_or_else(|| problem("an overflow page number runs past its page"))?;
+                self.overflow(first, len).map_err(|e| PageProblem { page: number, what: e.what })?
+            } else {
+                page.get(data..data + len).ok_or_else(|| problem("a value runs past the end of its page"))?.to_vec()
+            };
+            entries.push(Entry { key, value, flags: node_flags & (F_SUBDATA | F_DUPDATA) });
+        }
+        Ok(TreePage::Leaf(entries))
+    }
+
+    /// A value of `len` bytes held on overflow pages from page `first`.
+    fn overflow(&self, first: u64, len: usize) -> Result<Vec<u8>, PageProblem> {
+        let head =
+            self.read(first, 1).map_err(|e| PageProblem { what: format!("overflow page {first} {}", e.what), ..e })?;
+        let flags = u16_at(&head, 10).unwrap_or(0);
+        let count = u64::from(u32_at(&head, 12).unwrap_or(0));
+        if flags & P_OVERFLOW == 0 || u64_at(&head, 0) != Some(first) {
+            return Err(PageProblem { page: first, what: format!("overflow page {first} is not one") });
+        }
+        let pages = self
+            .read(first, count)
+            .map_err(|e| PageProblem { what: format!("overflow page {first} {}", e.what), ..e })?;
+        pages.get(HEADER..HEADER + len).map(<[u8]>::to_vec).ok_or_else(|| PageProblem {
+            page: first,
+            what: format!("overflow page {first} is shorter than its value"),
+        })
+    }
+
+    /// The named databases (name, root page), from the main database's leaves, with the problems met reading them.
+    pub(super) fn databases(&self) -> (Vec<(String, u64)>, Vec<PageProblem>) {
+        let (mut named, mut problems) = (Vec::new(), Vec::new());
+        for entry in self.entries(self.meta.main_root) {
+            match entry {
+                Ok(entry) if entry.flags & F_SUBDATA != 0 => match u64_at(&entry.value, DB_ROOT) {
+                    Some(root) => named.push((String::from_utf8_lossy(&entry.key).into_owned(), root)),
+                    None => problems.push(PageProblem {
+                        page: self.meta.main_root,
+                        what: "a named database's record is too short".to_owned(),
+                    }),
+                },
+                Ok(_) => {}
+                Err(problem) => problems.push(problem),
+            }
+        }
+        (named, problems)
+    }
+
+    /// Every page the free-page database lists (its entries are lists of page numbers: their length, then the
+    /// pages), or the first problem met reading them.
+    pub(super) fn free_pages(&self) -> Result<HashSet<u64>, PageProblem> {
+        let mut free = HashSet::new();
+        for entry in self.entries(self.meta.free_root) {
+            let entry = entry?;
+            let count = u64_at(&entry.value, 0).unwrap_or(0) as usize;
+            for i in 0..count {
+                let page = u64_at(&entry.value, 8 + 8 * i).ok_or_else(|| PageProblem {
+                    page: self.meta.free_root,
+                    what: "a free list is cut short".to_owned(),
+                })?;
+                free.insert(page);
+            }
+        }
+        Ok(free)
+    }
+}
+
+enum TreePage {
+    Branch(Vec<u64>),
+    Leaf(Vec<Entry>),
+}
+
+/// The leaf entries of one tree, depth first in key order.
+pub(super) struct Entries<'p> {
+    pages: &'p Pages,
+    /// Pages still to read, the next on top.
+    stack: Vec<u64>,
+    /// Entries of the last leaf read, the next on top.
+    ready: Vec<Entry>,
+    visited: HashSet<u64>,
+}
+
+impl Iterator for Entries<'_> {
+    type Item = Result<Entry, PageProblem>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            if let Some(entry) = self.ready.pop() {
+                return Some(Ok(entry));
+            }
+            let number = self.stack.pop()?;
+            if !self.visited.insert(number) {
+                return Some(Err(PageProblem {
+                    page: number,
+                    what: "is reached twice: a page number is damaged".to_owned(),
+                }));
+            }
+            match self.pages.tree_page(number) {
+                Ok(TreePage::Branch(children)) => self.stack.extend(children.into_iter().rev()),
+                Ok(TreePage::Leaf(entries)) => self.ready.extend(entries.into_iter().rev()),
+                Err(problem) => return Some(Err(problem)),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use heed::types::Bytes;
+
+    use super::*;
+
+    /// The entries read page by page are exactly LMDB's own, for every named database, large values included.
+    #[test]
+    fn entries_read_page_by_page_are_lmdbs() {
+        let dir = tempfile::tempdir().unwrap();
+        let env = unsafe { heed::EnvOpenOptions::new().map_size(1 << 26).max_dbs(3).open(dir.path()).unwrap() };
+        let mut wtxn = env.write_txn().unwrap();
+        let small: heed::Database<Bytes, Bytes> = env.create_database(&mut wtxn, Some("small")).unwrap();
+        let large: heed::Database<Bytes, Bytes> = env.create_database(&mut wtxn, Some("large")).unwrap();
+        let _empty: heed::Database<Bytes, Bytes> = env.create_database(&mut wtxn, Some("empty")).unwrap();
+        let mut rng = fastrand::Rng::with_seed(5);
+        for i in 0u32..30_000 {
+            let len = rng.usize(0..60);
+            small.put(&mut wtxn, &rng.u64(..).to_be_bytes(), &vec![i as u8; len]).unwrap();
+        }
+        for i in 0u32..200 {
+            let len = rng.usize(100..9_000);
+            large.put(&mut wtxn, &i.to_be_bytes(), &vec![(i % 251) as u8; len]).unwrap();
+        }
+        wtxn.commit().unwrap();
+        // Pages freed and the free list filled: half of it rewritten.
+        let mut wtxn = env.write_txn().unwrap();
+        for i in (0u32..200).step_by(2) {
+            large.put(&mut wtxn, &i.to_be_bytes(), &[1, 2, 3]).unwrap();
+        }
+        wtxn.commit().unwrap();
+        let rtxn = env.read_txn().unwrap();
+        let pages = Pages::open(&dir.path().join("data.mdb")).unwrap().unwrap();
+        let (named, problems) = pages.databases();
+        assert!(problems.is_empty(), "{problems:?}");
+        let mut names: Vec<&str> = named.iter().map(|(name, _)| name.as_str()).collect();
+        names.sort_unstable();
+        assert_eq!(names, ["empty", "large", "small"]);
+        for (name, root) in &named {
+            let database: heed::Database<Bytes, Bytes> = env.open_database(&rtxn, Some(name)).unwrap().unwrap();
+            let lmdb: Vec<(Vec<u8>, Vec<u8>)> = database
+                .iter(&rtxn)
+                .unwrap()
+                .map(|item| item.map(|(k, v)| (k.to_vec(), v.to_vec())).unwrap())
+                .collect();
+            let read: Vec<(Vec<u8>, Vec<u8>)> =
+                pages.entries(*root).map(|entry| entry.map(|e| (e.key, e.value)).unwrap()).collect();
+            assert!(lmdb == read, "{name}: {} entries by LMDB, {} read page by page", lmdb.len(), read.len());
+        }
+        assert!(!pages.free_pages().unwrap().is_empty());
+    }
+
+    /// A page number damaged past the end of the file is a problem reported for its page; the rest is read.
+    #[test]
+    fn a_page_number_past_the_end_is_a_problem_not_a_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let env = unsafe { heed::EnvOpenOptions::new().map_size(1 << 26).max_dbs(1).open(dir.path()).unwrap() };
+        let mut wtxn = env.write_txn().unwrap();
+        let db: heed::Database<Bytes, Bytes> = env.create_database(&mut wtxn, Some("d")).unwrap();
+        for i in 0u32..20_000 {
+            db.put(&mut wtxn, &i.to_be_bytes(), &[7; 30]).unwrap();
+        }
+        wtxn.commit().unwrap();
+        drop(env);
+        let path = dir.path().join("data.mdb");
+        let pages = Pages::open(&path).unwrap().unwrap();
+        let root = pages.databases().0[0].1;
+        let Ok(TreePage::Branch(children)) = pages.tree_page(root) else { panic!("the root is a branch") };
+        let all = pages.entries(root).count();
+        // The root's first child pointer (a branch node's first three u16) set far past the end.
+        let mut bytes = std::fs::read(&path).unwrap();
+        let page = (root * pages.meta.page_size) as usize;
+        let node = page + usize::from(u16_at(&bytes[page..], HEADER).unwrap());
+        bytes[node + 4..node + 6].copy_from_slice(&0x00ffu16.to_ne_bytes());
+        std::fs::write(&path, &bytes).unwrap();
+        let pages = Pages::open(&path).unwrap().unwrap();
+        let read: Vec<_> = pages.entries(root).collect();
+        let problems: Vec<_> = read.iter().filter_map(|entry| entry.as_ref().err()).collect();
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(problems[0].what.contains("past the end"), "{problems:?}");
+        assert!(read.len() > all / 2 && read.len() < all + 1, "{} of {all}", read.len());
+        assert!(children.len() > 1);
+    }
+}
