@@ -8,6 +8,9 @@ use std::{
 
 use serde_json::Value;
 
+mod common;
+use common::{PATIENCE, Uci};
+
 const FAKE: &str = env!("CARGO_BIN_EXE_deeptree-fake-engine");
 const FIXTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/store-v1");
 /// The start position's key: the root of the fixture's tree.
@@ -198,4 +201,28 @@ fn a_data_file_cut_short_fails_every_command_with_a_message() {
     assert_eq!(run(&repaired, &["check"]).status.code(), Some(0), "the repair is clean");
     let stats: Value = serde_json::from_str(&ok(&repaired, &["stats", "--json"])).unwrap();
     assert!(stats["positions"].as_u64().is_some_and(|kept| kept < 131), "{stats}");
+}
+
+/// In a GUI the tree's answer meets the damaged root: the engine searches directly instead, and an `info string`
+/// says so once in the session, naming the file and the key; every `go` still gets its move.
+#[test]
+fn a_uci_session_on_a_damaged_tree_searches_directly_and_says_so_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = store_in(dir.path(), "store");
+    assert!(damage_node(&db.join("data.mdb"), START, 20) > 0);
+    let mut uci = Uci::deeptree(&db);
+    uci.send("uci");
+    uci.until("uciok", PATIENCE);
+    uci.send(&format!("setoption name InnerEngine value {FAKE}"));
+    uci.send("setoption name BackgroundAnalysis value false");
+    uci.ready();
+    let mut said = Vec::new();
+    for go in ["go depth 3", "go movetime 200", "go depth 2"] {
+        uci.send("position startpos");
+        let (best, lines) = uci.best(go);
+        assert!(!best.is_empty() && best != "0000", "{go}: {lines:?}");
+        said.extend(lines.into_iter().filter(|line| line.contains("tree unreadable")));
+    }
+    assert_eq!(said.len(), 1, "said once in the session: {said:?}");
+    assert!(said[0].starts_with("info string ") && said[0].contains(START) && said[0].contains("data.mdb"), "{said:?}");
 }

@@ -382,6 +382,8 @@ pub(crate) struct Shared {
     stopped: std::sync::OnceLock<StoreError>,
     /// Whether [`Store::write_failure_notice`] has given the failure out.
     stop_told: std::sync::atomic::AtomicBool,
+    /// A reader has told its user that the store could not be read ([`Store::first_trouble`]).
+    trouble_told: std::sync::atomic::AtomicBool,
     /// `deeptree.lock`, locked shared while the store is open (exclusive for compaction): tells whether another
     /// process has the store open. A store opened read-only holds it only where it exists and can be opened.
     _lock: Option<File>,
@@ -570,6 +572,7 @@ impl Store {
             claims: parking_lot::Mutex::new(None),
             stopped,
             stop_told: Default::default(),
+            trouble_told: Default::default(),
             _lock: lock,
         });
         let writer = writer::WriterThread::spawn(shared.clone(), options.max_batch.max(1), upkeep);
@@ -729,6 +732,7 @@ impl Store {
             claims: parking_lot::Mutex::new(None),
             stopped: std::sync::OnceLock::new(),
             stop_told: Default::default(),
+            trouble_told: Default::default(),
             _lock: lock,
         });
         let owed = {
@@ -788,6 +792,12 @@ impl Store {
         let failure = self.shared.stopped.get()?;
         let told = self.shared.stop_told.swap(true, std::sync::atomic::Ordering::SeqCst);
         (!told).then(|| failure.clone())
+    }
+
+    /// True the first time it is asked only: for a reader that tells its user once per opened store that the tree
+    /// could not be read (the UCI session, which then searches directly), and only logs it after that.
+    pub fn first_trouble(&self) -> bool {
+        !self.shared.trouble_told.swap(true, std::sync::atomic::Ordering::Relaxed)
     }
 
     /// A handle to submit changes from any thread.

@@ -17,7 +17,7 @@ use crate::{
     score::{Bound, Score},
     search::{analysis::Line, tree},
     store::{
-        Change,
+        Change, StoreError,
         key::PositionKey,
         node::{Edge, Node, PackedPosition},
     },
@@ -133,20 +133,41 @@ impl TreeAnswer {
 }
 
 /// The tree's move for the position: its best move by the one ranking of moves (alpha score; repetitions of the
-/// game are draws), when the root has an evaluation.
+/// game are draws), when the root has an evaluation. A tree that cannot be read (a damaged record) answers nothing,
+/// and the caller searches directly; the first time in a session an `info string` says so ([`tree_unreadable`]).
 pub fn tree_answer(ctx: &Context, line: &Line, searchmoves: &[UciMove]) -> Option<TreeAnswer> {
-    let store = ctx.store.as_ref()?;
-    let view = store.read().ok()?;
+    read_tree_answer(ctx, line, searchmoves).unwrap_or_else(|e| {
+        tree_unreadable(ctx, &e);
+        None
+    })
+}
+
+/// Says, once per session and store, that the tree could not be read and the engine searches directly; logs it
+/// every time.
+pub fn tree_unreadable(ctx: &Context, e: &StoreError) {
+    log::warn!("the tree could not be read: {e}");
+    if ctx.store.as_ref().is_some_and(|store| store.first_trouble()) {
+        ctx.out.send(Info::string(format!("tree unreadable, searching directly (said once): {e}")));
+    }
+}
+
+fn read_tree_answer(ctx: &Context, line: &Line, searchmoves: &[UciMove]) -> Result<Option<TreeAnswer>, StoreError> {
+    let Some(store) = ctx.store.as_ref() else { return Ok(None) };
+    let view = store.read()?;
     // The common case in a game out of the book: the root has no evaluation; nothing more is read or computed.
-    view.node(PositionKey::of(line.root())).ok()??.eval.as_ref()?;
-    let tree = tree::view(&view, line.root(), &line.history_keys()).ok()??;
+    if view.node(PositionKey::of(line.root()))?.and_then(|node| node.eval).is_none() {
+        return Ok(None);
+    }
+    let Some(tree) = tree::view(&view, line.root(), &line.history_keys())? else { return Ok(None) };
     // A move nothing has valued yet keeps the placeholder score: never the tree's word.
     let allowed =
         |c: &&tree::Candidate| c.alpha != Score::MATED_NOW && (searchmoves.is_empty() || searchmoves.contains(&c.uci));
-    let best = tree.candidates.iter().find(allowed)?;
-    let best_from_root = tree.candidates.iter().filter(allowed).map(|c| c.alpha_from_root).max()?;
+    let Some(best) = tree.candidates.iter().find(allowed) else { return Ok(None) };
+    let Some(best_from_root) = tree.candidates.iter().filter(allowed).map(|c| c.alpha_from_root).max() else {
+        return Ok(None);
+    };
     let software = u32::from(tree.settled_depth.unwrap_or(0));
-    Some(TreeAnswer {
+    Ok(Some(TreeAnswer {
         best: best.uci,
         score: best.alpha,
         score_from_root: best.alpha_from_root,
@@ -155,7 +176,7 @@ pub fn tree_answer(ctx: &Context, line: &Line, searchmoves: &[UciMove]) -> Optio
         combined_depth: software + u32::from(tree.engine_depth),
         software_depth: software,
         nodes: tree.nodes,
-    })
+    }))
 }
 
 /// When nothing can be searched: the tree's best move, else the first legal move (among `searchmoves` when given),

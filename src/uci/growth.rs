@@ -141,6 +141,11 @@ pub fn grow_tree(
                 growth_paused(ctx, store);
                 0
             }
+            // A damaged tree is told once per session; the search's answer comes from a direct search.
+            Err(AnalysisError::Store(e)) => {
+                super::answer::tree_unreadable(ctx, &e);
+                0
+            }
             Err(e) => {
                 ctx.out.error(format!("tree search: {e}"));
                 0

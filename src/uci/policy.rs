@@ -271,7 +271,7 @@ fn known_deep_enough(
             }
             Ok(_) => {}
             Err(e) => {
-                log::warn!("the tree's depth here could not be read: {e}");
+                super::answer::tree_unreadable(ctx, &e);
                 return false;
             }
         }
