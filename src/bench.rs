@@ -164,6 +164,10 @@ pub struct StoreBench {
     /// Baseline: raw LMDB lookups of the same keys without decoding, same transaction, same run.
     pub raw_reads_per_second: f64,
     pub decode_cost_ratio: f64,
+    /// Baseline: the same reads decoded without checking their checksums, same transaction, same run.
+    pub unchecked_reads_per_second: f64,
+    /// What checking the checksums costs a decoded read: unchecked reads a second over checked ones.
+    pub checksum_cost_ratio: f64,
     pub parent_lookups_per_second: f64,
     /// Size of the data file.
     pub bytes: u64,
@@ -209,6 +213,16 @@ pub fn store_bench(store: &Store, positions: usize, reads: usize, seed: u64) -> 
         found += usize::from(std::hint::black_box(view.raw_node(*key)?).is_some());
     }
     let raw_reads_per_second = per_second(sample.len(), t.elapsed());
+    // Decoded without checking their checksums (the checksum's 4 bytes cut off): what reads cost before schema 5.
+    let t = Instant::now();
+    let mut unchecked = 0usize;
+    for key in &sample {
+        if let Some(value) = view.raw_node(*key)? {
+            let body = &value[..value.len().saturating_sub(crate::store::checksum::SIZE)];
+            unchecked += Node::decode(body).map_or(0, |node| node.edges.len());
+        }
+    }
+    let unchecked_reads_per_second = per_second(sample.len(), t.elapsed());
     let t = Instant::now();
     let mut edges = 0usize;
     for key in &sample {
@@ -217,7 +231,7 @@ pub fn store_bench(store: &Store, positions: usize, reads: usize, seed: u64) -> 
         }
     }
     let reads_per_second = per_second(sample.len(), t.elapsed());
-    std::hint::black_box((found, edges));
+    std::hint::black_box((found, edges, unchecked));
     let t = Instant::now();
     let mut links = 0usize;
     for key in parent_probe.iter().take(reads) {
@@ -233,6 +247,8 @@ pub fn store_bench(store: &Store, positions: usize, reads: usize, seed: u64) -> 
         reads_per_second,
         raw_reads_per_second,
         decode_cost_ratio: raw_reads_per_second / reads_per_second.max(1e-9),
+        unchecked_reads_per_second,
+        checksum_cost_ratio: unchecked_reads_per_second / reads_per_second.max(1e-9),
         parent_lookups_per_second,
         bytes: stats.bytes,
         bytes_per_position: stats.bytes as f64 / stats.positions.max(1) as f64,

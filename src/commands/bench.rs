@@ -160,6 +160,10 @@ pub fn run(db: Option<&Path>, config: &Config, what: BenchCommand) -> CommandRes
                     "point reads, raw      {:.0} /s (baseline; decoding costs x{:.2})",
                     result.raw_reads_per_second, result.decode_cost_ratio
                 );
+                println!(
+                    "point reads, unchecked {:.0} /s (baseline: decoded, checksums not checked; checking costs x{:.3})",
+                    result.unchecked_reads_per_second, result.checksum_cost_ratio
+                );
                 println!("parent lookups        {:.0} /s", result.parent_lookups_per_second);
                 println!("bytes on disk         {} ({:.1} per position)", result.bytes, result.bytes_per_position);
                 println!("bytes in tree pages   {:.1} per position", result.tree_bytes_per_position);

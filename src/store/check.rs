@@ -19,7 +19,7 @@
 //! # Ok::<_, Box<dyn std::error::Error>>(())
 //! ```
 //!
-//! The records are read from the data file page by page with plain reads ([`pages`](super::pages)), never through
+//! The records are read from the data file page by page with plain reads (`store::pages`), never through
 //! LMDB's memory map, so that damage to LMDB's own pages (a page number past the end of the file, a file cut short)
 //! is reported, and everything still reachable read, where a mapped read would kill the process. An LMDB read
 //! transaction is held meanwhile, so that no other process reuses the pages read.

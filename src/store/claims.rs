@@ -43,7 +43,7 @@
 //! answered only:
 //! u16  best move (packed UCI)   i16 score   u8 bound   u8 depth   u64 nodes
 //! u8   length of the engine's name (0: unknown), then the name in UTF-8
-//! u32  checksum of the search's key and the bytes above (see [`checksum`](super::checksum))
+//! u32  checksum of the search's key and the bytes above (see [`checksum`])
 //! ```
 //!
 //! Format 1 was the same without the checksum. Stability: a record of another format, or one whose checksum fails

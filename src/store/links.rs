@@ -24,7 +24,7 @@
 //! parents than that has a page to itself).
 //!
 //! Schema 5 stores every page sealed ([`write_page`], [`read_page`]): the page, then its checksum for its key (see
-//! [`checksum`](super::checksum)), 4 bytes more; a full page of 62 links still fits four to an LMDB page.
+//! [`checksum`]), 4 bytes more; a full page of 62 links still fits four to an LMDB page.
 //!
 //! One LMDB entry costs about 18 bytes beside its key and value, so a link held alone cost 26 bytes of its own or
 //! more; in a page it costs its 16. Schema 3 kept one record per child in `links` (its parents' keys, 8 bytes each,

@@ -40,8 +40,9 @@
 //! ([`StoreError::Checksum`]), never a changed value; [`Store::check`] lists every damaged record and
 //! [`Store::repair_with`] copies the intact ones into a new store. A data file shorter than its LMDB meta page says
 //! is refused when opened, before anything is read from it ([`StoreError::Truncated`]): LMDB maps the file, and a
-//! read past its end would kill the process. What checksums cannot see is LMDB's own page structure: a damaged
-//! branch page may hide a record (a lookup then finds nothing); `check` reports keys out of order and LMDB's errors.
+//! read past its end would kill the process. What checksums cannot see is LMDB's own page structure: a damaged key
+//! or branch page may hide a record (a lookup then finds nothing), and a damaged page number may point past the end
+//! of the file; `check` reads the file page by page (`pages`) and reports both.
 
 pub mod check;
 pub mod checksum;

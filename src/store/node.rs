@@ -53,7 +53,7 @@
 //! Integers are big-endian; scores use [`Score::to_bits`]. A record that does not parse is an error, never a panic.
 //!
 //! Schema 5 stores every record sealed ([`Node::write`], [`Node::read`]): the record as above, then its checksum
-//! for its key (see [`checksum`](super::checksum)). A store of schema 4 or older holds the records bare; they are
+//! for its key (see [`checksum`]). A store of schema 4 or older holds the records bare; they are
 //! sealed when it is upgraded.
 
 use std::fmt;

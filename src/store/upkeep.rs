@@ -46,7 +46,7 @@ impl Upkeep for NoUpkeep {
 ///
 /// A record or page of links that cannot be read (damaged: its checksum fails, or it does not decode) counts as
 /// absent to the upkeep, and the first such error is kept: the writer then fails the transaction
-/// ([`TxnRecords::damage`]) rather than commit values computed without it.
+/// rather than commit values computed without it.
 pub struct TxnRecords<'t, 'e> {
     shared: &'t Shared,
     txn: &'t RwTxn<'e>,
