@@ -47,10 +47,11 @@ use heed::{
 use super::{
     META_ENGINE, META_ENGINES, META_LINKS, META_SCHEMA, META_VALUES_OWED, READABLE_SCHEMA, Record, SCHEMA_VERSION,
     Store, StoreError,
-    checksum::{self, Damage, Table},
+    checksum::{self, Table},
     file,
     key::PositionKey,
     links,
+    node::Damage,
     node::Node,
     page_size,
     pages::{Entry, Pages},

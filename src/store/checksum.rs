@@ -23,17 +23,6 @@
 //! value moved under another key or into another database, not only changed bytes; CRC-32C finds every error of up
 //! to 3 bits in a record and every burst of up to 32 bits, and misses other damage once in 2^32.
 
-use super::node::DecodeError;
-
-/// Why a stored value could not be read: its checksum, or (the checksum holding) its bytes.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum Damage {
-    #[error(transparent)]
-    Checksum(#[from] Mismatch),
-    #[error(transparent)]
-    Decode(#[from] DecodeError),
-}
-
 /// The databases whose values are sealed, each with its tag.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Table {

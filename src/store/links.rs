@@ -31,8 +31,9 @@
 //! see [`decode_list`]); schema 2 and earlier one LMDB entry per link. Both are converted when a store is opened.
 
 use super::{
-    checksum::{self, Damage, Table},
+    checksum::{self, Table},
     key::PositionKey,
+    node::Damage,
     node::DecodeError,
 };
 

@@ -70,8 +70,9 @@ use heed::{
 use parking_lot::{RwLock, RwLockReadGuard};
 use shakmaty::{Chess, Position, uci::UciMove};
 
-use self::checksum::{Damage, Mismatch, Table};
+use self::checksum::{Mismatch, Table};
 use self::key::PositionKey;
+use self::node::Damage;
 use self::node::{DecodeError, Node};
 use self::upkeep::Upkeep;
 pub use self::writer::{Receipt, StoreWriter};

@@ -66,7 +66,7 @@ use shakmaty::{
 };
 
 use super::{
-    checksum::{self, Damage, Table},
+    checksum::{self, Table},
     key::PositionKey,
 };
 use crate::score::{Bound, Score};
@@ -90,6 +90,15 @@ const EDGE_BOUND_MASK: u8 = 0x03;
 
 /// Largest packed setup of a legal standard chess position without move counters.
 pub const MAX_SETUP_BYTES: usize = 24;
+
+/// Why a stored value could not be read: its checksum, or (the checksum holding) its bytes.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Damage {
+    #[error(transparent)]
+    Checksum(#[from] checksum::Mismatch),
+    #[error(transparent)]
+    Decode(#[from] DecodeError),
+}
 
 /// Why a record could not be decoded.
 #[derive(Debug, Clone, PartialEq, Eq)]
