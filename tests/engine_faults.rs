@@ -311,4 +311,19 @@ fn searchmoves_off_in_an_engine_list_asks_each_move_on_its_own_with_stockfish() 
     assert_eq!(by_each.line.depth, 10);
     let (a, b) = (by_each.line.score.value(), by_engine.line.score.value());
     assert!((a - b).abs() < 60, "per move {a} cp, searchmoves {b} cp");
+
+    // A move that repeats the position a third time is a draw, which the engine would not see in the position
+    // after it searched as its own root: Black, a queen down, takes the repetition rather than a lost game.
+    let moves = ["g1f3", "g8h8", "f3g1", "h8g8", "g1f3", "g8h8", "f3g1"].map(|m| m.parse::<UciMove>().unwrap());
+    let position = EnginePosition::from_fen("6k1/5ppp/8/8/8/8/5PPP/3QK1N1 w - - 0 1", moves.to_vec()).unwrap();
+    let allowed: Vec<UciMove> = vec!["h8g8".parse().unwrap(), "g7g6".parse().unwrap()];
+    let request = EvalRequest::new(position, Limit::Depth(10)).with_searchmoves(allowed).unwrap();
+    let by_each = each.evaluate(&request).unwrap();
+    assert_eq!(by_each.best_move, "h8g8".parse::<UciMove>().unwrap());
+    assert_eq!(by_each.line.score, Score::cp(0));
+    // So is any move with the fifty-move count at 100 after it (that is not mate).
+    let position = EnginePosition::from_fen("6k1/5ppp/8/8/8/8/5PPP/3QK1N1 b - - 99 80", vec![]).unwrap();
+    let allowed: Vec<UciMove> = vec!["g8h8".parse().unwrap(), "g7g6".parse().unwrap()];
+    let request = EvalRequest::new(position, Limit::Depth(10)).with_searchmoves(allowed).unwrap();
+    assert_eq!(each.evaluate(&request).unwrap().line.score, Score::cp(0));
 }

@@ -34,6 +34,7 @@ fn toga_ii_beside_stockfish_grows_a_tree_to_software_depth_2() {
     assert_eq!(report["failed"], 0, "{report}");
     // The moves outside searchmoves are no engine fault (no restart), and Toga II's missing Threads is not warned of.
     assert!(!stderr.contains("engine fault"), "{stderr}");
+    assert!(stderr.contains("Toga II 3.0 does not keep to searchmoves"), "the each-move method ran: {stderr}");
     assert!(!stderr.contains("option not set"), "{stderr}");
     // Both engines answered searches, each listed once.
     let stats = deeptree(&db, &["stats", "--json"]);

@@ -652,19 +652,28 @@ impl Engine {
     /// answer at the depth asked.
     pub fn search(&mut self, request: &EvalRequest, on_info: &mut dyn FnMut(&Info)) -> Result<Evaluation, EngineError> {
         let each_move = !request.searchmoves.is_empty() && request.multipv == 1;
+        let started = Instant::now();
         let result = if each_move && self.searchmoves == Searchmoves::Ignored {
-            self.search_each_move(request)
+            self.search_each_move(request, Duration::ZERO)
         } else {
             match self.start_and_read(request, on_info) {
                 // An answer within `searchmoves` proves nothing (the engine's own best move may be among them):
                 // only a violation is learnt, and only the configuration says an engine keeps to them.
+                // A search cut short by `stop` may answer with any move (its hash's, the first legal one): no lesson,
+                // and no second search for a caller that wanted it over.
+                Err(EngineError::IllegalMove { what: OUTSIDE_SEARCHMOVES, .. })
+                    if each_move && self.link.state.lock().stop_sent =>
+                {
+                    Err(EngineError::Stopped)
+                }
                 Err(EngineError::IllegalMove { what: OUTSIDE_SEARCHMOVES, .. })
                     if each_move && self.searchmoves == Searchmoves::Unknown =>
                 {
                     warn!("{} does not keep to searchmoves: each move is searched on its own", self.name);
                     self.searchmoves = Searchmoves::Ignored;
+                    let spent = started.elapsed();
                     self.end_search_phase(false);
-                    self.search_each_move(request)
+                    self.search_each_move(request, spent)
                 }
                 result => result,
             }
@@ -679,6 +688,8 @@ impl Engine {
     fn end_search_phase(&self, last: bool) {
         let mut state = self.link.state.lock();
         state.searching = false;
+        // A stop sent to one of several searches that answer one request holds for the rest of them.
+        state.stop_requested |= state.stop_sent && !last;
         state.stop_sent = false;
         if last {
             state.stop_requested = false;
@@ -688,16 +699,25 @@ impl Engine {
     }
 
     /// A search restricted to `searchmoves` as one search of the position after each move (see [`Engine::search`]).
-    fn search_each_move(&mut self, request: &EvalRequest) -> Result<Evaluation, EngineError> {
+    /// `spent`: the time a first search (the one that broke `searchmoves`) already took of a time limit.
+    fn search_each_move(&mut self, request: &EvalRequest, spent: Duration) -> Result<Evaluation, EngineError> {
         request.validate()?;
-        let count = request.searchmoves.len() as u64;
+        let count = request.searchmoves.len() as u32;
+        let white = request.position.position().turn().is_white();
         let limit = match request.limit {
             Limit::Depth(depth) => Limit::Depth(depth.saturating_sub(1).max(1)),
-            Limit::Nodes(nodes) => Limit::Nodes((nodes / count).max(1)),
-            Limit::MoveTime(time) => Limit::MoveTime(time / count as u32),
-            _ => {
+            Limit::Nodes(nodes) => Limit::Nodes((nodes / u64::from(count)).max(1)),
+            Limit::MoveTime(time) => Limit::MoveTime(time.saturating_sub(spent) / count),
+            // A clock: a share of the side's own time (a thirtieth and half the increment), less what was spent.
+            Limit::Clock { wtime, btime, winc, binc, .. } => {
+                let (own, inc) = if white { (wtime, winc) } else { (btime, binc) };
+                let share = Duration::from_millis(own / 30 + inc / 2);
+                Limit::MoveTime(share.saturating_sub(spent) / count)
+            }
+            Limit::Infinite => {
                 return Err(EngineError::InvalidRequest(format!(
-                    "{} does not keep to searchmoves, and a search without a depth, node or time limit cannot be                      shared out among the moves",
+                    "{} does not keep to searchmoves, and a search without a limit cannot be shared out among the \
+                     moves",
                     self.name
                 )));
             }
@@ -705,16 +725,23 @@ impl Engine {
         let pos = request.position.position().clone();
         let mut best: Option<(Score, UciMove, PvLine, Option<UciMove>)> = None;
         let (mut nodes, mut stopped, mut first_go, mut last_read) = (0u64, false, None, None);
-        let mut reply_depth = 0;
+        // The shallowest reply (a depth reached by all of them), and the moves valued.
+        let mut reply_depth: Option<u32> = None;
+        let mut searched = 0usize;
         for uci in &request.searchmoves {
             let m =
                 uci.to_move(&pos).map_err(|_| EngineError::InvalidRequest(format!("searchmove {uci} is illegal")))?;
             let mut after = pos.clone();
             after.play_unchecked(m);
             // A move that ends the game is valued here: nothing is left to search after it.
+            // A draw by rule after the move is one too: searched as its own root, the engine would not see it.
             let (score, bound, line, ponder) = if after.is_checkmate() {
                 (Score::mate_in_plies(1), Bound::Exact, vec![canonical(m)], None)
-            } else if after.is_stalemate() || after.is_insufficient_material() {
+            } else if after.is_stalemate()
+                || after.is_insufficient_material()
+                || after.halfmoves() >= 100
+                || request.position.occurrences(&after) >= 2
+            {
                 (Score::cp(0), Bound::Exact, vec![canonical(m)], None)
             } else {
                 let reply = EvalRequest::new(request.position.then(uci)?, limit);
@@ -732,7 +759,7 @@ impl Engine {
                 first_go.get_or_insert(evaluation.timing.go_sent);
                 last_read = Some(evaluation.timing.bestmove_read);
                 stopped |= evaluation.stopped;
-                reply_depth = reply_depth.max(evaluation.line.depth);
+                reply_depth = Some(reply_depth.map_or(evaluation.line.depth, |d: u32| d.min(evaluation.line.depth)));
                 // Sign flip: the reply's score is for the side to move after the move; backed up one ply, and a
                 // bound of the reply is the other bound for the mover.
                 let score = evaluation.line.score.back_up();
@@ -745,6 +772,7 @@ impl Engine {
                 line.extend(evaluation.line.pv.iter().copied());
                 (score, bound, line, Some(evaluation.best_move))
             };
+            searched += 1;
             if best.as_ref().is_none_or(|(b, ..)| score.value() > b.value()) {
                 let pv = PvLine { multipv: 1, score, bound, depth: 0, seldepth: 0, pv: line };
                 best = Some((score, canonical(m), pv, ponder));
@@ -754,11 +782,16 @@ impl Engine {
             }
         }
         let Some((_, best_move, mut line, ponder)) = best else { return Err(EngineError::Stopped) };
-        let depth = match request.limit {
-            Limit::Depth(depth) => depth,
-            _ => reply_depth + 1,
+        let depth = match (request.limit, reply_depth) {
+            (Limit::Depth(depth), _) if !stopped => depth,
+            (_, Some(reply)) => reply + 1,
+            (_, None) => 1,
         };
         (line.depth, line.seldepth) = (depth, depth);
+        // Stopped before every move was valued: the best of some moves, a lower bound of the best of all.
+        if searched < request.searchmoves.len() {
+            line.bound = Bound::Lower;
+        }
         let now = Instant::now();
         Ok(Evaluation {
             best_move,

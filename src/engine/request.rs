@@ -69,6 +69,22 @@ impl EnginePosition {
         Ok(next)
     }
 
+    /// How often `position` occurred in this line (the start position and the positions after each move), compared
+    /// as the repetition rule does: the pieces, the side to move, the castling rights and the en passant square.
+    pub fn occurrences(&self, position: &Chess) -> usize {
+        let key = |p: &Chess| {
+            Fen::from_position(p, EnPassantMode::Legal).to_string().rsplitn(3, ' ').nth(2).map(str::to_owned)
+        };
+        let wanted = key(position);
+        let Ok((mut pos, _)) = parse_position(&self.start_fen, false) else { return 0 };
+        let mut count = usize::from(key(&pos) == wanted);
+        for m in &self.played {
+            pos.play_unchecked(*m);
+            count += usize::from(key(&pos) == wanted);
+        }
+        count
+    }
+
     /// The position itself, with no moves.
     pub fn of(position: &Chess) -> EnginePosition {
         EnginePosition {

@@ -202,8 +202,11 @@ fn tree_infos(store: &Store, line: &Line, ctx: &Context, started: Instant, nodes
         ideas.push(format!("{first} {}", candidate.idea));
     }
     // A GUI waits for lines 1 to min(MultiPV, legal moves) at one depth: the moves the tree has not valued fill the
-    // rest, each with the lowest valued score as an upper bound (the searches of the other moves found none better).
-    if let Some(lowest) = valued.last().map(|c| c.alpha) {
+    // rest, each with the root's own evaluation as an upper bound (the engine's search of the position found no
+    // move better than its best: a bound that holds at that search's depth, where the valued moves' deeper or
+    // transposed scores need not).
+    let root_eval = view.node(crate::store::key::PositionKey::of(line.root())).ok().flatten().and_then(|n| n.eval);
+    if let Some(bound) = root_eval.map(|e| e.score).filter(|_| !valued.is_empty()) {
         let shown: Vec<UciMove> = valued.iter().map(|c| c.uci).collect();
         for m in line.root().legal_moves() {
             if infos.len() >= wanted {
@@ -213,7 +216,7 @@ fn tree_infos(store: &Store, line: &Line, ctx: &Context, started: Instant, nodes
             if shown.contains(&uci) {
                 continue;
             }
-            infos.push(line_info(infos.len(), (lowest, Bound::Upper), vec![in_notation(m, ctx.chess960)]));
+            infos.push(line_info(infos.len(), (bound, Bound::Upper), vec![in_notation(m, ctx.chess960)]));
         }
     }
     if !ideas.is_empty() {
