@@ -216,6 +216,9 @@ fn growing_the_tree_reports_moving_node_counts_and_its_last_batch_names_the_move
     assert!(firsts.iter().all(|l| field(l, "nps").is_some()), "{firsts:?}");
     let last_batch_move = field(firsts.last().unwrap(), "pv").unwrap();
     assert_eq!(last_batch_move, best, "{lines:?}");
+    // The answer's own line after the batch counts the same nodes (not the stored evaluation's).
+    let answer = lines.iter().rev().find(|l| l.starts_with("info depth") && !l.contains(" multipv ")).unwrap();
+    assert_eq!(field(answer, "nodes").unwrap().parse::<u64>().unwrap(), *nodes.last().unwrap(), "{answer}");
     // Every batch has the 20 lines of Black's 20 moves after 1. e4, numbered 1 to 20; those the tree has not valued
     // carry an upper bound.
     let last_start = lines.iter().rposition(|l| l.contains(" multipv 1 ")).unwrap();

@@ -107,6 +107,12 @@ pub struct TreeAnswer {
 }
 
 impl TreeAnswer {
+    /// The answer of a growth that searched `nodes` for this `go`: its `info` line counts those, as the growth's
+    /// batches did, rather than the stored evaluation's.
+    pub fn with_searched_nodes(self, nodes: u64) -> TreeAnswer {
+        if nodes == 0 { self } else { TreeAnswer { nodes, ..self } }
+    }
+
     /// The outcome: the `info` line (its PV starts with the move) and `bestmove`, in the GUI's notation, after
     /// `notes` (`info string`s that say why the tree answered).
     pub fn outcome(&self, ctx: &Context, line: &Line, started: Instant, notes: Vec<Info>) -> Outcome {

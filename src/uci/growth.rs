@@ -66,30 +66,37 @@ pub struct Growth {
     pub reporting: bool,
 }
 
+/// What a growth did: the searches answered and the nodes the engines searched for them.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Grown {
+    pub evaluations: u64,
+    pub nodes: u64,
+}
+
 /// Grows the tree rooted at the line's position with the single-threaded workers until `stop` (or, with
 /// `until_ponderhit`, `ponderhit`, or the time budget of its parameters), reporting `info` lines as it grows when
-/// `reporting`. Returns the searches answered; at once where there is nothing to grow (no store, no engines): the
-/// caller waits for the GUI where it must.
+/// `reporting`. Returns what it did; at once where there is nothing to grow (no store, no engines): the caller
+/// waits for the GUI where it must.
 pub fn grow_tree(
     ctx: &Context,
     pool: &mut Option<TreePool>,
     line: &Line,
     control: &mut Control,
     growth: Growth,
-) -> u64 {
+) -> Grown {
     let Growth { params, until_ponderhit, reporting } = growth;
-    let Some(store) = ctx.store.clone() else { return 0 };
+    let Some(store) = ctx.store.clone() else { return Grown::default() };
     if growth_paused(ctx, &store) {
-        return 0;
+        return Grown::default();
     }
     if let Err(e) = TreePool::ensure(pool, &ctx.config_tree) {
         ctx.out.error(format!("inner engines unavailable: {e}"));
-        return 0;
+        return Grown::default();
     }
-    let Some(TreePool { evaluator, .. }) = pool.as_mut() else { return 0 };
+    let Some(TreePool { evaluator, .. }) = pool.as_mut() else { return Grown::default() };
     let ended = |control: &mut Control| if until_ponderhit { control.released() } else { control.stopped() };
     if ended(control) {
-        return 0;
+        return Grown::default();
     }
     let analysis_stop = Arc::new(AtomicBool::new(false));
     let nodes = Arc::new(AtomicU64::new(0));
@@ -154,7 +161,7 @@ pub fn grow_tree(
         drop(analysis);
         // The analysis ended (stopped, out of time, or everything settled): the listener ends too.
         drop(done);
-        evaluations
+        Grown { evaluations, nodes: nodes.load(Ordering::Relaxed) }
     })
 }
 

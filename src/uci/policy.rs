@@ -64,7 +64,7 @@ pub fn think(ctx: &Context, lent: &mut Lent, line: &Line, go: &Go, control: &mut
     // Grow the tree around the position, reporting as it grows, until stop (or ponderhit); then wait for the GUI
     // where growth ended on its own (everything settled, or nothing to grow).
     let growth = Growth { params: ctx.options.analysis_params(), until_ponderhit: go.ponder, reporting: true };
-    grow_tree(ctx, &mut lent.pool, line, control, growth);
+    let grown = grow_tree(ctx, &mut lent.pool, line, control, growth);
     control.wait_until_told(go.ponder);
     if go.ponder && control.ponderhit() {
         // The opponent played the expected move: the clock runs now.
@@ -74,6 +74,7 @@ pub fn think(ctx: &Context, lent: &mut Lent, line: &Line, go: &Go, control: &mut
     }
     // After stop: answer with the tree's best move (or, if it has none, a quick direct search).
     if let Some(answer) = tree_answer(ctx, line, &searchmoves) {
+        let answer = answer.with_searched_nodes(grown.nodes);
         return (answer.outcome(ctx, line, started, Vec::new()), Aftermath::NONE);
     }
     // The GUI's stop is spent: the quick search hears no more signals.
@@ -191,10 +192,13 @@ fn think_with_tree(
     )));
     let params = ctx.options.analysis_params().with_engine_depth(depth).with_time(Some(budget));
     let growth = Growth { params, until_ponderhit: false, reporting: true };
-    let evaluations = grow_tree(ctx, &mut lent.pool, line, control, growth);
-    let note = Info::string(format!("think tree: {evaluations} searches answered"));
+    let grown = grow_tree(ctx, &mut lent.pool, line, control, growth);
+    let note = Info::string(format!("think tree: {} searches answered", grown.evaluations));
     match tree_answer(ctx, line, searchmoves) {
-        Some(answer) => (answer.outcome(ctx, line, control.received, vec![note]), Aftermath::NONE),
+        Some(answer) => {
+            let answer = answer.with_searched_nodes(grown.nodes);
+            (answer.outcome(ctx, line, control.received, vec![note]), Aftermath::NONE)
+        }
         None => {
             ctx.out.send(note);
             ctx.out.send(Info::string("think tree: nothing valued at the deadline; fallback: a depth-1 search"));
