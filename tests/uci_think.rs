@@ -229,3 +229,24 @@ fn growing_the_tree_reports_moving_node_counts_and_its_last_batch_names_the_move
     assert!(bounded > 0 && bounded < 20, "{batch:?}");
     assert!(batch.iter().rev().take(bounded).all(|l| l.contains(" upperbound ")), "bounds come last: {batch:?}");
 }
+
+#[test]
+fn growth_lines_show_only_the_moves_searchmoves_allow() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut uci = session(&dir.path().join("tree"), "direct");
+    uci.send("setoption name MultiPV value 5");
+    uci.send("setoption name EngineDepth value 8");
+    uci.ready();
+    uci.send("position startpos moves e2e4");
+    uci.send("go infinite searchmoves e7e5 c7c5");
+    std::thread::sleep(Duration::from_millis(1500));
+    let (best, lines) = uci.best("stop");
+    assert!(["e7e5", "c7c5"].contains(&best.as_str()), "{best}: {lines:?}");
+    let shown: Vec<&String> = lines.iter().filter(|l| l.contains(" multipv ")).collect();
+    assert!(!shown.is_empty(), "{lines:?}");
+    for line in &shown {
+        let first = field(line, "pv").unwrap();
+        assert!(["e7e5", "c7c5"].contains(&first), "{line}");
+        assert!(field(line, "multipv").unwrap().parse::<u32>().unwrap() <= 2, "{line}");
+    }
+}

@@ -64,6 +64,8 @@ pub struct Growth {
     pub until_ponderhit: bool,
     /// `info` lines as the tree grows (a search the GUI sees; background growth stays silent).
     pub reporting: bool,
+    /// The moves the GUI allowed (`go ... searchmoves`; all when empty): the only ones the lines show.
+    pub searchmoves: Vec<UciMove>,
 }
 
 /// What a growth did: the searches answered and the nodes the engines searched for them.
@@ -84,7 +86,7 @@ pub fn grow_tree(
     control: &mut Control,
     growth: Growth,
 ) -> Grown {
-    let Growth { params, until_ponderhit, reporting } = growth;
+    let Growth { params, until_ponderhit, reporting, searchmoves } = growth;
     let Some(store) = ctx.store.clone() else { return Grown::default() };
     if growth_paused(ctx, &store) {
         return Grown::default();
@@ -111,7 +113,8 @@ pub fn grow_tree(
             let mut next_report = Instant::now() + FIRST_REPORT;
             let report = || {
                 if reporting {
-                    for info in tree_infos(store, line, ctx, started, listener_nodes.load(Ordering::Relaxed)) {
+                    let nodes = listener_nodes.load(Ordering::Relaxed);
+                    for info in tree_infos(store, line, ctx, &searchmoves, started, nodes) {
                         ctx.out.send(info);
                     }
                 }
@@ -182,7 +185,14 @@ pub fn growth_paused(ctx: &Context, store: &Store) -> bool {
 
 /// `info` lines for the tree's candidate moves (MultiPV), with their idea scores in an `info string`; `nodes` are
 /// those the engines searched for this growth so far.
-fn tree_infos(store: &Store, line: &Line, ctx: &Context, started: Instant, nodes: u64) -> Vec<Info> {
+fn tree_infos(
+    store: &Store,
+    line: &Line,
+    ctx: &Context,
+    searchmoves: &[UciMove],
+    started: Instant,
+    nodes: u64,
+) -> Vec<Info> {
     let Ok(view) = store.read() else { return Vec::new() };
     let Ok(Some(tree)) = tree::view(&view, line.root(), &line.history_keys()) else { return Vec::new() };
     let depth = u32::from(tree.settled_depth.unwrap_or(0)) + u32::from(tree.engine_depth);
@@ -190,7 +200,8 @@ fn tree_infos(store: &Store, line: &Line, ctx: &Context, started: Instant, nodes
     let mut ideas = Vec::new();
     let wanted = ctx.options.multipv.max(1) as usize;
     // Moves nothing has valued yet (the placeholder score) are not shown with a score of their own.
-    let valued: Vec<_> = tree.candidates.iter().filter(|c| c.alpha != Score::MATED_NOW).collect();
+    let allowed = |uci: &UciMove| searchmoves.is_empty() || searchmoves.contains(uci);
+    let valued: Vec<_> = tree.candidates.iter().filter(|c| c.alpha != Score::MATED_NOW && allowed(&c.uci)).collect();
     let elapsed_ms = started.elapsed().as_millis() as u64;
     let line_info = |k: usize, score: (Score, Bound), pv: Vec<UciMove>| Info {
         depth: Some(depth),
@@ -220,7 +231,7 @@ fn tree_infos(store: &Store, line: &Line, ctx: &Context, started: Instant, nodes
                 break;
             }
             let uci = canonical(m);
-            if shown.contains(&uci) {
+            if shown.contains(&uci) || !allowed(&uci) {
                 continue;
             }
             infos.push(line_info(infos.len(), (bound, Bound::Upper), vec![in_notation(m, ctx.chess960)]));

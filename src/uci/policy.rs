@@ -63,7 +63,12 @@ pub fn think(ctx: &Context, lent: &mut Lent, line: &Line, go: &Go, control: &mut
     super::answer::store_game_line(ctx, line);
     // Grow the tree around the position, reporting as it grows, until stop (or ponderhit); then wait for the GUI
     // where growth ended on its own (everything settled, or nothing to grow).
-    let growth = Growth { params: ctx.options.analysis_params(), until_ponderhit: go.ponder, reporting: true };
+    let growth = Growth {
+        params: ctx.options.analysis_params(),
+        until_ponderhit: go.ponder,
+        reporting: true,
+        searchmoves: searchmoves.clone(),
+    };
     let grown = grow_tree(ctx, &mut lent.pool, line, control, growth);
     control.wait_until_told(go.ponder);
     if go.ponder && control.ponderhit() {
@@ -191,7 +196,7 @@ fn think_with_tree(
         budget.as_secs_f64() * 1e3
     )));
     let params = ctx.options.analysis_params().with_engine_depth(depth).with_time(Some(budget));
-    let growth = Growth { params, until_ponderhit: false, reporting: true };
+    let growth = Growth { params, until_ponderhit: false, reporting: true, searchmoves: searchmoves.to_vec() };
     let grown = grow_tree(ctx, &mut lent.pool, line, control, growth);
     let note = Info::string(format!("think tree: {} searches answered", grown.evaluations));
     match tree_answer(ctx, line, searchmoves) {

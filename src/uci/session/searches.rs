@@ -282,7 +282,12 @@ impl Session {
         let mut pool = self.pool.take();
         let thread = std::thread::Builder::new().name("uci-background".into()).spawn(move || {
             log::info!("background analysis of the last position");
-            let growth = Growth { params: ctx.options.analysis_params(), until_ponderhit: false, reporting: false };
+            let growth = Growth {
+                params: ctx.options.analysis_params(),
+                until_ponderhit: false,
+                reporting: false,
+                searchmoves: Vec::new(),
+            };
             grow_tree(&ctx, &mut pool, &line, &mut control, growth);
             // Growth ended on its own (settled, or nothing to grow): idle until the session needs the workers.
             control.wait_for_stop();
