@@ -50,7 +50,7 @@ use super::{
     checksum::{self, Table},
     file,
     key::PositionKey,
-    links,
+    links, new_environment,
     node::Damage,
     node::Node,
     page_size,
@@ -532,15 +532,9 @@ impl Store {
         std::fs::create_dir_all(out).map_err(io(out))?;
         let target = out.join("data.mdb");
         let lmdb = |source| StoreError::Lmdb { path: target.clone(), source: Arc::new(source) };
-        let page = page_size();
-        let map_size = (source.pages.length as usize).saturating_mul(2).saturating_add(64 << 20).div_ceil(page) * page;
         let mut repair = Repair { path: out.to_owned(), left_out: source.damaged.clone(), ..Default::default() };
-        // Allocated before LMDB maps it: no SIGBUS on a full disk (see `disk`).
-        super::disk::prepare_lock_file(out).map_err(|(path, e)| StoreError::Io { path, source: Arc::new(e) })?;
         {
-            // SAFETY: a new environment in a directory of its own, opened once and closed before it is used.
-            let env = unsafe { EnvOpenOptions::new().read_txn_without_tls().map_size(map_size).max_dbs(6).open(out) }
-                .map_err(lmdb)?;
+            let env = new_environment(out, (source.pages.length as usize).saturating_mul(2).saturating_add(64 << 20))?;
             let mut wtxn = env.write_txn().map_err(lmdb)?;
             let nodes: Database<Bytes, Bytes> = env.create_database(&mut wtxn, Some("nodes")).map_err(lmdb)?;
             let pages: Database<Bytes, Bytes> = env.create_database(&mut wtxn, Some("link_pages")).map_err(lmdb)?;

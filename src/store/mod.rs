@@ -405,6 +405,32 @@ enum Hold {
 
 const LOCK_FILE: &str = "deeptree.lock";
 
+/// A new LMDB environment in the empty directory `dir`, for a store written once (a compaction, a repair), its map
+/// at least `bytes`: LMDB's lock file is allocated before LMDB maps it, so that a full disk is an error, not SIGBUS
+/// (see `disk`).
+fn new_environment(dir: &Path, bytes: usize) -> Result<Env<WithoutTls>, StoreError> {
+    disk::prepare_lock_file(dir).map_err(|(path, e)| StoreError::Io { path, source: Arc::new(e) })?;
+    let page = page_size();
+    let map_size = bytes.div_ceil(page) * page;
+    // SAFETY: a new environment in a directory of its own, opened once and closed before it is used.
+    unsafe { EnvOpenOptions::new().read_txn_without_tls().map_size(map_size).max_dbs(6).open(dir) }
+        .map_err(|source| StoreError::Lmdb { path: dir.join("data.mdb"), source: Arc::new(source) })
+}
+
+/// The data file of the store in `dir`, where one is there: [`StoreError::Missing`] without one, and
+/// [`StoreError::Empty`] for a zero-byte file, which LMDB would set up as a new store (a command that only reads must
+/// not).
+fn existing_data_file(dir: &Path) -> Result<PathBuf, StoreError> {
+    let data = dir.join("data.mdb");
+    if !data.is_file() {
+        return Err(StoreError::Missing { path: dir.to_owned() });
+    }
+    if data.metadata().is_ok_and(|m| m.len() == 0) {
+        return Err(StoreError::Empty { path: data });
+    }
+    Ok(data)
+}
+
 /// Locks the store's lock file, shared (waiting for a compaction to finish) or exclusive (failing at once with
 /// [`StoreError::InUse`] when another process has the store open). Read-only, an existing lock file is locked
 /// shared, and none where it is missing or cannot be opened (a read-only file system): `None`.
@@ -461,14 +487,7 @@ impl Store {
         options: &StoreOptions,
         upkeep: Arc<dyn Upkeep>,
     ) -> Result<Store, StoreError> {
-        let data = dir.join("data.mdb");
-        if !data.is_file() {
-            return Err(StoreError::Missing { path: dir.to_owned() });
-        }
-        // LMDB would set an empty file up as a new store: a command that only reads must not.
-        if data.metadata().is_ok_and(|m| m.len() == 0) {
-            return Err(StoreError::Empty { path: data });
-        }
+        existing_data_file(dir)?;
         Store::open_dir(dir, options, Hold::Shared, upkeep)
     }
 
@@ -484,13 +503,7 @@ impl Store {
         options: &StoreOptions,
         upkeep: Arc<dyn Upkeep>,
     ) -> Result<Store, StoreError> {
-        let data = dir.join("data.mdb");
-        if !data.is_file() {
-            return Err(StoreError::Missing { path: dir.to_owned() });
-        }
-        if data.metadata().is_ok_and(|m| m.len() == 0) {
-            return Err(StoreError::Empty { path: data });
-        }
+        let data = existing_data_file(dir)?;
         let lock = lock_store(dir, Hold::ReadOnly)?;
         // Before LMDB maps the file: a page past its end would kill the process at the first read.
         file::check_length(&data)?;
@@ -1083,13 +1096,7 @@ impl Shared {
     /// to the brim instead of split in half), and syncs it to disk.
     fn rewrite_into(&self, work: &Path, bytes: u64) -> Result<(), StoreError> {
         let lmdb = |source| StoreError::Lmdb { path: work.join("data.mdb"), source: Arc::new(source) };
-        // Allocated before LMDB maps it: no SIGBUS on a full disk (see `disk`).
-        disk::prepare_lock_file(work).map_err(|(path, e)| StoreError::Io { path, source: Arc::new(e) })?;
-        let page = page_size();
-        let map_size = (bytes as usize).saturating_add(64 << 20).div_ceil(page) * page;
-        // SAFETY: a new environment in a directory of its own, opened once and closed before it is used.
-        let env = unsafe { EnvOpenOptions::new().read_txn_without_tls().map_size(map_size).max_dbs(6).open(work) }
-            .map_err(lmdb)?;
+        let env = new_environment(work, (bytes as usize).saturating_add(64 << 20))?;
         let mut wtxn = env.write_txn().map_err(lmdb)?;
         let nodes: Database<Bytes, Bytes> = env.create_database(&mut wtxn, Some("nodes")).map_err(lmdb)?;
         let links: Database<Bytes, Bytes> = env.create_database(&mut wtxn, Some("link_pages")).map_err(lmdb)?;
