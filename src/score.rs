@@ -98,6 +98,21 @@ impl Score {
         }
     }
 
+    /// The same score seen from the child position after the best move, one ply down: the inverse of
+    /// [`Score::back_up`].
+    ///
+    /// Sign flip: the child's side to move is the parent's opponent, so the score is negated; a mate score also
+    /// comes one ply nearer.
+    pub fn toward_child(self) -> Score {
+        if self.0 > MATE_BOUND {
+            Score(-self.0 - 1)
+        } else if self.0 < -MATE_BOUND {
+            Score(-self.0 + 1)
+        } else {
+            Score(-self.0)
+        }
+    }
+
     /// A plain comparable number: centipawns, or ±(32000 − plies) for mates.
     pub fn value(self) -> i32 {
         i32::from(self.0)
@@ -153,6 +168,15 @@ pub enum Bound {
 }
 
 impl Bound {
+    /// The same bound seen from the other side: a lower bound for one side is an upper bound for its opponent.
+    pub fn flipped(self) -> Bound {
+        match self {
+            Bound::Lower => Bound::Upper,
+            Bound::Upper => Bound::Lower,
+            Bound::Exact => Bound::Exact,
+        }
+    }
+
     pub fn to_bits(self) -> u8 {
         match self {
             Bound::Exact => 0,
@@ -199,6 +223,18 @@ mod tests {
         assert_eq!(Score::from_uci_mate(1).back_up(), Score::from_uci_mate(-1));
         assert_eq!(Score::from_uci_mate(-1).back_up(), Score::from_uci_mate(2));
         assert_eq!(Score::cp(-45).back_up(), Score::cp(45));
+    }
+
+    #[test]
+    fn toward_child_undoes_back_up() {
+        for score in
+            [Score::cp(-45), Score::cp(0), Score::from_uci_mate(1), Score::from_uci_mate(-3), Score::cp(MAX_CP)]
+        {
+            assert_eq!(score.toward_child().back_up(), score);
+            assert_eq!(score.back_up().toward_child(), score);
+        }
+        // The side that mates in 1 move leaves its opponent mated at once.
+        assert_eq!(Score::from_uci_mate(1).toward_child(), Score::MATED_NOW);
     }
 
     #[test]

@@ -718,3 +718,43 @@ fn a_time_budget_ends_a_tree_where_no_depth_needs_a_search() {
     assert_eq!(report.settled_depth, Some(250), "{report:?}");
     assert_eq!(report.evaluations, 0);
 }
+
+/// `analyze --split S`: the share S of the node budget goes to one direct search first, whose principal variation
+/// the tree keeps at that search's depth; the rest grows the tree, which tests the moves the direct search rejected
+/// at the engine depth; the direct search's nodes count in the run's.
+#[test]
+fn a_split_spends_its_share_on_a_direct_search_then_tests_the_rejected_moves() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = stockfish();
+    let fen = "4rbk1/ppp2ppp/2qprn2/8/3QP3/1PN1R3/PBP2PPP/4R1K1 w - - 0 1";
+    let budget = 600_000u64;
+    let args = ["analyze", "--fen", fen, "--engine", &engine, "--engine-depth", "8", "--workers", "1", "--json"];
+    let report = deeptree(dir.path(), &[&args[..], &["--nodes", &budget.to_string(), "--split", "0.5"]].concat());
+    let split = &report["split"];
+    let direct_nodes = split["nodes"].as_u64().unwrap();
+    // Stockfish stops a `go nodes` search within a few thousand nodes of its limit.
+    assert!((budget / 2..budget / 2 + 50_000).contains(&direct_nodes), "{report}");
+    let direct_depth = split["depth"].as_u64().unwrap();
+    assert!(direct_depth > 8, "{report}");
+    assert!(split["stored"].as_u64().unwrap() >= 1, "{report}");
+    // The run's nodes are the direct search's and the tree's, against the whole budget.
+    assert_eq!(report["node_budget"], budget);
+    let nodes = report["engine_nodes"].as_u64().unwrap();
+    assert!(nodes > direct_nodes && nodes >= budget, "{report}");
+    assert_eq!(nodes - report["node_overshoot"].as_u64().unwrap(), budget, "{report}");
+    assert!(report["evaluations"].as_u64().unwrap() > 1, "{report}");
+    // At the root: the direct search's move at its own depth, and the moves it rejected searched at the engine depth.
+    let shown = deeptree(dir.path(), &["show", "--fen", fen, "--depth", "1", "--json"]);
+    let best = find_move(&shown, split["best"].as_str().unwrap());
+    assert_eq!(best["depth"], direct_depth, "{shown}");
+    let tested = shown["moves"].as_array().unwrap().iter().filter(|m| m["depth"] == 8).count();
+    assert!(tested >= 1, "no rejected move tested: {shown}");
+    // A share outside (0, 1), or one without a budget to share, is refused before anything starts.
+    for bad in [&["--split", "1.5", "--nodes", "1000"][..], &["--split", "0.5"][..]] {
+        let refused =
+            Command::new(env!("CARGO_BIN_EXE_deeptree")).arg("--db").arg(dir.path()).args(args).args(bad).output();
+        let refused = refused.unwrap();
+        assert!(!refused.status.success(), "{bad:?}");
+        assert!(String::from_utf8_lossy(&refused.stderr).contains("--split"), "{refused:?}");
+    }
+}

@@ -5,12 +5,13 @@ use std::{path::Path, sync::atomic::Ordering, time::Duration};
 
 use crate::{
     config::Config,
-    engine::{EngineConfig, EnginePool, spec::EngineSpec},
+    engine::{EngineConfig, EnginePool, Limit, spec::EngineSpec},
     interop::roots::read_roots,
     search::{
         analysis::{Analysis, Line, Params, Trace, quote},
         evaluator::PoolEvaluator,
         roots::{BookRoot, RootProgress, grow},
+        split::direct_first,
     },
     store::Store,
 };
@@ -47,6 +48,11 @@ pub struct AnalyzeArgs {
     /// still running then are abandoned; `--json` reports `node_overshoot`). Not with --roots.
     #[arg(long, value_name = "N", conflicts_with = "roots")]
     pub nodes: Option<u64>,
+    /// Deep Blue's split: spend this share of the --nodes or --time budget (between 0 and 1) on one direct search of
+    /// the root first, store its principal variation as the tree's spine of deep evaluations, then grow the tree
+    /// with the rest, testing at the engine depth the moves the direct search rejected along its line.
+    #[arg(long, value_name = "SHARE", conflicts_with = "roots")]
+    pub split: Option<f64>,
     /// Inner-engine workers (default: one per core).
     #[arg(long)]
     pub workers: Option<usize>,
@@ -158,9 +164,19 @@ pub fn run(db: Option<&Path>, config: &Config, args: AnalyzeArgs) -> CommandResu
     // The time budget counts from here: starting the engines is part of it.
     let started = std::time::Instant::now();
     let config = &args.over(config);
-    let AnalyzeArgs { fen, roots, moves, max_depth, time, nodes, trace, json, chess960, insist_workers, .. } = args;
+    let AnalyzeArgs { fen, roots, moves, max_depth, time, nodes, trace, json, chess960, insist_workers, split, .. } =
+        args;
     if nodes == Some(0) {
         return Err("--nodes 0: give a positive number of nodes".into());
+    }
+    match split {
+        Some(share) if !(share > 0.0 && share < 1.0) => {
+            return Err(format!("--split {share}: give a share of the budget between 0 and 1").into());
+        }
+        Some(_) if nodes.is_none() && time.is_none() => {
+            return Err("--split shares a budget: give --nodes or --time too".into());
+        }
+        _ => {}
     }
     let (line, book) = match &roots {
         None => (Line::parse_in(fen.as_deref(), &moves, chess960)?, None),
@@ -245,6 +261,21 @@ pub fn run(db: Option<&Path>, config: &Config, args: AnalyzeArgs) -> CommandResu
         EnginePool::start(EngineSpec::configs(&specs, &engine_config))
             .map_err(|e| format!("cannot start the inner engines: {e}"))?
     };
+    // Deep Blue's split: the direct search's share of the budget is spent first, and its nodes and time count.
+    let (params, spine) = match split {
+        None => (params, None),
+        Some(share) => {
+            let limit = match (nodes, time) {
+                (Some(n), _) => Limit::Nodes(((n as f64 * share) as u64).max(1)),
+                (None, Some(t)) => Limit::MoveTime(t.saturating_sub(started.elapsed()).mul_f64(share)),
+                (None, None) => return Err("--split shares a budget: give --nodes or --time too".into()),
+            };
+            let spine = direct_first(&pool, &store, &line, limit, params.engine_depth, &stop)
+                .map_err(|e| format!("--split: {e}"))?;
+            let rest = nodes.map(|n| n.saturating_sub(spine.nodes));
+            (params.with_nodes(rest), Some(spine))
+        }
+    };
     // What starting the engines took is spent: a run that is out of time now stops at once.
     let params = params.with_time(time.map(|t| t.saturating_sub(started.elapsed())));
     let mut analysis = Analysis::new(&store, PoolEvaluator::new(pool), params);
@@ -274,8 +305,25 @@ pub fn run(db: Option<&Path>, config: &Config, args: AnalyzeArgs) -> CommandResu
         if json { eprintln!("{text}") } else { println!("{text}") }
     })?;
     if json {
-        println!("{}", serde_json::to_string(&report)?);
+        let mut value = serde_json::to_value(&report)?;
+        if let Some(spine) = &spine {
+            // The direct search's nodes are the run's too.
+            let all = report.engine_nodes + spine.nodes;
+            value["engine_nodes"] = all.into();
+            if let Some(budget) = nodes {
+                value["node_budget"] = budget.into();
+                value["node_overshoot"] = all.saturating_sub(budget).into();
+            }
+            value["split"] = serde_json::to_value(spine)?;
+        }
+        println!("{value}");
     } else {
+        if let Some(spine) = &spine {
+            println!(
+                "split: a direct search of {} nodes to depth {} chose {} ({}); {} positions of its line stored",
+                spine.nodes, spine.depth, spine.best, spine.score, spine.stored
+            );
+        }
         println!(
             "{} evaluations at engine depth {engine_depth}, {} positions in the tree, settled depth {}{}",
             report.evaluations,

@@ -8,4 +8,5 @@ pub mod host_bench;
 pub mod overlay;
 pub mod roots;
 pub mod show;
+pub mod split;
 pub mod tree;
