@@ -59,6 +59,9 @@ pub struct Config {
     /// Store each direct search of a game (UCI mode) as its position's evaluation, so that the position is answered
     /// from the tree when it comes again.
     pub store_searches: bool,
+    /// Record the games played (UCI mode) in the store's folder as games.pgn, for `analyze --from-games` to grow
+    /// where they left the tree.
+    pub learn_from_games: bool,
     /// Plies the tree may know less than a timed search (UCI mode) would reach and still answer at once: 0 answers
     /// only where the tree knows at least as deep; each ply more answers where a search of about half the time
     /// would reach.
@@ -98,6 +101,7 @@ impl Default for Config {
             engine_search_timeout_secs: 60,
             background_analysis: true,
             store_searches: true,
+            learn_from_games: true,
             tree_depth_margin: 0,
             think_mode: ThinkMode::Direct,
             no_progress: false,

@@ -33,7 +33,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Grow the tree of a position: settle each software depth, then deepen.
-    Analyze(AnalyzeArgs),
+    Analyze(Box<AnalyzeArgs>),
     /// Print the tree from a root with both scores and the depth of every move.
     Show(ShowArgs),
     /// Import games (pgn: every move becomes an imported edge) or positions with evaluations (epd).
@@ -106,7 +106,7 @@ fn run(cli: Cli, config: &Config) -> commands::CommandResult {
     match cli.command {
         // No command: speak UCI on stdin/stdout.
         None => deeptree::uci::run(config, config.tree_dir(db)),
-        Some(Command::Analyze(args)) => commands::analyze::run(db, config, args)?,
+        Some(Command::Analyze(args)) => commands::analyze::run(db, config, *args)?,
         Some(Command::Show(args)) => commands::show::run(db, config, args)?,
         // A command that cannot do its work fails before the store is created.
         Some(Command::Import(args)) => {

@@ -6,11 +6,11 @@ use std::{path::Path, sync::atomic::Ordering, time::Duration};
 use crate::{
     config::Config,
     engine::{EngineConfig, EnginePool, Limit, spec::EngineSpec},
-    interop::roots::read_roots,
+    interop::{played::exits, roots::read_roots},
     search::{
         analysis::{Analysis, Line, Params, Trace, quote},
         evaluator::PoolEvaluator,
-        roots::{BookRoot, RootProgress, grow},
+        roots::{BookRoot, RootProgress, grow, priority},
         split::direct_first,
     },
     store::Store,
@@ -29,6 +29,20 @@ pub struct AnalyzeArgs {
     /// settled depth first; `--time` is the budget of the whole run.
     #[arg(long, value_name = "FILE", conflicts_with_all = ["fen", "moves", "trace"])]
     pub roots: Option<std::path::PathBuf>,
+    /// Growth that follows play: grow the positions where the games of this PGN file left the tree (the first
+    /// position of each game, with the player to move, where the tree knows less than --play-depth), the positions
+    /// more games reached first, each up to the play depth. A UCI session records the games it plays in the store's
+    /// folder as games.pgn (the `LearnFromGames` option).
+    #[arg(long, value_name = "PGN", conflicts_with_all = ["fen", "moves", "trace", "roots", "nodes", "split"])]
+    pub from_games: Option<std::path::PathBuf>,
+    /// With --from-games: the side of each game to learn for, by a name in its White or Black tag (default: both
+    /// sides).
+    #[arg(long, value_name = "NAME", requires = "from_games")]
+    pub player: Option<String>,
+    /// With --from-games: the depth a direct search reaches in the games' time control; a position where the tree
+    /// knows less is where a game left it (default 20).
+    #[arg(long, value_name = "DEPTH", requires = "from_games")]
+    pub play_depth: Option<u8>,
     /// Moves played from the start position, in UCI notation: the last position is the root.
     #[arg(long, default_value = "")]
     pub moves: String,
@@ -94,6 +108,9 @@ pub struct AnalyzeArgs {
     #[arg(long)]
     pub chess960: bool,
 }
+
+/// The depth a direct search reaches at the games' time control, by default: Stockfish at some 0.1 to 0.3 s a move.
+pub const DEFAULT_PLAY_DEPTH: u8 = 20;
 
 /// `--look-ahead`: a number of software depths, or off.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -164,8 +181,21 @@ pub fn run(db: Option<&Path>, config: &Config, args: AnalyzeArgs) -> CommandResu
     // The time budget counts from here: starting the engines is part of it.
     let started = std::time::Instant::now();
     let config = &args.over(config);
-    let AnalyzeArgs { fen, roots, moves, max_depth, time, nodes, trace, json, chess960, insist_workers, split, .. } =
-        args;
+    let AnalyzeArgs {
+        fen,
+        roots,
+        moves,
+        max_depth,
+        time,
+        nodes,
+        trace,
+        json,
+        chess960,
+        insist_workers,
+        split,
+        from_games,
+        ..
+    } = args;
     if nodes == Some(0) {
         return Err("--nodes 0: give a positive number of nodes".into());
     }
@@ -178,7 +208,16 @@ pub fn run(db: Option<&Path>, config: &Config, args: AnalyzeArgs) -> CommandResu
         }
         _ => {}
     }
+    let play_depth = args.play_depth.unwrap_or(DEFAULT_PLAY_DEPTH);
+    if from_games.is_some() && play_depth <= config.engine_depth {
+        return Err(format!(
+            "--play-depth {play_depth}: give a depth deeper than the engine depth {}",
+            config.engine_depth
+        )
+        .into());
+    }
     let (line, book) = match &roots {
+        None if from_games.is_some() => (Line::start_position(), Some((Vec::new(), Vec::new()))),
         None => (Line::parse_in(fen.as_deref(), &moves, chess960)?, None),
         Some(path) => {
             let (roots, skipped) = read_roots(path, chess960)?;
@@ -189,8 +228,7 @@ pub fn run(db: Option<&Path>, config: &Config, args: AnalyzeArgs) -> CommandResu
                 return Err(format!("{}: no root to grow", path.display()).into());
             }
             let first = roots[0].line.clone();
-            let book: Vec<BookRoot> =
-                roots.into_iter().map(|r| BookRoot { label: r.source.to_string(), line: r.line }).collect();
+            let book: Vec<BookRoot> = roots.into_iter().map(|r| BookRoot::new(r.line, r.source.to_string())).collect();
             (first, Some((book, skipped)))
         }
     };
@@ -240,11 +278,79 @@ pub fn run(db: Option<&Path>, config: &Config, args: AnalyzeArgs) -> CommandResu
         log::warn!("Ctrl-C will not stop the analysis cleanly: {e}");
     }
     let budget = time.is_some() || nodes.is_some();
-    let params = Params::from(config)
-        .with_max_depth(max_depth.unwrap_or(if budget { u8::MAX - 1 } else { 4 }))
-        .with_time(time)
-        .with_nodes(nodes);
+    let default_max = if from_games.is_some() {
+        // Each exit grows until the tree answers there: its combined depth reaches the play depth.
+        play_depth - config.engine_depth
+    } else if budget {
+        u8::MAX - 1
+    } else {
+        4
+    };
+    let params =
+        Params::from(config).with_max_depth(max_depth.unwrap_or(default_max)).with_time(time).with_nodes(nodes);
     let look_ahead = config.look_ahead();
+    let book = match (&from_games, book) {
+        (Some(path), _) => {
+            let file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+            let found = {
+                let view = store.read()?;
+                exits(&view, std::io::BufReader::new(file), &params, play_depth, args.player.as_deref())?
+            };
+            let text = format!(
+                "{} games: {} left the tree at {} positions, {} stayed in it{}; play depth {play_depth}, engine depth \
+                 {}: each position grown to software depth {}, the positions more games reached first",
+                found.games,
+                found.exits.iter().map(|e| u64::from(e.games)).sum::<u64>(),
+                found.exits.len(),
+                found.stayed,
+                if found.without_player > 0 {
+                    format!(", {} without the player", found.without_player)
+                } else {
+                    String::new()
+                },
+                params.engine_depth,
+                params.max_depth
+            );
+            if json {
+                eprintln!("{text}")
+            } else {
+                println!("{text}")
+            }
+            for (i, exit) in found.exits.iter().enumerate() {
+                let text = format!(
+                    "exit {:>3}: {:>3} games (priority {}), first game {} ply {}, known depth {}: {}",
+                    i + 1,
+                    exit.games,
+                    priority(exit.games),
+                    exit.game,
+                    exit.ply,
+                    exit.known_depth.map_or("-".to_owned(), |d| d.to_string()),
+                    exit.fen
+                );
+                if json { eprintln!("{text}") } else { println!("{text}") }
+            }
+            for skip in &found.skipped {
+                eprintln!("{}: {} skipped: {}", path.display(), skip.source, skip.error);
+            }
+            if found.exits.is_empty() {
+                if json {
+                    println!("{}", serde_json::json!({ "exits": found }));
+                }
+                return Ok(());
+            }
+            let roots = found
+                .exits
+                .iter()
+                .map(|e| BookRoot {
+                    line: e.line.clone(),
+                    label: format!("game {} ply {}", e.game, e.ply),
+                    weight: e.games,
+                })
+                .collect();
+            Some((roots, found.skipped))
+        }
+        (None, book) => book,
+    };
     if let Some((book, skipped)) = book {
         let configs = if specs.is_empty() {
             vec![engine_config.clone(); workers.max(1)]

@@ -35,6 +35,7 @@ pub mod merge;
 pub mod pgn_export;
 pub mod pgn_import;
 pub mod pgn_read;
+pub mod played;
 pub mod polyglot;
 pub mod roots;
 pub mod walk;

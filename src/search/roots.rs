@@ -8,8 +8,8 @@
 //! let dir = tempfile::tempdir()?;
 //! let store = Store::open(dir.path(), &StoreOptions::default())?;
 //! let roots = vec![
-//!     BookRoot { line: Line::parse(None, "e2e4 c7c5")?, label: "Sicilian".into() },
-//!     BookRoot { line: Line::parse(None, "d2d4 d7d5")?, label: "Queen's pawn".into() },
+//!     BookRoot::new(Line::parse(None, "e2e4 c7c5")?, "Sicilian"),
+//!     BookRoot::new(Line::parse(None, "d2d4 d7d5")?, "Queen's pawn"),
 //! ];
 //! let params = Params::new(8, 20).with_max_depth(1);
 //! // Two groups of engines, one scripted engine each: the two roots grow at once.
@@ -26,7 +26,8 @@
 //! at a time by one software depth: it takes the root with the shallowest settled depth (a root never analysed
 //! first), ties in file order, and settles its next depth. A root is not taken more than one depth ahead of the
 //! shallowest root that still has depths to settle, even if that one is being grown by another group: the tree grows
-//! evenly, so a `--time` budget is shared by need, the roots that have settled least first, and an interrupted run
+//! evenly. A root's weight (how many games reached it, for growth that follows play) lowers the depth it is ranked
+//! by: a root of weight 2^k counts as k depths shallower than it is ([`priority`]), so a `--time` budget is shared by need, the roots that have settled least first, and an interrupted run
 //! leaves every root within a depth or two of the others. A step runs the search of [`super::analysis`] for its root
 //! with the group's engines (their searches run ahead of their turn as in a single analysis); the groups share the
 //! store and its claims, so a position two roots reach is searched once.
@@ -56,6 +57,22 @@ use super::{
 pub struct BookRoot {
     pub line: Line,
     pub label: String,
+    /// How much play reaches it (games that left the tree there; 1 for a root of a list): a root of weight 2^k may
+    /// settle k depths ahead of a root of weight 1 (see [`priority`]).
+    pub weight: u32,
+}
+
+impl BookRoot {
+    /// A root of a list: weight 1.
+    pub fn new(line: Line, label: impl Into<String>) -> BookRoot {
+        BookRoot { line, label: label.into(), weight: 1 }
+    }
+}
+
+/// The depths a root of `weight` may settle ahead of a root of weight 1: log2 of the weight, rounded down (a root
+/// that 4 games reached may run 2 depths ahead of one that a single game reached).
+pub fn priority(weight: u32) -> u8 {
+    weight.max(1).ilog2() as u8
 }
 
 /// Where one root stands.
@@ -118,6 +135,8 @@ pub struct BookReport {
 /// Which root a group grows next.
 struct Schedule {
     progress: Vec<RootProgress>,
+    /// Each root's weight ([`BookRoot::weight`]).
+    weights: Vec<u32>,
     busy: Vec<bool>,
     stopped: bool,
     error: Option<AnalysisError>,
@@ -142,6 +161,12 @@ impl Schedule {
     /// The next depth to settle at root `i`.
     fn level(&self, i: usize) -> u8 {
         self.progress[i].settled_depth.map_or(0, |d| d.saturating_add(1))
+    }
+
+    /// The depth root `i` is ranked by: its next depth, less what its weight is worth ([`priority`]). Signed: a
+    /// heavy root not yet grown ranks below depth 0.
+    fn rank(&self, i: usize) -> i16 {
+        i16::from(self.level(i)) - i16::from(priority(self.weights[i]))
     }
 
     /// One line on what is being grown: the roots and the depth each is settling, and the settled depths so far.
@@ -173,12 +198,12 @@ impl Schedule {
         }
         let open: Vec<usize> =
             (0..self.progress.len()).filter(|&i| !self.progress[i].stuck && self.level(i) <= max_depth).collect();
-        let Some(shallowest) = open.iter().map(|&i| self.level(i)).min() else { return Next::Done };
+        let Some(shallowest) = open.iter().map(|&i| self.rank(i)).min() else { return Next::Done };
         let pick = open
             .iter()
             .copied()
-            .filter(|&i| !self.busy[i] && self.level(i) <= shallowest.saturating_add(1))
-            .min_by_key(|&i| (self.level(i), i));
+            .filter(|&i| !self.busy[i] && self.rank(i) <= shallowest.saturating_add(1))
+            .min_by_key(|&i| (self.rank(i), i));
         match pick {
             Some(root) => Next::Grow { root, depth: self.level(root) },
             None if open.iter().any(|&i| self.busy[i]) => Next::Wait,
@@ -219,7 +244,9 @@ pub fn grow<E: Evaluator + Send>(
         }
     }
     let group_count = groups.len();
-    let schedule = Mutex::new(Schedule { busy: vec![false; roots.len()], progress, stopped: false, error: None });
+    let weights = roots.iter().map(|r| r.weight).collect();
+    let schedule =
+        Mutex::new(Schedule { busy: vec![false; roots.len()], progress, weights, stopped: false, error: None });
     let changed = Condvar::new();
     let out_of_time = || stop.load(Ordering::Relaxed) || params.time.is_some_and(|t| started.elapsed() >= t);
     let running = std::sync::atomic::AtomicUsize::new(group_count);
@@ -340,7 +367,7 @@ mod tests {
                 RootProgress::new(i + 1, String::new(), String::new(), Vec::new(), settled_depth)
             })
             .collect();
-        Schedule { progress, busy: busy.to_vec(), stopped: false, error: None }
+        Schedule { weights: vec![1; depths.len()], progress, busy: busy.to_vec(), stopped: false, error: None }
     }
 
     fn pick(schedule: &Schedule, max_depth: u8) -> Option<(usize, u8)> {
@@ -379,6 +406,25 @@ mod tests {
             line,
             "1:02:05 growing line 1 to depth 2, line 3 to depth 0, line 4 to depth 2, 1 more; settled depth 1 to 2 \
              over 5 roots"
+        );
+    }
+
+    #[test]
+    fn a_root_that_more_games_reached_runs_ahead_by_the_log_of_its_weight() {
+        // Root 1 was reached by 4 games: it counts 2 depths shallower than it is.
+        let mut s = schedule(&[Some(1), Some(1)], &[false, false]);
+        s.weights = vec![1, 4];
+        assert_eq!(pick(&s, 9), Some((1, 2)));
+        s.progress[1].settled_depth = Some(2);
+        assert_eq!(pick(&s, 9), Some((1, 3)), "depth 3 ranks as 1 beside the light root's 2");
+        s.progress[1].settled_depth = Some(3);
+        assert_eq!(pick(&s, 9), Some((0, 2)), "ties go in file order");
+        s.progress[1].settled_depth = Some(4);
+        assert_eq!(pick(&s, 9), Some((0, 2)), "depth 5 ranks as 3: the light root goes first");
+        // Weights of 1 grow evenly, as before.
+        assert_eq!(
+            [priority(0), priority(1), priority(2), priority(3), priority(4), priority(1000)],
+            [0, 0, 1, 1, 2, 9]
         );
     }
 

@@ -132,6 +132,15 @@ pub const OPTIONS: &[Row] = &[
         },
     },
     Row {
+        name: "LearnFromGames",
+        kind: Kind::Check,
+        get: |o| o.config.learn_from_games.to_string(),
+        set: |o, v| {
+            o.config.learn_from_games = v == "true";
+            Ok(())
+        },
+    },
+    Row {
         name: "TreeDepthMargin",
         kind: Kind::Spin { min: 0, max: MAX_TREE_DEPTH_MARGIN as i64 },
         get: |o| o.config.tree_depth_margin.to_string(),

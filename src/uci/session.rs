@@ -28,6 +28,7 @@ use shakmaty::uci::UciMove;
 use crate::{
     config::{Config, ThinkMode},
     engine::{EngineConfig, EngineIdentity, STOP_ANSWER, protocol::EngineOption, spec::EngineSpec},
+    interop::played::GameRecord,
     notation::canonical_uci,
     search::analysis::Line,
     store::{Store, StoreOptions},
@@ -157,6 +158,27 @@ struct Session {
     given_up: Vec<Running>,
     /// Direct engines ended by new settings so far (one lent to a search then must not come back).
     direct_closed: u64,
+    /// The game being played, written to the store's games.pgn when it ends (`LearnFromGames`).
+    game: GameRecord,
+}
+
+/// The file in the store's folder where the games played are recorded (`LearnFromGames`).
+pub const GAMES_FILE: &str = "games.pgn";
+
+/// A PGN date (`YYYY.MM.DD`, UTC) of `time`.
+fn pgn_date(time: std::time::SystemTime) -> String {
+    let Ok(since) = time.duration_since(std::time::UNIX_EPOCH) else { return "????.??.??".to_owned() };
+    // Days to the civil date (the proleptic Gregorian calendar; H. Hinnant's algorithm).
+    let z = (since.as_secs() / 86_400) as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}.{month:02}.{day:02}")
 }
 
 /// How long the session is idle before it grows the tree of the last position.
@@ -216,6 +238,7 @@ pub fn run(config: &Config, tree_dir: PathBuf) {
         tree_fallbacks: 0,
         given_up: Vec::new(),
         direct_closed: 0,
+        game: GameRecord::default(),
     };
     session.run(&rx);
 }
@@ -347,7 +370,12 @@ impl Session {
                     self.finish_search();
                 }
                 match Line::parse_in(fen.as_deref(), &moves.join(" "), self.options.chess960) {
-                    Ok(line) => self.line = Some(line),
+                    Ok(line) => {
+                        if let Some(ended) = self.game.position(&line) {
+                            self.record_game(&ended);
+                        }
+                        self.line = Some(line);
+                    }
                     Err(e) => {
                         self.line = None;
                         self.out.error(format!("position: {e}; the position is unset until the next valid one"));
@@ -440,6 +468,9 @@ impl Session {
     }
 
     fn new_game(&mut self) {
+        if let Some(ended) = self.game.take() {
+            self.record_game(&ended);
+        }
         // `last_go_timed` stays: in a match the next game is timed too, and the opponent's clock is not ours.
         self.line = Some(Line::start_position());
         if self.released_only() {
@@ -448,6 +479,18 @@ impl Session {
             return;
         }
         self.begin_new_game();
+    }
+
+    /// Appends a game that ended to the store's games.pgn (with `LearnFromGames`), for `analyze --from-games`.
+    fn record_game(&mut self, game: &GameRecord) {
+        if !self.options.config.learn_from_games || !self.ensure_store() {
+            return;
+        }
+        let Some(store) = &self.store else { return };
+        let path = store.dir().join(GAMES_FILE);
+        if let Err(e) = game.append_to(&path, &pgn_date(std::time::SystemTime::now())) {
+            self.out.error(format!("the game was not recorded: {e}"));
+        }
     }
 
     /// The engines' side of `ucinewgame`.
@@ -466,6 +509,9 @@ impl Session {
     /// `quit` or the end of input: nothing more is written (the answer of a search not told to `stop` included), the
     /// searches are stopped and what they found is stored, the engines end.
     fn shutdown(&mut self) {
+        if let Some(ended) = self.game.take() {
+            self.record_game(&ended);
+        }
         // A search that has answered, or was told to stop, before `quit` owes its answer first; any other is ended
         // without one.
         if let Some(answered) =

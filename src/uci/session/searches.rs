@@ -167,6 +167,13 @@ impl Session {
             return;
         };
         self.last_go_timed = go.is_timed();
+        // What the game record learns: a game's limit (a clock, movetime, depth, nodes) makes deeptree a player of
+        // the side to move; a GUI's analysis makes the game no game.
+        if self.options.analyse_mode || go.infinite || (go.ponder && !go.is_timed()) {
+            self.game.analysed();
+        } else {
+            self.game.played();
+        }
         let white = shakmaty::Position::turn(line.root()).is_white();
         let deadline = deadline(&go, white, received);
         let running_go = go.clone();

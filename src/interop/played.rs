@@ -1,0 +1,314 @@
+//! Growth that follows play: where played games left the tree, and the record of the games a UCI session played.
+//!
+//! A game *leaves the tree* at the first position of its main line, with the learner to move, where the tree would
+//! not answer a game's search: its evaluation plus the software depth settled below it (the combined depth) is less
+//! than the *play depth*, the depth a direct search reaches there at the games' time control. Every game that leaves
+//! the tree names one such position, its *exit*; games that leave at the same position (by transposition too) add
+//! to its weight. [`exits`] finds them; `analyze --from-games` grows them as roots, the heavier first
+//! ([`crate::search::roots::priority`]), each up to the play depth, after which the tree answers there.
+//!
+//! The learner is the side a name picks out of each game's `White` and `Black` tags (`--player`), or both sides;
+//! the games a UCI session plays are recorded by [`GameRecord`] with deeptree as the learner.
+//!
+//! ```
+//! use deeptree::interop::played::exits;
+//! use deeptree::search::analysis::Params;
+//! use deeptree::store::{Store, StoreOptions};
+//!
+//! let dir = tempfile::tempdir()?;
+//! let store = Store::open(dir.path(), &StoreOptions::default())?;
+//! let pgn = "[White \"deeptree\"]\n[Black \"x\"]\n\n1. e4 e5 2. Nf3 *\n\n[White \"x\"]\n[Black \"y\"]\n\n1. e4 *\n";
+//! let view = store.read()?;
+//! // An empty tree answers nothing: the first game leaves it at once; the second has no side named deeptree.
+//! let found = exits(&view, pgn.as_bytes(), &Params::new(8, 20), 16, Some("deeptree"))?;
+//! assert_eq!((found.exits.len(), found.exits[0].games, found.without_player), (1, 1, 1));
+//! assert_eq!(found.exits[0].ply, 0);
+//! # Ok::<_, Box<dyn std::error::Error>>(())
+//! ```
+
+use std::{
+    collections::HashMap,
+    fs::OpenOptions,
+    io::{Read, Write},
+    path::Path,
+};
+
+use shakmaty::{Chess, Color, Position, san::SanPlus};
+
+use crate::{
+    search::analysis::{Line, Params, SettledInStore},
+    store::{ReadView, StoreError, key::PositionKey},
+};
+
+use super::{
+    InteropError,
+    pgn_read::GameReader,
+    roots::{SkippedRoot, Source, main_line},
+};
+
+/// Software depths below a position that are checked for being settled (the walk of each costs more the deeper).
+const MAX_CHECKED_DEPTH: u8 = 8;
+
+/// A position where games left the tree.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Exit {
+    /// The first game's moves to it (its history for repetitions).
+    #[serde(skip)]
+    pub line: Line,
+    pub fen: String,
+    /// The first game that left the tree here (from 1), and the ply.
+    pub game: u64,
+    pub ply: usize,
+    /// Games that left the tree here.
+    pub games: u32,
+    /// The combined depth the tree knows here (`None` where the position has no evaluation).
+    pub known_depth: Option<u32>,
+}
+
+/// What [`exits`] found in a file of games.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct Exits {
+    /// Heaviest first, ties in the order the games met them.
+    pub exits: Vec<Exit>,
+    /// Games read.
+    pub games: u64,
+    /// Games that stayed in the tree to their end.
+    pub stayed: u64,
+    /// Games in which no side is the player.
+    pub without_player: u64,
+    pub skipped: Vec<SkippedRoot>,
+}
+
+/// The positions where the games of `pgn` left the tree of `view`, with the learner `player` (a name in the `White`
+/// or `Black` tag, compared without case; `None`: both sides) to move, for `params`' engine depth and move distance
+/// and a play depth of `play_depth`.
+pub fn exits(
+    view: &ReadView<'_>,
+    pgn: impl Read,
+    params: &Params,
+    play_depth: u8,
+    player: Option<&str>,
+) -> Result<Exits, InteropError> {
+    let mut found = Exits::default();
+    let mut by_key: HashMap<PositionKey, usize> = HashMap::new();
+    let mut reader = GameReader::new(pgn);
+    while let Some(game) = reader.next_game().map_err(|e| InteropError::Invalid(format!("reading PGN: {e}")))? {
+        found.games += 1;
+        let line = match main_line(&game, false) {
+            Ok(line) => line,
+            Err(error) => {
+                found.skipped.push(SkippedRoot { source: Source::Game(game.number), error });
+                continue;
+            }
+        };
+        let learner: Option<Color> = match player {
+            None => None,
+            Some(name) => {
+                let named = |tag: &str| game.tag(tag).is_some_and(|v| v.to_lowercase().contains(&name.to_lowercase()));
+                match (named("White"), named("Black")) {
+                    (true, false) => Some(Color::White),
+                    (false, true) => Some(Color::Black),
+                    (true, true) => None,
+                    (false, false) => {
+                        found.without_player += 1;
+                        continue;
+                    }
+                }
+            }
+        };
+        let mut left = None;
+        for ply in 0..line.positions.len() {
+            let position = &line.positions[ply];
+            if learner.is_some_and(|c| c != position.turn()) || position.legal_moves().is_empty() {
+                continue;
+            }
+            let prefix = prefix(&line, ply);
+            let known = known_depth(view, &prefix, params, play_depth)?;
+            if known.is_none_or(|d| d < u32::from(play_depth)) {
+                left = Some((ply, prefix, known));
+                break;
+            }
+        }
+        let Some((ply, prefix, known_depth)) = left else {
+            found.stayed += 1;
+            continue;
+        };
+        let key = PositionKey::of(prefix.root());
+        match by_key.get(&key) {
+            Some(&i) => found.exits[i].games += 1,
+            None => {
+                by_key.insert(key, found.exits.len());
+                let fen = shakmaty::fen::Fen::from_position(prefix.root(), shakmaty::EnPassantMode::Legal).to_string();
+                found.exits.push(Exit { line: prefix, fen, game: game.number, ply, games: 1, known_depth });
+            }
+        }
+    }
+    // Heaviest first; a stable sort keeps the games' order among equals.
+    found.exits.sort_by_key(|e| std::cmp::Reverse(e.games));
+    Ok(found)
+}
+
+/// The line's first `ply` moves.
+fn prefix(line: &Line, ply: usize) -> Line {
+    Line {
+        start: line.start.clone(),
+        moves: line.moves[..ply].to_vec(),
+        positions: line.positions[..=ply].to_vec(),
+        chess960: line.chess960,
+    }
+}
+
+/// The combined depth the tree knows at `line`'s root: the engine depth of its evaluation plus the software depth
+/// settled below it (stored at an analysed root, or found by walking the stored graph up to the play depth, at most
+/// [`MAX_CHECKED_DEPTH`]); `None` without an evaluation.
+fn known_depth(view: &ReadView<'_>, line: &Line, params: &Params, play_depth: u8) -> Result<Option<u32>, StoreError> {
+    let Some(node) = view.node(PositionKey::of(line.root()))? else { return Ok(None) };
+    let Some(eval) = &node.eval else { return Ok(None) };
+    let stored = eval.depth.saturating_add(node.settled_depth.unwrap_or(0));
+    if stored >= play_depth {
+        return Ok(Some(u32::from(eval.depth) + u32::from(node.settled_depth.unwrap_or(0))));
+    }
+    let needed = (play_depth - eval.depth).min(MAX_CHECKED_DEPTH);
+    let walked = SettledInStore::new(view, line).deepest(&params.clone().with_engine_depth(eval.depth), 1, needed)?;
+    let settled = walked.unwrap_or(0).max(node.settled_depth.unwrap_or(0));
+    Ok(Some(u32::from(eval.depth) + u32::from(settled)))
+}
+
+/// The game a UCI session is playing, appended to a PGN file when it ends (`ucinewgame`, another game's position,
+/// `quit`): its moves as the GUI last sent them (a takeback replaces the moves taken back), the side deeptree played
+/// (the side to move at its timed `go`s) as `deeptree`. A game in which the GUI analysed (`go infinite`, `go
+/// ponder` without a game's clock, `UCI_AnalyseMode`) is not a game and is not recorded.
+#[derive(Debug, Clone, Default)]
+pub struct GameRecord {
+    line: Option<Line>,
+    /// Sides deeptree was asked to move for with a game's limit.
+    played: Vec<Color>,
+    analysed: bool,
+}
+
+impl GameRecord {
+    /// The GUI set up `line`. A line that does not go on from the game's start (another start position) begins
+    /// another game: the one before is returned to be written.
+    pub fn position(&mut self, line: &Line) -> Option<GameRecord> {
+        let same_game = self.line.as_ref().is_some_and(|l| PositionKey::of(&l.start) == PositionKey::of(&line.start));
+        let ended = if same_game { None } else { self.take() };
+        self.line = Some(line.clone());
+        ended
+    }
+
+    /// deeptree was asked to move in the current position with a game's limit (a clock, `movetime`, depth or nodes).
+    pub fn played(&mut self) {
+        if let Some(turn) = self.line.as_ref().map(|l| l.root().turn())
+            && !self.played.contains(&turn)
+        {
+            self.played.push(turn);
+        }
+    }
+
+    /// The GUI analysed in this game: it is not recorded.
+    pub fn analysed(&mut self) {
+        self.analysed = true;
+    }
+
+    /// The game ends (`ucinewgame`, `quit`): what there is to write.
+    pub fn take(&mut self) -> Option<GameRecord> {
+        let record = std::mem::take(self);
+        (record.line.as_ref().is_some_and(|l| !l.moves.is_empty()) && !record.analysed && !record.played.is_empty())
+            .then_some(record)
+    }
+
+    /// The game as PGN text.
+    pub fn pgn(&self, date: &str) -> String {
+        let Some(line) = &self.line else { return String::new() };
+        let name = |c: Color| if self.played.contains(&c) { "deeptree" } else { "?" };
+        let fen = shakmaty::fen::Fen::from_position(&line.start, shakmaty::EnPassantMode::Legal).to_string();
+        let result = line.root().outcome().to_string();
+        let mut text = format!(
+            "[Event \"deeptree game\"]\n[Date \"{date}\"]\n[White \"{}\"]\n[Black \"{}\"]\n[Result \"{result}\"]\n",
+            name(Color::White),
+            name(Color::Black)
+        );
+        if line.start != Chess::default() {
+            text.push_str(&format!("[SetUp \"1\"]\n[FEN \"{fen}\"]\n"));
+        }
+        text.push('\n');
+        let mut words = Vec::new();
+        for (ply, (position, uci)) in line.positions.iter().zip(&line.moves).enumerate() {
+            let Ok(m) = uci.to_move(position) else { break };
+            if position.turn() == Color::White {
+                words.push(format!("{}.", position.fullmoves()));
+            } else if ply == 0 {
+                words.push(format!("{}...", position.fullmoves()));
+            }
+            words.push(SanPlus::from_move(position.clone(), m).to_string());
+        }
+        words.push(result);
+        // Lines of at most 80 characters, as PGN asks.
+        let mut row = String::new();
+        for word in words {
+            if !row.is_empty() && row.len() + 1 + word.len() > 80 {
+                text.push_str(&row);
+                text.push('\n');
+                row.clear();
+            }
+            if !row.is_empty() {
+                row.push(' ');
+            }
+            row.push_str(&word);
+        }
+        text.push_str(&row);
+        text.push_str("\n\n");
+        text
+    }
+
+    /// Appends the game to the PGN file at `path` (created when absent).
+    pub fn append_to(&self, path: &Path, date: &str) -> Result<(), InteropError> {
+        let io = |source| InteropError::Io { path: path.to_owned(), source: std::sync::Arc::new(source) };
+        let mut file = OpenOptions::new().create(true).append(true).open(path).map_err(io)?;
+        file.write_all(self.pgn(date).as_bytes()).map_err(io)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_game_is_recorded_with_deeptree_on_the_side_it_played_and_its_moves_as_last_sent() {
+        let mut record = GameRecord::default();
+        let first = Line::parse(None, "e2e4 e7e5 g1f3").unwrap();
+        assert!(record.position(&Line::parse(None, "e2e4").unwrap()).is_none());
+        record.played(); // Black to move
+        // A takeback and another move: the game's moves are the last ones sent.
+        assert!(record.position(&first).is_none());
+        record.played();
+        let ended = record.take().expect("a game");
+        let text = ended.pgn("2026.11.26");
+        assert!(text.contains("[White \"?\"]\n[Black \"deeptree\"]"), "{text}");
+        assert!(text.contains("\n1. e4 e5 2. Nf3 *\n"), "{text}");
+        assert!(record.take().is_none(), "taken once");
+    }
+
+    #[test]
+    fn analysis_or_no_timed_go_is_not_a_game() {
+        let mut record = GameRecord::default();
+        record.position(&Line::parse(None, "e2e4").unwrap());
+        record.played();
+        record.analysed();
+        assert!(record.take().is_none());
+        record.position(&Line::parse(None, "d2d4").unwrap());
+        assert!(record.take().is_none(), "deeptree never moved");
+    }
+
+    #[test]
+    fn another_start_ends_the_game_before() {
+        let mut record = GameRecord::default();
+        record.position(&Line::parse(None, "e2e4 e7e5").unwrap());
+        record.played();
+        let other = Line::parse(Some("8/8/8/8/8/k7/8/K6R w - - 0 1"), "h1h2").unwrap();
+        let ended = record.position(&other).expect("the first game ended");
+        let text = ended.pgn("?");
+        assert!(text.contains("1. e4 e5 *"), "{text}");
+        assert!(record.take().is_none(), "the second game has no timed go yet");
+    }
+}

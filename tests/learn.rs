@@ -1,0 +1,123 @@
+//! Growth that follows play: the games a UCI session plays are recorded (not analysis, not what a takeback undid),
+//! and `analyze --from-games` grows where games left the tree, the positions more games reached first.
+
+mod common;
+
+use std::{
+    process::Command,
+    sync::{Arc, Mutex, atomic::AtomicBool},
+};
+
+use common::{PATIENCE, fake_session};
+use deeptree::{
+    interop::played::exits,
+    search::{
+        analysis::{Analysis, Line, Params},
+        evaluator::ScriptedEvaluator,
+        roots::{BookRoot, grow},
+    },
+    store::{Store, StoreOptions},
+};
+
+fn params(max_depth: u8) -> Params {
+    Params { engine_depth: 10, move_distance: 20, max_depth, time: None, nodes: None, no_progress: false, screen: None }
+}
+
+/// Three games that leave a small tree after 1. e4 c5 and one after 1. d4: the first exit weighs three games and
+/// is grown first, and once both are grown to the play depth no game leaves the tree there any more.
+#[test]
+fn growth_goes_where_games_left_the_tree_the_heavier_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), &StoreOptions::default()).unwrap();
+    // A tree of the start position settled to software depth 1 at engine depth 10.
+    let mut analysis = Analysis::new(&store, ScriptedEvaluator::new(1, 3), params(1));
+    analysis.run(&Line::start_position(), |_| {}).unwrap();
+    let pgn = "\
+[White \"deeptree\"]\n[Black \"a\"]\n\n1. e4 c5 2. Nf3 *\n\n\
+[White \"deeptree\"]\n[Black \"b\"]\n\n1. e4 c5 2. Nc3 *\n\n\
+[White \"c\"]\n[Black \"deeptree\"]\n\n1. d4 Nf6 *\n\n\
+[White \"deeptree\"]\n[Black \"a\"]\n\n1. e4 c5 2. d4 *\n\n\
+[White \"x\"]\n[Black \"y\"]\n\n1. e4 *\n";
+    // The play depth: the engine depth and 1 software depth, which the start position has.
+    let found = exits(&store.read().unwrap(), pgn.as_bytes(), &params(1), 11, Some("deeptree")).unwrap();
+    assert_eq!((found.games, found.without_player, found.stayed), (5, 1, 0), "{found:?}");
+    let at: Vec<(Vec<String>, u32)> =
+        found.exits.iter().map(|e| (e.line.moves.iter().map(ToString::to_string).collect(), e.games)).collect();
+    // White's games pass the start position, which the tree answers, and leave at 1. e4 c5 (White to move);
+    // Black's game leaves at once after 1. d4.
+    assert_eq!(at, vec![(vec!["e2e4".to_owned(), "c7c5".to_owned()], 3), (vec!["d2d4".to_owned()], 1)]);
+    let roots: Vec<BookRoot> = found
+        .exits
+        .iter()
+        .map(|e| BookRoot { line: e.line.clone(), label: format!("exit {}", e.ply), weight: e.games })
+        .collect();
+    // One group: the steps come one at a time, in the order of the priority.
+    let steps = Mutex::new(Vec::new());
+    let stop = Arc::new(AtomicBool::new(false));
+    let report = grow(&store, vec![ScriptedEvaluator::new(1, 5)], &roots, &params(2), None, &stop, false, |p| {
+        steps.lock().unwrap().push((p.root, p.settled_depth))
+    })
+    .unwrap();
+    let steps = steps.into_inner().unwrap();
+    // The heavy exit (weight 3: one depth ahead) settles depths 0 and 1 before the light one begins.
+    assert_eq!(&steps[..3], &[(1, Some(0)), (1, Some(1)), (2, Some(0))], "{steps:?}");
+    assert!(report.roots.iter().all(|r| r.settled_depth == Some(2)), "{report:?}");
+    // Grown to the play depth there (10 + 1 and more), the exits are answered: the games now go on past them.
+    let again = exits(&store.read().unwrap(), pgn.as_bytes(), &params(1), 11, Some("deeptree")).unwrap();
+    assert_eq!((again.exits.len(), again.stayed), (0, 4), "{again:?}");
+}
+
+/// A UCI session records the game it played, with the moves as the GUI last sent them (after a takeback), and not
+/// a game the GUI analysed, nor any game with `LearnFromGames` off.
+#[test]
+fn a_session_records_the_games_it_played_and_not_analysis() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("fake.log");
+    let db = dir.path().join("tree");
+    {
+        let mut uci = fake_session(&db, &log, &[]);
+        uci.send("ucinewgame");
+        uci.send("position startpos");
+        uci.best("go movetime 30");
+        uci.send("position startpos moves e2e4 d7d5");
+        uci.best("go movetime 30");
+        // A takeback: the game goes on from 1. e4 e5 instead.
+        uci.send("position startpos moves e2e4 e7e5");
+        uci.best("go wtime 1000 btime 1000");
+        // The next game ends it; this one is analysed.
+        uci.send("ucinewgame");
+        uci.send("position startpos moves d2d4");
+        uci.best("go movetime 30");
+        uci.send("go infinite");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        uci.send("stop");
+        uci.until("bestmove", PATIENCE);
+        // Learning off: not recorded either.
+        uci.send("ucinewgame");
+        uci.send("setoption name LearnFromGames value false");
+        uci.send("position startpos moves c2c4");
+        uci.best("go movetime 30");
+        uci.ready();
+    }
+    let games = std::fs::read_to_string(db.join("games.pgn")).expect("games.pgn");
+    assert_eq!(games.matches("[Event ").count(), 1, "{games}");
+    assert!(games.contains("[White \"deeptree\"]\n[Black \"?\"]"), "{games}");
+    assert!(games.contains("\n1. e4 e5 *\n"), "{games}");
+    // `analyze --from-games` reads it back: the one game left the empty tree at its start.
+    let output = Command::new(env!("CARGO_BIN_EXE_deeptree"))
+        .arg("--db")
+        .arg(&db)
+        .args(["analyze", "--from-games"])
+        .arg(db.join("games.pgn"))
+        .args(["--player", "deeptree", "--engine", common::fake(), "--engine-depth", "4", "--play-depth", "6"])
+        .args(["--workers", "1", "--json"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(stderr.contains("1 games: 1 left the tree at 1 positions"), "{stderr}");
+    let report: serde_json::Value =
+        serde_json::from_str(String::from_utf8_lossy(&output.stdout).lines().last().unwrap_or("null")).unwrap();
+    assert_eq!(report["roots"][0]["label"], "game 1 ply 0", "{report}");
+    assert_eq!(report["roots"][0]["settled_depth"], 2, "grown to the play depth: {report}");
+}
