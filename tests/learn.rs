@@ -121,3 +121,84 @@ fn a_session_records_the_games_it_played_and_not_analysis() {
     assert_eq!(report["roots"][0]["label"], "game 1 ply 0", "{report}");
     assert_eq!(report["roots"][0]["settled_depth"], 2, "grown to the play depth: {report}");
 }
+
+/// A tree of the start position (engine depth 30, software depth 1: every first move valued -20 by the fake
+/// engine, which scores the first move of every position +20), a session whose fake engine scores the positions of
+/// `script`, and one game: the tree plays its move at once, the game's next search scores -100 there (a drop of 80
+/// centipawns two plies later), and the game ends. Returns the tree's first move in each of two games and the
+/// searches the engine was asked for.
+fn refuted_then_replayed(refute: bool) -> (String, String, Vec<String>) {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("tree");
+    let grown = Command::new(env!("CARGO_BIN_EXE_deeptree"))
+        .arg("--db")
+        .arg(&db)
+        .args(["analyze", "--engine", common::fake(), "--engine-depth", "30", "--max-depth", "1"])
+        .args(["--move-distance", "5", "--workers", "1", "--json"])
+        .output()
+        .unwrap();
+    assert!(grown.status.success(), "{}", String::from_utf8_lossy(&grown.stderr));
+    let start = shakmaty::Chess::default();
+    let fen4 = |position: &shakmaty::Chess| {
+        let fen = shakmaty::fen::Fen::from_position(position, shakmaty::EnPassantMode::Legal).to_string();
+        fen.split_whitespace().take(4).collect::<Vec<_>>().join(" ")
+    };
+    let play = |position: &shakmaty::Chess, uci: &str| {
+        let m = uci.parse::<shakmaty::uci::UciMove>().unwrap().to_move(position).unwrap();
+        let mut next = position.clone();
+        shakmaty::Position::play_unchecked(&mut next, m);
+        next
+    };
+    let log = dir.path().join("fake.log");
+    let script = dir.path().join("script");
+    let inner = format!("InnerEngine value {} --script {} --log {}", common::fake(), script.display(), log.display());
+    let mut uci = fake_session(&db, &dir.path().join("unused.log"), &[&inner]);
+    uci.send("ucinewgame");
+    uci.send("position startpos");
+    let (first, lines) = uci.best("go depth 20");
+    assert!(lines.iter().any(|l| l.starts_with("info string tree move")), "the tree answers: {lines:?}");
+    // The reply, then the game's own search two plies later, which the script scores -100 for White.
+    let child = play(&start, &first);
+    let later = play(&child, "a7a6");
+    let mut text = String::new();
+    if refute {
+        // The deeper searches agree: after the tree move Black's reply is +150, and the game's reply leaves White
+        // at -100.
+        text.push_str(&format!("{} 150\n{} -100\n", fen4(&child), fen4(&later)));
+    } else {
+        // Only a search of depth 20 or less sees White at -100 after the game's reply.
+        text.push_str(&format!("{} -100 20\n", fen4(&later)));
+    }
+    std::fs::write(&script, text).unwrap();
+    uci.send(&format!("position startpos moves {first} a7a6"));
+    let (_, lines) = uci.best("go depth 20");
+    assert!(lines.iter().any(|l| l.starts_with("info depth 20 ") && l.contains("score cp -100")), "{lines:?}");
+    // The game ends: the refuted move is searched again, deeper, before the next game.
+    uci.send("ucinewgame");
+    uci.ready();
+    uci.send("position startpos");
+    let (again, lines) = uci.best("go depth 20");
+    assert!(lines.iter().any(|l| l.starts_with("info string tree move")), "the tree answers again: {lines:?}");
+    drop(uci);
+    let searches = common::fake_log(&log).into_iter().filter(|c| c.starts_with("go")).collect();
+    (first, again, searches)
+}
+
+/// A tree move refuted in play, whose deeper search confirms the refutation, is not played again at the same
+/// budget.
+#[test]
+fn a_refuted_tree_move_is_searched_again_deeper_and_not_played_again() {
+    let (first, again, searches) = refuted_then_replayed(true);
+    // The tree's depth there is 31 (30 + 1), the move's child 30; the refuting search 20: again at 30 + 2, and the
+    // position after the game's reply one ply shallower.
+    assert_eq!(searches, ["go depth 20", "go depth 32", "go depth 31"], "{searches:?}");
+    assert_ne!(again, first, "the refuted move {first} was played again");
+}
+
+/// A tree move refuted in play, whose deeper search does not confirm the refutation, is still played.
+#[test]
+fn a_tree_move_the_deeper_search_confirms_is_still_played() {
+    let (first, again, searches) = refuted_then_replayed(false);
+    assert_eq!(searches, ["go depth 20", "go depth 32", "go depth 31"], "{searches:?}");
+    assert_eq!(again, first);
+}

@@ -28,6 +28,10 @@
 //! - `instant`: answers every `go` at once with one `info` line (depth 1) and `bestmove`, whatever its limits: a
 //!   relay's latency is all that remains to measure.
 //!
+//! `--script FILE` (or `DEEPTREE_FAKE_SCRIPT`) gives some positions their score: each line is a FEN's first four
+//! fields, a score in centipawns from the side to move, and optionally a depth; a search of such a position (modes
+//! `normal` and `no-searchmoves`) to that depth or less (any depth without one) scores its best line so.
+//!
 //! `--latency-ms L` (or `DEEPTREE_FAKE_LATENCY_MS`) makes every search with a limit take L milliseconds before it
 //! answers, as an engine at a fixed depth would: the host's benchmark (`deeptree bench host`) uses it.
 //!
@@ -79,6 +83,38 @@ struct Fake {
     go_read: u128,
     /// How long every search with a limit takes.
     latency: Duration,
+    /// Scores of scripted positions (`--script`), by the first four fields of their FEN, with the deepest search
+    /// they hold for.
+    script: std::collections::HashMap<String, (i32, u32)>,
+}
+
+/// The first four fields of a position's FEN: the key of `--script`.
+fn script_key(position: &Chess) -> String {
+    let fen = Fen::from_position(position, shakmaty::EnPassantMode::Legal).to_string();
+    fen.split_whitespace().take(4).collect::<Vec<_>>().join(" ")
+}
+
+/// Reads `--script`: `FEN4 CP [DEPTH]` per line (blank lines and `#` comments skipped).
+fn read_script(path: &str) -> Result<std::collections::HashMap<String, (i32, u32)>, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
+    let mut script = std::collections::HashMap::new();
+    for (number, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let cp = words.get(4).and_then(|w| w.parse().ok());
+        let depth = match words.get(5) {
+            None => Some(u32::MAX),
+            Some(w) => w.parse().ok(),
+        };
+        let (Some(cp), Some(depth), 5 | 6) = (cp, depth, words.len()) else {
+            return Err(format!("{path} line {}: give a FEN's first four fields, a score and a depth", number + 1));
+        };
+        script.insert(words[..4].join(" "), (cp, depth));
+    }
+    Ok(script)
 }
 
 /// Nanoseconds of the system clock.
@@ -93,6 +129,7 @@ fn main() -> ExitCode {
     let mut pid_file = std::env::var("DEEPTREE_FAKE_PID_FILE").ok();
     let mut log_file = std::env::var("DEEPTREE_FAKE_LOG").ok();
     let mut stamp_file = std::env::var("DEEPTREE_FAKE_STAMP").ok();
+    let mut script_file = std::env::var("DEEPTREE_FAKE_SCRIPT").ok();
     let mut latency_ms: u64 = std::env::var("DEEPTREE_FAKE_LATENCY_MS").ok().and_then(|v| v.parse().ok()).unwrap_or(0);
     while let Some(arg) = args.next() {
         match arg.as_str() {
@@ -101,6 +138,7 @@ fn main() -> ExitCode {
             "--pid-file" => pid_file = args.next(),
             "--log" => log_file = args.next(),
             "--stamp" => stamp_file = args.next(),
+            "--script" => script_file = args.next(),
             "--latency-ms" => match args.next().and_then(|v| v.parse().ok()) {
                 Some(ms) => latency_ms = ms,
                 None => {
@@ -143,6 +181,13 @@ fn main() -> ExitCode {
         }
     };
     let stamp = stamp_file.and_then(|path| OpenOptions::new().create(true).append(true).open(path).ok());
+    let script = match script_file.as_deref().map(read_script).transpose() {
+        Ok(script) => script.unwrap_or_default(),
+        Err(e) => {
+            eprintln!("deeptree-fake-engine: {e}");
+            return ExitCode::from(2);
+        }
+    };
     let mut fake = Fake {
         mode,
         position: Chess::default(),
@@ -151,6 +196,7 @@ fn main() -> ExitCode {
         stamp,
         go_read: 0,
         latency: Duration::from_millis(latency_ms),
+        script,
     };
     let mut log = log_file.and_then(|path| OpenOptions::new().create(true).append(true).open(path).ok());
     let stdin = std::io::stdin();
@@ -359,7 +405,11 @@ impl Fake {
                     Mode::BoundOnly => " upperbound",
                     _ => "",
                 };
-                let cp = 20 - 7 * i as i32;
+                let scripted = match self.script.get(&script_key(&self.position)) {
+                    Some(&(cp, deepest)) if i == 0 && depth <= deepest => Some(cp),
+                    _ => None,
+                };
+                let cp = scripted.unwrap_or(20 - 7 * i as i32);
                 say(&format!(
                     "info depth {d} seldepth {} multipv {} score cp {cp}{bound} nodes {} nps 1000 pv {m}",
                     d + 2,

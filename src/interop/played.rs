@@ -33,9 +33,11 @@ use std::{
     path::Path,
 };
 
-use shakmaty::{Chess, Color, Position, san::SanPlus};
+use shakmaty::{Chess, Color, Position, san::SanPlus, uci::UciMove};
 
 use crate::{
+    notation::canonical_uci,
+    score::Score,
     search::analysis::{Line, Params, SettledInStore},
     store::{ReadView, StoreError, key::PositionKey},
 };
@@ -174,6 +176,42 @@ fn known_depth(view: &ReadView<'_>, line: &Line, params: &Params, play_depth: u8
     Ok(Some(u32::from(eval.depth) + u32::from(settled)))
 }
 
+/// A later search of the same side scoring this many centipawns below a tree move's score refutes the move.
+pub const REFUTATION_DROP_CP: i32 = 50;
+/// How many plies after a tree move a later search may refute it.
+pub const REFUTATION_PLIES: usize = 10;
+
+/// A tree move that the game's own later searches refuted: it is to be searched again deeper before it is played
+/// again.
+#[derive(Debug, Clone)]
+pub struct Refutation {
+    /// The game's moves to the position where the tree played it.
+    pub line: Line,
+    /// The move, in stored form.
+    pub best: UciMove,
+    /// The reply the game went on with, if it did.
+    pub reply: Option<UciMove>,
+    /// The tree's score of the move (the mover's point of view) and its combined depth.
+    pub score: Score,
+    pub depth: u32,
+    /// The later search that dropped: its score (the same side's point of view), its depth, and how many plies
+    /// after the tree move it came.
+    pub later: Score,
+    pub later_depth: u32,
+    pub plies: usize,
+}
+
+/// One of deeptree's answers in the game.
+#[derive(Debug, Clone)]
+struct Answer {
+    ply: usize,
+    best: UciMove,
+    from_tree: bool,
+    score: Score,
+    depth: u32,
+    refuted: bool,
+}
+
 /// The game a UCI session is playing, appended to a PGN file when it ends (`ucinewgame`, another game's position,
 /// `quit`): its moves as the GUI last sent them (a takeback replaces the moves taken back), the side deeptree played
 /// (the side to move at its timed `go`s) as `deeptree`. A game in which the GUI analysed (`go infinite`, `go
@@ -184,6 +222,10 @@ pub struct GameRecord {
     /// Sides deeptree was asked to move for with a game's limit.
     played: Vec<Color>,
     analysed: bool,
+    /// deeptree's answers in this game, by ply.
+    answers: Vec<Answer>,
+    /// Tree moves the game's later searches refuted.
+    pub refutations: Vec<Refutation>,
 }
 
 impl GameRecord {
@@ -203,6 +245,43 @@ impl GameRecord {
         {
             self.played.push(turn);
         }
+    }
+
+    /// deeptree answered the current position with `best` (in the GUI's notation), from the tree or by a search,
+    /// scoring it `score` (the side to move's point of view) at `depth`. A search that scores at least
+    /// [`REFUTATION_DROP_CP`] below a tree move of the same side played at most [`REFUTATION_PLIES`] plies before
+    /// (and still in the game's moves) refutes that move: it is added to [`GameRecord::refutations`].
+    pub fn answered(&mut self, best: &UciMove, from_tree: bool, score: Score, depth: u32) {
+        let Some(line) = &self.line else { return };
+        let Some(best) = canonical_uci(line.root(), best) else { return };
+        let ply = line.moves.len();
+        // A takeback answers a ply again: the answers from there on are no longer the game's.
+        self.answers.retain(|a| a.ply < ply);
+        for earlier in &mut self.answers {
+            let plies = ply - earlier.ply;
+            // The same side moves every other ply; its scores compare without a sign flip.
+            let same_side = plies % 2 == 0;
+            if earlier.from_tree
+                && !earlier.refuted
+                && same_side
+                && plies <= REFUTATION_PLIES
+                && line.moves.get(earlier.ply) == Some(&earlier.best)
+                && score.value() <= earlier.score.value() - REFUTATION_DROP_CP
+            {
+                earlier.refuted = true;
+                self.refutations.push(Refutation {
+                    line: prefix(line, earlier.ply),
+                    best: earlier.best,
+                    reply: line.moves.get(earlier.ply + 1).copied(),
+                    score: earlier.score,
+                    depth: earlier.depth,
+                    later: score,
+                    later_depth: depth,
+                    plies,
+                });
+            }
+        }
+        self.answers.push(Answer { ply, best, from_tree, score, depth, refuted: false });
     }
 
     /// The GUI analysed in this game: it is not recorded.
@@ -287,6 +366,42 @@ mod tests {
         assert!(text.contains("[White \"?\"]\n[Black \"deeptree\"]"), "{text}");
         assert!(text.contains("\n1. e4 e5 2. Nf3 *\n"), "{text}");
         assert!(record.take().is_none(), "taken once");
+    }
+
+    #[test]
+    fn a_later_search_of_the_same_side_50_cp_lower_within_10_plies_refutes_a_tree_move() {
+        let e4: UciMove = "e2e4".parse().unwrap();
+        let nf3: UciMove = "g1f3".parse().unwrap();
+        let game = |moves: &str| Line::parse(None, moves).unwrap();
+        // 40 cp lower: no refutation; 50: one; the opponent's plies and searches after 10 plies are not compared.
+        for (later, moves, played, refuted) in [
+            (-10, "e2e4 e7e5", "g1f3", false),
+            (-20, "e2e4 e7e5", "g1f3", true),
+            (-90, "e2e4 e7e5 g1f3 b8c6 f1b5 a7a6 b5a4 g8f6 e1g1 f8e7", "d2d3", true),
+            (-90, "e2e4 e7e5 g1f3 b8c6 f1b5 a7a6 b5a4 g8f6 e1g1 f8e7 f1e1 b7b5", "d2d3", false),
+            (-90, "e2e4 e7e5 g1f3", "b8c6", false),
+        ] {
+            let mut record = GameRecord::default();
+            record.position(&game(""));
+            record.answered(&e4, true, Score::cp(30), 24);
+            record.position(&game(moves));
+            record.answered(&played.parse().unwrap(), false, Score::cp(later), 18);
+            assert_eq!(record.refutations.len(), usize::from(refuted), "{later} after {moves}");
+        }
+        // A search's own move is no tree move: nothing to refute.
+        let mut record = GameRecord::default();
+        record.position(&game(""));
+        record.answered(&e4, false, Score::cp(30), 24);
+        record.position(&game("e2e4 e7e5"));
+        record.answered(&nf3, false, Score::cp(-90), 18);
+        assert!(record.refutations.is_empty());
+        // A tree move the game no longer went through (a takeback): nothing to refute.
+        let mut record = GameRecord::default();
+        record.position(&game(""));
+        record.answered(&e4, true, Score::cp(30), 24);
+        record.position(&game("d2d4 e7e5"));
+        record.answered(&nf3, false, Score::cp(-90), 18);
+        assert!(record.refutations.is_empty());
     }
 
     #[test]

@@ -65,6 +65,9 @@ pub struct Outcome {
     pub sample: Option<DepthSample>,
     /// A tree search (`ThinkMode tree`) valued nothing in time, and a quick direct search answered.
     pub tree_fallback: bool,
+    /// The direct search's score of its move (the side to move's point of view) and its depth, which its relayed
+    /// lines showed (they are not in `infos`): what the game record learns.
+    pub searched: Option<(Score, u32)>,
 }
 
 impl Outcome {
@@ -77,6 +80,7 @@ impl Outcome {
             relay: None,
             sample: None,
             tree_fallback: false,
+            searched: None,
         }
     }
 }
@@ -134,6 +138,7 @@ impl TreeAnswer {
             relay: None,
             sample: None,
             tree_fallback: false,
+            searched: None,
         }
     }
 }
@@ -209,6 +214,7 @@ pub fn fallback(ctx: &Context, line: &Line, searchmoves: &[UciMove], problem: Op
                 relay: None,
                 sample: None,
                 tree_fallback: false,
+                searched: None,
             }
         }
         None => {
@@ -238,6 +244,7 @@ pub fn given_up(ctx: &Context, line: &Line, searchmoves: &[UciMove], last_line: 
             relay: None,
             sample: None,
             tree_fallback: false,
+            searched: None,
         },
         None => fallback(ctx, line, searchmoves, Some(note)),
     }

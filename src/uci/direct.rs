@@ -281,6 +281,7 @@ pub fn direct(
                 relay: (quiet && measured).then_some(RelayHops { received: control.received, timing }),
                 sample,
                 tree_fallback: false,
+                searched: Some((evaluation.score(), evaluation.depth())),
             };
             let stores = ctx.options.config.store_searches && learns && evaluation.bound() == Bound::Exact;
             let aftermath = Aftermath {
@@ -306,6 +307,7 @@ pub fn direct(
                     relay: None,
                     sample: None,
                     tree_fallback: false,
+                    searched: None,
                 };
                 return (outcome, Aftermath::GAME_LINE);
             }

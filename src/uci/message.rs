@@ -42,6 +42,11 @@ impl BestMove {
         BestMove { best: Some(best), ponder }
     }
 
+    /// The move played, in the GUI's notation (`None`: no move).
+    pub fn best(&self) -> Option<UciMove> {
+        self.best
+    }
+
     /// No legal move, or no position to play from.
     pub fn none() -> BestMove {
         BestMove { best: None, ponder: None }

@@ -23,6 +23,7 @@ mod control;
 pub mod depth;
 mod direct;
 mod growth;
+mod learn;
 pub mod message;
 pub mod options;
 mod policy;

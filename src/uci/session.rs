@@ -38,12 +38,13 @@ mod searches;
 mod settings;
 
 use super::{
-    answer::{Outcome, given_up},
+    answer::{Answerer, Outcome, given_up},
     command::{Go, GuiCommand, parse},
     control::{Context, Signal, Steer},
     depth::DepthModel,
     direct::{DirectSlot, RelayClock},
     growth::{Growth, TreePool, grow_tree},
+    learn,
     message::{Info, LastLine, Message, Out},
     options::{self, Options, check_value},
     policy::{Lent, think},
@@ -372,6 +373,7 @@ impl Session {
                 match Line::parse_in(fen.as_deref(), &moves.join(" "), self.options.chess960) {
                     Ok(line) => {
                         if let Some(ended) = self.game.position(&line) {
+                            self.learn_from(&ended);
                             self.record_game(&ended);
                         }
                         self.line = Some(line);
@@ -469,6 +471,7 @@ impl Session {
 
     fn new_game(&mut self) {
         if let Some(ended) = self.game.take() {
+            self.learn_from(&ended);
             self.record_game(&ended);
         }
         // `last_go_timed` stays: in a match the next game is timed too, and the opponent's clock is not ours.
@@ -490,6 +493,44 @@ impl Session {
         let path = store.dir().join(GAMES_FILE);
         if let Err(e) = game.append_to(&path, &pgn_date(std::time::SystemTime::now())) {
             self.out.error(format!("the game was not recorded: {e}"));
+        }
+    }
+
+    /// Searches again, deeper, each tree move the game's later searches refuted (`LearnFromGames`), before another
+    /// game can play it (see `learn`). Not while a search holds the engines (`go infinite` across `ucinewgame`).
+    fn learn_from(&mut self, game: &GameRecord) {
+        if !self.options.config.learn_from_games || game.refutations.is_empty() || self.searching() {
+            return;
+        }
+        if !self.ensure_store() {
+            return;
+        }
+        let Some(store) = self.store.clone() else { return };
+        let (config, overhead) = (self.direct_config(), self.overhead());
+        let engine_depth = self.options.config.engine_depth;
+        for refutation in &game.refutations {
+            let engine = match self.direct.prepare(&config, overhead) {
+                Ok((engine, _)) => engine,
+                Err(e) => {
+                    log::warn!("a refuted tree move was not searched again: {e}");
+                    return;
+                }
+            };
+            let san = crate::search::show::san_of(refutation.line.root(), &refutation.best);
+            match learn::research(engine, &store, refutation, engine_depth) {
+                Ok(found) => log::info!(
+                    "tree move {san} scored {} at depth {}, and {} by the game's search {} plies later: searched again \
+                     to depth {}, {} ({} positions stored)",
+                    refutation.score,
+                    refutation.depth,
+                    refutation.later,
+                    refutation.plies,
+                    found.depth,
+                    found.score,
+                    found.stored
+                ),
+                Err(e) => log::warn!("tree move {san} was refuted in play but not searched again: {e}"),
+            }
         }
     }
 

@@ -21,6 +21,17 @@ impl Session {
     /// Writes a search's answer: its `info` lines, then its one `bestmove`; then learns what it measured. The only
     /// place a `bestmove` is written.
     fn answer(&mut self, outcome: Outcome) {
+        // What the game record learns: the move, and its score and depth: the direct search's, or those of the
+        // line of multipv 1 whose PV starts with it.
+        let learned = outcome.best.best().and_then(|best| {
+            if let Some((score, depth)) = outcome.searched {
+                return Some((best, score, depth));
+            }
+            let line =
+                outcome.infos.iter().rev().find(|i| i.multipv.is_none_or(|k| k == 1) && i.pv.first() == Some(&best))?;
+            let (score, _) = line.score?;
+            Some((best, score, line.depth.unwrap_or(0)))
+        });
         for info in outcome.infos {
             self.out.send(info);
         }
@@ -30,6 +41,9 @@ impl Session {
         }
         self.out.bestmove(&outcome.best);
         let written = Instant::now();
+        if let Some((best, score, depth)) = learned {
+            self.game.answered(&best, outcome.by == Answerer::Tree, score, depth);
+        }
         log::debug!("answered by {:?}", outcome.by);
         // From here on the GUI has its move: measure and learn.
         if let Some(hops) = outcome.relay {

@@ -1,0 +1,121 @@
+//! What a game teaches the tree: a tree move that the game's own later searches refuted (they scored it
+//! [`REFUTATION_DROP_CP`](crate::interop::played::REFUTATION_DROP_CP) or more lower within
+//! [`REFUTATION_PLIES`](crate::interop::played::REFUTATION_PLIES) plies) is searched again, deeper, when the game
+//! ends, before another game can play it.
+//!
+//! The search: the position after the move, by the direct engine, to the deeper of the tree's depth there (its
+//! combined depth less the move) and the refuting search's depth, plus [`EXTRA_DEPTH`] plies, for at most
+//! [`RESEARCH_CAP`] (it is stopped then, and what it reached counts); then the position after the reply the game
+//! went on with, one ply shallower (the game's own search there, stored in play, is what the tree saw drop). Each
+//! principal variation is stored as a spine ([`crate::search::split::spine_changes`]): each position of the line at
+//! the depth the search saw it, down to the tree's engine depth. Stored records never lose depth, so the tree's minimax takes the deeper verdict: a refutation
+//! the search confirms lowers the move's value and the tree plays another move; one it does not confirm leaves the
+//! move where it was.
+
+use std::time::Duration;
+
+use shakmaty::{Chess, uci::UciMove};
+
+use crate::{
+    engine::{Engine, EnginePosition, EvalRequest, Limit},
+    interop::played::Refutation,
+    score::Score,
+    search::split::spine_changes,
+    store::{Store, play_uci},
+};
+
+/// Plies past the deeper of the tree's and the refuting search's depths.
+pub const EXTRA_DEPTH: u32 = 2;
+
+/// The longest a search again may take: it runs between games, while the GUI waits for `readyok`.
+pub const RESEARCH_CAP: Duration = Duration::from_secs(3);
+
+/// What a search again found.
+#[derive(Debug, Clone, Copy)]
+pub struct Researched {
+    /// The depth it reached.
+    pub depth: u32,
+    /// Its score of the move, from the mover's point of view.
+    pub score: Score,
+    /// Positions of its line stored.
+    pub stored: usize,
+}
+
+/// Searches `refutation`'s move again with `engine` and stores what it found in `store`; `engine_depth` is the
+/// tree's, the shallowest depth a spine keeps. Two searches: the position after the move, to the depth of
+/// [`research_depth`]; then the position after the game's reply one ply shallower, so that the game's own
+/// evaluation there (shallower, stored in play) does not outweigh the deeper verdict.
+pub fn research(
+    engine: &mut Engine,
+    store: &Store,
+    refutation: &Refutation,
+    engine_depth: u8,
+) -> Result<Researched, String> {
+    let depth = research_depth(refutation);
+    let mut moves = refutation.line.moves.clone();
+    moves.push(refutation.best);
+    let (score, reached, mut stored) =
+        search_and_store(engine, store, &refutation.line.start, &moves, depth, engine_depth)?;
+    if let Some(reply) = refutation.reply {
+        moves.push(reply);
+        stored += search_and_store(engine, store, &refutation.line.start, &moves, depth - 1, engine_depth)?.2;
+    }
+    // Sign flip: the search scored the reply's side; the move's score is the mover's.
+    Ok(Researched { depth: reached, score: score.back_up(), stored })
+}
+
+/// The depth of a search again: the deeper of the tree's depth below the move (its combined depth less the move)
+/// and the refuting search's depth, plus [`EXTRA_DEPTH`].
+pub fn research_depth(refutation: &Refutation) -> u32 {
+    refutation.depth.saturating_sub(1).max(refutation.later_depth) + EXTRA_DEPTH
+}
+
+/// One search of the position after `moves` from `start`, to `depth` or for [`RESEARCH_CAP`], its line stored as a
+/// spine: its score (the side to move's point of view), the depth it reached, the positions stored.
+fn search_and_store(
+    engine: &mut Engine,
+    store: &Store,
+    start: &Chess,
+    moves: &[UciMove],
+    depth: u32,
+    engine_depth: u8,
+) -> Result<(Score, u32, usize), String> {
+    let mut position = start.clone();
+    for m in moves {
+        position = play_uci(&position, m).ok_or_else(|| format!("{m} is not legal"))?;
+    }
+    let request = EvalRequest::new(
+        EnginePosition::new(start.clone(), moves.to_vec()).map_err(|e| e.to_string())?,
+        Limit::Depth(depth),
+    );
+    let stop = engine.stop_handle();
+    let (done, finished) = crossbeam_channel::bounded::<()>(1);
+    let watchdog = std::thread::spawn(move || {
+        if finished.recv_timeout(RESEARCH_CAP).is_err() {
+            stop.stop();
+        }
+    });
+    let result = engine.evaluate(&request);
+    let _ = done.send(());
+    let _ = watchdog.join();
+    let evaluation = result.map_err(|e| e.to_string())?;
+    let mut pv = evaluation.line.pv.clone();
+    if pv.first() != Some(&evaluation.best_move) {
+        pv = vec![evaluation.best_move];
+    }
+    let engine_number =
+        store.engine_numbers(&[engine.identity().label()]).map_err(|e| e.to_string())?.first().copied().flatten();
+    let changes = spine_changes(
+        &position,
+        &pv,
+        evaluation.score(),
+        evaluation.bound(),
+        evaluation.depth(),
+        engine_number,
+        engine_depth,
+    )
+    .map_err(|e| e.to_string())?;
+    let stored = changes.len();
+    store.writer().submit(changes).wait().map_err(|e| e.to_string())?;
+    Ok((evaluation.score(), evaluation.depth(), stored))
+}
