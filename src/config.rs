@@ -114,7 +114,8 @@ impl Default for Config {
     }
 }
 
-/// What a timed `go` does where the tree does not already answer (setting `think_mode`, UCI option `ThinkMode`).
+/// What a timed `go` does where the tree does not already answer (setting `think_mode`, UCI option `ThinkMode`;
+/// docs/design.md §7.2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ThinkMode {

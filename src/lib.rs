@@ -3,9 +3,13 @@
 //! A chess GUI loads deeptree like any UCI engine. Behind that face it keeps a tree of positions in LMDB
 //! ([`store`]), answers from it, hands leaf evaluation to a pool of inner UCI engines and keeps growing the tree.
 //!
+//! docs/design.md says what the project's words mean (software and engine depth, move distance, idea and alpha
+//! scores, settling, the host, claims) and how the search works; the comments cite it by section (`§3.3`).
+//!
 //! # Layers
 //!
-//! From the bottom up; each module uses only those above it in this list (tests/layers.rs checks it).
+//! From the bottom up; each module uses only those above it in this list (tests/layers.rs checks it). The parts are
+//! described in docs/design.md §8.
 //!
 //! - [`score`], [`notation`], [`logger`]: scores and bounds, the stored and written forms of moves (castling,
 //!   Chess960), logging. No chess engine, no store.

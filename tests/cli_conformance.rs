@@ -1,4 +1,4 @@
-//! Promises of the command line (DESIGN.md section 5) that hold whatever the engine: read-only commands never create
+//! Promises of the command line (docs/design.md §10) that hold whatever the engine: read-only commands never create
 //! a store, a zero time budget is refused, the root's line is not searched again, user input in an error message is
 //! cut short, and a move nothing has valued shows no score in `show --json` or any export. The inner engine here is
 //! the fake one, which logs every command it receives.

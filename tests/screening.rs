@@ -1,4 +1,4 @@
-//! Screening (DESIGN.md section 2.6) with a scripted evaluator whose shallow answers differ from its full-depth
+//! Screening (docs/design.md §4.1) with a scripted evaluator whose shallow answers differ from its full-depth
 //! ones in a known way: a screened search is cut at the shallower depth when the best of its moves scores below the
 //! screen's bound there, and answers at the full depth otherwise.
 

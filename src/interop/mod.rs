@@ -21,8 +21,8 @@
 //!
 //! A move read from a game becomes an edge marked [`Edge::imported`](crate::store::node::Edge::imported): the search
 //! walks it even when it lies outside the move distance, and the next analysis evaluates the positions it leads to.
-//! Until an engine scores it, the edge carries a placeholder ([`placeholder_edge`]): depth 0, [`Bound::Upper`] (the
-//! design's bound kind for a move never searched) and the lowest score there is, [`Score::MATED_NOW`]. No engine
+//! Until an engine scores it, the edge carries a placeholder ([`placeholder_edge`], docs/design.md §2.1): depth 0,
+//! [`Bound::Upper`] (as for a move never searched) and the lowest score there is, [`Score::MATED_NOW`]. No engine
 //! score of a move can be that low (a move's score is at worst "mated in one ply"), so the placeholder never
 //! outranks an engine score in a minimax or a best-first order; and since any engine result is deeper than 0, the
 //! store's merge lets it replace the placeholder while keeping the imported flag. Once the child position has an

@@ -1,4 +1,5 @@
-//! Growth that follows play: where played games left the tree, and the record of the games a UCI session played.
+//! Growth that follows play: where played games left the tree, and the record of the games a UCI session played
+//! (docs/design.md §6.2).
 //!
 //! A game *leaves the tree* at the first position of its main line, with the learner to move, where the tree would
 //! not answer a game's search: its evaluation plus the software depth settled below it (the combined depth) is less

@@ -17,10 +17,10 @@
 //! assert_eq!(alpha_of_edges(&g, a, &[]), vec![Score::cp(0)]);
 //! ```
 //!
-//! **Alpha** value of a move from a root: the idea negamax ([`crate::values::idea`]), but a move into a position that
-//! occurred in the root's game history or earlier on the path scores 0 (a draw). A position from which no cycle is
-//! reachable cannot reach the path either, so its alpha value is its cached idea value: only cyclic regions are
-//! walked.
+//! **Alpha** value of a move from a root (docs/design.md §3.7): the idea negamax ([`crate::values::idea`]), but a move
+//! into a position that occurred in the root's game history or earlier on the path scores 0 (a draw). A position from
+//! which no cycle is reachable cannot reach the path either, so its alpha value is its cached idea value: only cyclic
+//! regions are walked.
 //!
 //! Sign flips: every value is from the side to move at its node; an edge's value is its child's value backed up
 //! ([`Score::back_up`]: negated, mate one ply further).

@@ -1,6 +1,6 @@
 //! Answers laid over the store: the tree as it will be once every answer received so far is stored.
 //!
-//! The host runs searches ahead of their turn so that no engine waits (DESIGN.md section 2.5). To choose them, it
+//! The host runs searches ahead of their turn so that no engine waits (docs/design.md §5.2). To choose them, it
 //! walks the tree as it would look with every answer already in: the stored records, with the answers of this run
 //! merged over them in memory and idea values carried up through the parents, as the store's writer would. Nothing
 //! here is ever written to the store: a speculative answer reaches the store only when a pass of the search asks for

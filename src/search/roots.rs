@@ -1,4 +1,5 @@
-//! Many roots grown together (`analyze --roots`): a book for a match's openings or a correspondence repertoire.
+//! Many roots grown together (`analyze --roots`): a book for a match's openings or a correspondence repertoire
+//! (docs/design.md §6.1).
 //!
 //! ```
 //! use std::sync::{Arc, atomic::AtomicBool};

@@ -1,7 +1,8 @@
-//! Deep Blue's split of the work (../seeds 001: the host searches the top of the tree while the chips search deep
-//! at its leaves), as a lever of `analyze`: one direct search of the root first, with a share of the budget; its
-//! principal variation stored as the tree's spine of deep evaluations; then the tree grows with the rest of the
-//! budget, testing at the engine depth the alternatives the direct search rejected along that line.
+//! Deep Blue's split of the work (Campbell, Hoane and Hsu, "Deep Blue", Artificial Intelligence 134, 2002: the host
+//! searches the top of the tree while the chips search deep at its leaves), as a lever of `analyze` (docs/design.md
+//! §4.3): one direct search of the root first, with a share of the budget; its principal variation stored as the
+//! tree's spine of deep evaluations; then the tree grows with the rest of the budget, testing at the engine depth the
+//! alternatives the direct search rejected along that line.
 //!
 //! The spine is stored as evaluations only (no rest bound): a position of the spine has its move of the principal
 //! variation as its one edge, so the walk searches the other moves of every spine position it reaches, once, at the

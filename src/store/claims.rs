@@ -1,5 +1,6 @@
 //! Claims: which process is running which inner-engine search on a store, and the answers of those searches, so that
-//! processes sharing a tree (two `analyze` runs, a GUI session and an `analyze`) do not ask the same search twice.
+//! processes sharing a tree (two `analyze` runs, a GUI session and an `analyze`) do not ask the same search twice
+//! (docs/design.md §5.3).
 //!
 //! ```
 //! use deeptree::score::{Bound, Score};

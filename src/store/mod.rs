@@ -32,6 +32,8 @@
 //!
 //! # Stability and damage
 //!
+//! (docs/design.md §9.4 and §9.5 say the same for users.)
+//!
 //! The persisted format is versioned by [`SCHEMA_VERSION`] (in `meta`) and by each record's own format byte
 //! ([`node`], [`links`]). A store of an older schema is upgraded by the first command that writes to it, in one
 //! transaction; commands that only read never write (a schema 4 store is read as it is). A newer schema is refused,

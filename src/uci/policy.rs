@@ -1,4 +1,5 @@
-//! The `go` policy: the tree's move when it knows more than a search would find, else the direct engine's.
+//! The `go` policy: the tree's move when it knows more than a search would find, else the direct engine's
+//! (docs/design.md §7.1).
 //!
 //! A tree move is played at once only when the tree's combined depth at the root (the engine depth of the root's
 //! evaluation plus the software depth settled below it, as the `info` line shows) is at least the depth the inner

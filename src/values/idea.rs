@@ -17,10 +17,10 @@
 //! assert!(g.node(a).unwrap().cyclic);
 //! ```
 //!
-//! **Idea** value of a node `X`: negamax over the stored graph, unrolled from `X`, where an edge into a position that
-//! is already on the path being unrolled is valued by its own engine score (never as a draw); an edge into a
-//! position without evaluation is valued by its engine score too. It depends only on `X` and the graph, so it is
-//! cached in the node and kept up to date by [`propagate`] through the parent links. The root-relative **alpha**
+//! **Idea** value of a node `X` (docs/design.md §3.6): negamax over the stored graph, unrolled from `X`, where an edge
+//! into a position that is already on the path being unrolled is valued by its own engine score (never as a draw); an
+//! edge into a position without evaluation is valued by its engine score too. It depends only on `X` and the graph, so
+//! it is cached in the node and kept up to date by [`propagate`] through the parent links. The root-relative **alpha**
 //! value, where a repetition is a draw, belongs to the search (`search::alpha`): it starts from these values.
 //!
 //! Sign flips: every value is from the side to move at its node; an edge's value is its child's value backed up

@@ -24,8 +24,8 @@ use crate::search::{
 };
 use crate::values::graph::StoreGraph;
 
-/// Searches run ahead of their turn, so that no engine waits while a pass waits for its slowest search (DESIGN.md
-/// section 2.5).
+/// Searches run ahead of their turn, so that no engine waits while a pass waits for its slowest search
+/// (docs/design.md §5.2).
 ///
 /// When an engine is free and the pass has nothing more to start, the host starts, in this order:
 /// - what the next pass will likely ask for, as far as this pass's answers already tell (the store with them laid

@@ -1,5 +1,5 @@
 //! The walk of one pass: alpha-beta over the stored graph (or the graph with answers laid over it), planning a
-//! search for every position it reaches that needs one.
+//! search for every position it reaches that needs one (docs/design.md §3.3; beta cuts from ply 2, §3.4).
 
 use shakmaty::{Chess, Position, uci::UciMove};
 
