@@ -39,7 +39,8 @@ fn replay(pos: &Chess, moves: &[&str], chess960: bool) -> Result<(), String> {
     Ok(())
 }
 
-/// Checks every `pv` of a search's output against its root, and that the last one starts with `bestmove`.
+/// Checks every `pv` of a search's output against its root, and that the last best line (multipv 1, or no multipv)
+/// starts with `bestmove`: the lines of MultiPV come after line 1 in each batch.
 fn check_output(lines: &[String], root: &Chess, chess960: bool, context: &str) {
     let mut last_pv: Option<Vec<&str>> = None;
     for line in lines {
@@ -50,15 +51,27 @@ fn check_output(lines: &[String], root: &Chess, chess960: bool, context: &str) {
             if let Err(e) = replay(root, &moves, chess960) {
                 panic!("{context}: {e} in '{line}'");
             }
-            last_pv = Some(moves);
+            let words: Vec<&str> = line.split_whitespace().collect();
+            let multipv = words.iter().position(|w| *w == "multipv").and_then(|i| words.get(i + 1).copied());
+            if multipv.is_none_or(|k| k == "1") {
+                last_pv = Some(moves);
+            }
         }
     }
     let best = lines.last().and_then(|l| l.split_whitespace().nth(1)).unwrap_or_else(|| panic!("{context}: {lines:?}"));
     if best != "0000" {
         replay(root, &[best], chess960).unwrap_or_else(|e| panic!("{context}: bestmove: {e}"));
         let head = last_pv.as_ref().and_then(|pv| pv.first().copied());
-        assert_eq!(head, Some(best), "{context}: the last pv must start with the move played: {lines:?}");
+        assert_eq!(head, Some(best), "{context}: the last best pv must start with the move played: {lines:?}");
     }
+}
+
+/// With MultiPV above 1, the engine's final batch or the tree's is the last before `bestmove`: the last `info` line
+/// with a `pv` carries its multipv (no line without one is added after the batch).
+fn ends_with_a_batch(lines: &[String], context: &str) {
+    let last = lines.iter().rev().find(|l| l.starts_with("info ") && l.contains(" pv "));
+    let last = last.unwrap_or_else(|| panic!("{context}: no pv: {lines:?}"));
+    assert!(last.contains(" multipv "), "{context}: the last line before bestmove has no multipv: {lines:?}");
 }
 
 /// Random games from `fen`, one position every few plies.
@@ -100,6 +113,7 @@ fn run_positions(uci: &mut Uci, fen: Option<&str>, chess960: bool, seed: u64) {
         uci.send(&position);
         let (_, lines) = uci.best("go nodes 4000");
         check_output(&lines, &root, chess960, &position);
+        ends_with_a_batch(&lines, &position);
         if i % 3 == 0 {
             // The tree grows and streams its lines; after `stop`, its best move.
             uci.send("go infinite");
@@ -107,6 +121,7 @@ fn run_positions(uci: &mut Uci, fen: Option<&str>, chess960: bool, seed: u64) {
             uci.send("stop");
             let lines = uci.until("bestmove", PATIENCE);
             check_output(&lines, &root, chess960, &format!("{position} (infinite)"));
+            ends_with_a_batch(&lines, &format!("{position} (infinite)"));
             // And from the tree, once it knows the position.
             let (_, lines) = uci.best("go depth 1");
             check_output(&lines, &root, chess960, &format!("{position} (tree)"));

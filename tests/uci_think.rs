@@ -63,9 +63,8 @@ fn a_timed_go_grows_the_tree_for_its_share_and_plays_its_best_move() {
         lines.iter().find_map(|l| l.strip_prefix("info string think tree: ")?.strip_suffix(" searches answered"));
     assert!(answered.unwrap().parse::<u64>().unwrap() >= 2, "{lines:?}");
     assert!(took < Duration::from_millis(1500 + 1500), "within its time: {took:?}");
-    // The line before bestmove starts with the move played.
-    let last_info = lines.iter().rev().find(|l| l.starts_with("info depth")).unwrap();
-    assert!(last_info.contains(&format!(" pv {best}")), "{last_info} / {best}");
+    // The lines before bestmove are the tree's final batch, its line 1 the move played.
+    final_batch(&lines, &best);
 
     // What the move grew stays: the next session finds it in the store.
     drop(uci);
@@ -193,6 +192,45 @@ fn field<'a>(line: &'a str, key: &str) -> Option<&'a str> {
     words.iter().position(|w| *w == key).and_then(|i| words.get(i + 1).copied())
 }
 
+/// The `info` lines right before `bestmove` (the last line of `lines`): the tree's final batch, every line with its
+/// `multipv`, numbered 1 to k, line 1's PV starting with `best`, one depth, one node count. Returns the batch.
+fn final_batch<'a>(lines: &'a [String], best: &str) -> Vec<&'a String> {
+    let (last, before) = lines.split_last().unwrap();
+    assert!(last.starts_with(&format!("bestmove {best}")), "{lines:?}");
+    let info_lines: Vec<&String> = before.iter().filter(|l| l.starts_with("info ")).collect();
+    let start = info_lines.iter().rposition(|l| !l.contains(" multipv ")).map_or(0, |i| i + 1);
+    let batch = info_lines[start..].to_vec();
+    assert!(!batch.is_empty(), "the last info before bestmove carries multipv: {lines:?}");
+    let numbers: Vec<u32> = batch.iter().map(|l| field(l, "multipv").unwrap().parse().unwrap()).collect();
+    assert_eq!(numbers, (1..=batch.len() as u32).collect::<Vec<u32>>(), "{batch:?}");
+    assert_eq!(field(batch[0], "pv"), Some(best), "line 1 is the bestmove: {lines:?}");
+    for key in ["depth", "nodes"] {
+        assert!(batch.iter().all(|l| field(l, key) == field(batch[0], key)), "one {key}: {batch:?}");
+    }
+    batch
+}
+
+#[test]
+fn after_stop_the_last_lines_before_bestmove_are_the_final_batch_for_ponder_and_go_infinite() {
+    // go ponder then stop, and go infinite with MultiPV 3 then stop, each from its own position: the tree's answer
+    // comes after its final batch, with multipv, and line 1 is the bestmove.
+    let dir = tempfile::tempdir().unwrap();
+    let mut uci = session(&dir.path().join("tree"), "direct");
+    uci.send("setoption name EngineDepth value 8");
+    uci.ready();
+    uci.send("position startpos moves d2d4 d7d5");
+    uci.send("go ponder wtime 60000 btime 60000");
+    std::thread::sleep(Duration::from_millis(1500));
+    let (best, lines) = uci.best("stop");
+    assert_eq!(final_batch(&lines, &best).len(), 1, "MultiPV 1: {lines:?}");
+    uci.send("setoption name MultiPV value 3");
+    uci.send("position startpos moves e2e4 e7e5");
+    uci.send("go infinite");
+    std::thread::sleep(Duration::from_millis(1500));
+    let (best, lines) = uci.best("stop");
+    assert_eq!(final_batch(&lines, &best).len(), 3, "MultiPV 3: {lines:?}");
+}
+
 #[test]
 fn growing_the_tree_reports_moving_node_counts_and_its_last_batch_names_the_move_played() {
     // `go infinite` grows the tree: every batch counts the nodes the engines searched so far (a GUI shows them and
@@ -214,17 +252,12 @@ fn growing_the_tree_reports_moving_node_counts_and_its_last_batch_names_the_move
     assert!(nodes.windows(2).all(|w| w[0] <= w[1]), "{nodes:?}");
     assert!(nodes.last() > nodes.first(), "the count moves as searches are answered: {nodes:?}");
     assert!(firsts.iter().all(|l| field(l, "nps").is_some()), "{firsts:?}");
-    let last_batch_move = field(firsts.last().unwrap(), "pv").unwrap();
-    assert_eq!(last_batch_move, best, "{lines:?}");
-    // The answer's own line after the batch counts the same nodes (not the stored evaluation's).
-    let answer = lines.iter().rev().find(|l| l.starts_with("info depth") && !l.contains(" multipv ")).unwrap();
-    assert_eq!(field(answer, "nodes").unwrap().parse::<u64>().unwrap(), *nodes.last().unwrap(), "{answer}");
+    // The lines right before bestmove are the final batch, every one with its multipv, line 1 the move played; no
+    // line without multipv comes between (it named another move than the last batch's line 1 before).
+    let batch = final_batch(&lines, &best);
     // Every batch has the 20 lines of Black's 20 moves after 1. e4, numbered 1 to 20; those the tree has not valued
     // carry an upper bound.
-    let last_start = lines.iter().rposition(|l| l.contains(" multipv 1 ")).unwrap();
-    let batch: Vec<&String> = lines[last_start..].iter().filter(|l| l.contains(" multipv ")).collect();
-    let numbers: Vec<u32> = batch.iter().map(|l| field(l, "multipv").unwrap().parse().unwrap()).collect();
-    assert_eq!(numbers, (1..=20).collect::<Vec<u32>>(), "{batch:?}");
+    assert_eq!(batch.len(), 20, "{batch:?}");
     let bounded = batch.iter().filter(|l| l.contains(" upperbound ")).count();
     assert!(bounded > 0 && bounded < 20, "{batch:?}");
     assert!(batch.iter().rev().take(bounded).all(|l| l.contains(" upperbound ")), "bounds come last: {batch:?}");

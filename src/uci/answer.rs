@@ -128,9 +128,15 @@ impl TreeAnswer {
             pv: legal_line(line.root(), &self.pv, ctx.chess960),
             ..Info::default()
         };
-        let ponder = self.pv.get(1).copied().filter(|_| ctx.options.ponder);
         let mut infos = notes;
         infos.push(info);
+        self.outcome_after(ctx, line, infos)
+    }
+
+    /// The outcome with the `info` lines given (a growth's final batch, whose line 1 is this move): `bestmove`
+    /// follows them.
+    pub fn outcome_after(&self, ctx: &Context, line: &Line, infos: Vec<Info>) -> Outcome {
+        let ponder = self.pv.get(1).copied().filter(|_| ctx.options.ponder);
         Outcome {
             by: Answerer::Tree,
             infos,
@@ -170,15 +176,18 @@ fn read_tree_answer(ctx: &Context, line: &Line, searchmoves: &[UciMove]) -> Resu
         return Ok(None);
     }
     let Some(tree) = tree::view(&view, line.root(), &line.history_keys())? else { return Ok(None) };
+    Ok(answer_of(&tree, searchmoves))
+}
+
+/// The tree's move in a view of it (the root evaluated): its best allowed move by alpha.
+pub fn answer_of(tree: &tree::TreeView, searchmoves: &[UciMove]) -> Option<TreeAnswer> {
     // A move nothing has valued yet keeps the placeholder score: never the tree's word.
     let allowed =
         |c: &&tree::Candidate| c.alpha != Score::MATED_NOW && (searchmoves.is_empty() || searchmoves.contains(&c.uci));
-    let Some(best) = tree.candidates.iter().find(allowed) else { return Ok(None) };
-    let Some(best_from_root) = tree.candidates.iter().filter(allowed).map(|c| c.alpha_from_root).max() else {
-        return Ok(None);
-    };
+    let best = tree.candidates.iter().find(allowed)?;
+    let best_from_root = tree.candidates.iter().filter(allowed).map(|c| c.alpha_from_root).max()?;
     let software = u32::from(tree.settled_depth.unwrap_or(0));
-    Ok(Some(TreeAnswer {
+    Some(TreeAnswer {
         best: best.uci,
         score: best.alpha,
         score_from_root: best.alpha_from_root,
@@ -187,7 +196,7 @@ fn read_tree_answer(ctx: &Context, line: &Line, searchmoves: &[UciMove]) -> Resu
         combined_depth: software + u32::from(tree.engine_depth),
         software_depth: software,
         nodes: tree.nodes,
-    }))
+    })
 }
 
 /// When nothing can be searched: the tree's best move, else the first legal move (among `searchmoves` when given),

@@ -236,12 +236,16 @@ pub fn direct(
         engine.stop_handle().stop();
     }
     let (root, chess960) = (line.root(), ctx.chess960);
-    // The first move of the last relayed line when it is of multipv 1 (stored form): the line before `bestmove` must
-    // start with its move.
+    // The first move of the last relayed line of multipv 1 (stored form): the last best line before `bestmove` must
+    // start with its move. The engine's other lines (MultiPV) come after its line 1 in each batch and leave it be:
+    // the engine's final batch, with its multipv, is then the last thing before `bestmove`, as GUIs that show k
+    // lines expect, and no line without multipv is added after it.
     let mut last_head: Option<UciMove> = None;
     let mut relay = |info: &Info| {
         if let Some((info, head)) = relayed(info, root, chess960) {
-            last_head = head.filter(|_| info.multipv.unwrap_or(1) == 1);
+            if info.multipv.unwrap_or(1) == 1 {
+                last_head = head;
+            }
             ctx.out.send(info);
         }
     };

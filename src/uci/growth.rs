@@ -16,6 +16,7 @@ use crossbeam_channel::bounded;
 use shakmaty::{Position, uci::UciMove};
 
 use super::{
+    answer::{Outcome, answer_of},
     control::{Context, Control, Woke},
     message::Info,
 };
@@ -26,9 +27,9 @@ use crate::{
     search::{
         analysis::{Analysis, AnalysisError, Line, Params},
         evaluator::PoolEvaluator,
-        tree,
+        tree::{self, TreeView},
     },
-    store::Store,
+    store::{ReadView, Store, key::PositionKey},
 };
 
 /// The tree's workers, with the configurations they were started with (replaced when those change).
@@ -73,12 +74,16 @@ pub struct Growth {
 pub struct Grown {
     pub evaluations: u64,
     pub nodes: u64,
+    /// The growth ended before the GUI ended it (everything settled, its time budget spent, nothing to grow): its
+    /// last state has not been reported (see [`report`]).
+    pub ended_alone: bool,
 }
 
 /// Grows the tree rooted at the line's position with the single-threaded workers until `stop` (or, with
 /// `until_ponderhit`, `ponderhit`, or the time budget of its parameters), reporting `info` lines as it grows when
 /// `reporting`. Returns what it did; at once where there is nothing to grow (no store, no engines): the caller
-/// waits for the GUI where it must.
+/// waits for the GUI where it must. The tree as the growth leaves it is not reported here: the answer that follows
+/// writes it as its final batch ([`grown_answer`]), and a caller that waits for the GUI first may [`report`] it.
 pub fn grow_tree(
     ctx: &Context,
     pool: &mut Option<TreePool>,
@@ -87,15 +92,16 @@ pub fn grow_tree(
     growth: Growth,
 ) -> Grown {
     let Growth { params, until_ponderhit, reporting, searchmoves } = growth;
-    let Some(store) = ctx.store.clone() else { return Grown::default() };
+    let nothing = Grown { ended_alone: true, ..Grown::default() };
+    let Some(store) = ctx.store.clone() else { return nothing };
     if growth_paused(ctx, &store) {
-        return Grown::default();
+        return nothing;
     }
     if let Err(e) = TreePool::ensure(pool, &ctx.config_tree) {
         ctx.out.error(format!("inner engines unavailable: {e}"));
-        return Grown::default();
+        return nothing;
     }
-    let Some(TreePool { evaluator, .. }) = pool.as_mut() else { return Grown::default() };
+    let Some(TreePool { evaluator, .. }) = pool.as_mut() else { return nothing };
     let ended = |control: &mut Control| if until_ponderhit { control.released() } else { control.stopped() };
     if ended(control) {
         return Grown::default();
@@ -109,30 +115,24 @@ pub fn grow_tree(
         let listener_stop = analysis_stop.clone();
         let store = &store;
         let listener_nodes = nodes.clone();
-        scope.spawn(move || {
+        let listener = scope.spawn(move || {
             let mut next_report = Instant::now() + FIRST_REPORT;
-            let report = || {
-                if reporting {
-                    let nodes = listener_nodes.load(Ordering::Relaxed);
-                    for info in tree_infos(store, line, ctx, &searchmoves, started, nodes) {
-                        ctx.out.send(info);
-                    }
-                }
-            };
             loop {
                 match control.wait(&finished, next_report) {
-                    // The last batch shows the tree as the search leaves it: the move it answers with is line 1.
-                    Woke::Done => return report(),
+                    // The tree as the search leaves it is the answer's final batch, written with its `bestmove`.
+                    Woke::Done => return true,
                     Woke::Signal if ended(control) => {
                         listener_stop.store(true, Ordering::SeqCst);
-                        // The analysis ends its searches; the last batch comes once it has ended.
+                        // The analysis ends its searches; the answer's batch comes once it has ended.
                         let _ = finished.recv();
-                        return report();
+                        return false;
                     }
                     Woke::Signal => {}
                     Woke::Deadline => {
                         // Searches report as the tree grows; background growth stays silent.
-                        report();
+                        if reporting {
+                            report(ctx, store, line, &searchmoves, started, listener_nodes.load(Ordering::Relaxed));
+                        }
                         next_report = Instant::now() + REPORT_EVERY;
                     }
                 }
@@ -164,7 +164,53 @@ pub fn grow_tree(
         drop(analysis);
         // The analysis ended (stopped, out of time, or everything settled): the listener ends too.
         drop(done);
-        Grown { evaluations, nodes: nodes.load(Ordering::Relaxed) }
+        // A listener that panicked heard no signal: the growth is taken to have ended alone.
+        let ended_alone = listener.join().unwrap_or(true);
+        Grown { evaluations, nodes: nodes.load(Ordering::Relaxed), ended_alone }
+    })
+}
+
+/// Writes the tree's batch of `info` lines for the growth's root now: its candidate moves (MultiPV) with the nodes
+/// the growth searched.
+pub fn report(ctx: &Context, store: &Store, line: &Line, searchmoves: &[UciMove], started: Instant, nodes: u64) {
+    let Ok(view) = store.read() else { return };
+    let Ok(Some(tree)) = tree::view(&view, line.root(), &line.history_keys()) else { return };
+    for info in tree_infos(&view, &tree, line, ctx, searchmoves, started, nodes) {
+        ctx.out.send(info);
+    }
+}
+
+/// The answer after a growth: the tree's move, written after the final batch of `info` lines (`notes` first), the
+/// tree as the growth left it, read from the same view as the move, so that its line 1 is the `bestmove` (issue
+/// 29: the GUI's last lines before `bestmove` carry `multipv`, as every batch did). `None` where the tree has no
+/// move for the root (nothing valued, no store); a tree that cannot be read is said once, as [`tree_answer`] does.
+///
+/// [`tree_answer`]: super::answer::tree_answer
+pub fn grown_answer(
+    ctx: &Context,
+    line: &Line,
+    searchmoves: &[UciMove],
+    started: Instant,
+    grown: Grown,
+    notes: Vec<Info>,
+) -> Option<Outcome> {
+    let store = ctx.store.as_ref()?;
+    let read = || -> Result<Option<Outcome>, crate::store::StoreError> {
+        let view = store.read()?;
+        if view.node(PositionKey::of(line.root()))?.and_then(|node| node.eval).is_none() {
+            return Ok(None);
+        }
+        let Some(tree) = tree::view(&view, line.root(), &line.history_keys())? else { return Ok(None) };
+        let Some(answer) = answer_of(&tree, searchmoves) else { return Ok(None) };
+        // The count of the growth's batches; the stored evaluation's where nothing grew.
+        let nodes = if grown.nodes == 0 { tree.nodes } else { grown.nodes };
+        let mut infos = notes;
+        infos.extend(tree_infos(&view, &tree, line, ctx, searchmoves, started, nodes));
+        Ok(Some(answer.with_searched_nodes(nodes).outcome_after(ctx, line, infos)))
+    };
+    read().unwrap_or_else(|e| {
+        super::answer::tree_unreadable(ctx, &e);
+        None
     })
 }
 
@@ -183,18 +229,17 @@ pub fn growth_paused(ctx: &Context, store: &Store) -> bool {
     true
 }
 
-/// `info` lines for the tree's candidate moves (MultiPV), with their idea scores in an `info string`; `nodes` are
+/// `info` lines for the tree's candidate moves (MultiPV), after their idea scores in an `info string`; `nodes` are
 /// those the engines searched for this growth so far.
 fn tree_infos(
-    store: &Store,
+    view: &ReadView<'_>,
+    tree: &TreeView,
     line: &Line,
     ctx: &Context,
     searchmoves: &[UciMove],
     started: Instant,
     nodes: u64,
 ) -> Vec<Info> {
-    let Ok(view) = store.read() else { return Vec::new() };
-    let Ok(Some(tree)) = tree::view(&view, line.root(), &line.history_keys()) else { return Vec::new() };
     let depth = u32::from(tree.settled_depth.unwrap_or(0)) + u32::from(tree.engine_depth);
     let mut infos = Vec::new();
     let mut ideas = Vec::new();
@@ -223,7 +268,7 @@ fn tree_infos(
     // rest, each with the root's own evaluation as an upper bound (the engine's search of the position found no
     // move better than its best: a bound that holds at that search's depth, where the valued moves' deeper or
     // transposed scores need not).
-    let root_eval = view.node(crate::store::key::PositionKey::of(line.root())).ok().flatten().and_then(|n| n.eval);
+    let root_eval = view.node(PositionKey::of(line.root())).ok().flatten().and_then(|n| n.eval);
     if let Some(bound) = root_eval.map(|e| e.score).filter(|_| !valued.is_empty()) {
         let shown: Vec<UciMove> = valued.iter().map(|c| c.uci).collect();
         for m in line.root().legal_moves() {
@@ -237,8 +282,9 @@ fn tree_infos(
             infos.push(line_info(infos.len(), (bound, Bound::Upper), vec![in_notation(m, ctx.chess960)]));
         }
     }
+    // The idea scores come first: the batch's numbered lines are the last before a `bestmove` that follows it.
     if !ideas.is_empty() {
-        infos.push(Info::string(format!("idea {}", ideas.join(", "))));
+        infos.insert(0, Info::string(format!("idea {}", ideas.join(", "))));
     }
     infos
 }

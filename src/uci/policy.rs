@@ -20,7 +20,7 @@ use super::{
     control::{Context, Control},
     depth::{DepthModel, Phase},
     direct::{Aftermath, DirectSlot, direct},
-    growth::{Growth, TreePool, grow_tree},
+    growth::{Growth, TreePool, grow_tree, grown_answer, report},
     message::Info,
     time::share,
 };
@@ -71,6 +71,12 @@ pub fn think(ctx: &Context, lent: &mut Lent, line: &Line, go: &Go, control: &mut
         searchmoves: searchmoves.clone(),
     };
     let grown = grow_tree(ctx, &mut lent.pool, line, control, growth);
+    // Growth ended before the GUI ended it (everything settled): the GUI sees the tree as it stays while it waits.
+    if grown.ended_alone
+        && let Some(store) = &ctx.store
+    {
+        report(ctx, store, line, &searchmoves, started, grown.nodes);
+    }
     control.wait_until_told(go.ponder);
     if go.ponder && control.ponderhit() {
         // The opponent played the expected move: the clock runs now.
@@ -78,10 +84,9 @@ pub fn think(ctx: &Context, lent: &mut Lent, line: &Line, go: &Go, control: &mut
         control.received = Instant::now();
         return play(ctx, lent, line, &timed, &searchmoves, control);
     }
-    // After stop: answer with the tree's best move (or, if it has none, a quick direct search).
-    if let Some(answer) = tree_answer(ctx, line, &searchmoves) {
-        let answer = answer.with_searched_nodes(grown.nodes);
-        return (answer.outcome(ctx, line, started, Vec::new()), Aftermath::NONE);
+    // After stop: answer with the tree's best move after the final batch (or, if it has none, a quick direct search).
+    if let Some(outcome) = grown_answer(ctx, line, &searchmoves, started, grown, Vec::new()) {
+        return (outcome, Aftermath::NONE);
     }
     // The GUI's stop is spent: the quick search hears no more signals.
     let quick = Go { depth: Some(1), ..Go::default() };
@@ -200,11 +205,8 @@ fn think_with_tree(
     let growth = Growth { params, until_ponderhit: false, reporting: true, searchmoves: searchmoves.to_vec() };
     let grown = grow_tree(ctx, &mut lent.pool, line, control, growth);
     let note = Info::string(format!("think tree: {} searches answered", grown.evaluations));
-    match tree_answer(ctx, line, searchmoves) {
-        Some(answer) => {
-            let answer = answer.with_searched_nodes(grown.nodes);
-            (answer.outcome(ctx, line, control.received, vec![note]), Aftermath::NONE)
-        }
+    match grown_answer(ctx, line, searchmoves, control.received, grown, vec![note.clone()]) {
+        Some(outcome) => (outcome, Aftermath::NONE),
         None => {
             ctx.out.send(note);
             ctx.out.send(Info::string("think tree: nothing valued at the deadline; fallback: a depth-1 search"));
