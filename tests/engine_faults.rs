@@ -327,3 +327,27 @@ fn searchmoves_off_in_an_engine_list_asks_each_move_on_its_own_with_stockfish() 
     let request = EvalRequest::new(position, Limit::Depth(10)).with_searchmoves(allowed).unwrap();
     assert_eq!(each.evaluate(&request).unwrap().line.score, Score::cp(0));
 }
+
+#[test]
+fn an_option_the_engine_lacks_is_noted_once_whatever_the_starts_and_restarts() {
+    // Two workers and a crash: three starts of an engine without the option asked for; one warning.
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().display();
+    let engines = format!(
+        "'{FAKE}' --mode crash-once --state '{d}/state' --pid-file '{d}/pids' | workers=2 | option.NoSuchOption=1"
+    );
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_deeptree"))
+        .arg("--db")
+        .arg(dir.path().join("tree"))
+        .args(["analyze", "--engines", &engines, "--engine-depth", "2", "--max-depth", "1", "--look-ahead", "off"])
+        .env_remove("DEEPTREE_DB")
+        .env_remove("DEEPTREE_CONFIG")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(pids(&dir).len() >= 3, "two workers and a restart: {:?}\n{stderr}", pids(&dir));
+    let notes: Vec<&str> = stderr.lines().filter(|l| l.contains("option not set")).collect();
+    assert_eq!(notes.len(), 1, "{stderr}");
+    assert!(notes[0].contains("NoSuchOption"), "{stderr}");
+}

@@ -47,3 +47,51 @@ fn toga_ii_beside_stockfish_grows_a_tree_to_software_depth_2() {
         assert!(listed[0]["evaluations"].as_u64().unwrap() > 0, "{stats}");
     }
 }
+
+/// The evaluations `stats --json` counts, all engines together, and the engines it lists.
+fn stats(db: &Path) -> (u64, Vec<String>) {
+    let output = deeptree(db, &["stats", "--json"]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let stats: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(stats["evaluations_without_engine"], 0, "{stats}");
+    let engines = stats["engines"].as_array().unwrap();
+    let total = engines.iter().map(|e| e["evaluations"].as_u64().unwrap()).sum();
+    (total, engines.iter().map(|e| e["name"].as_str().unwrap().to_owned()).collect())
+}
+
+#[test]
+fn an_analyze_raises_stats_by_the_answers_it_stored_and_one_program_by_name_and_path_is_one_engine() {
+    // Stockfish by name and by path beside Toga II: three kinds of worker, two engines. Searches run ahead of their
+    // turn on the free engines, and those no pass asked for are counted apart (`unasked`): they are not stored.
+    assert!(Path::new(TOGA).exists(), "{TOGA} is missing: run scripts/install-deps");
+    let stockfish = deeptree::engine::resolve_program("stockfish");
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("tree");
+    let engines = format!("stockfish ; {} ; {TOGA}", stockfish.display());
+    let first = deeptree(&db, &["analyze", "--engines", &engines, "--engine-depth", "6", "--max-depth", "1"]);
+    assert!(first.status.success(), "{}", String::from_utf8_lossy(&first.stderr));
+    let text = String::from_utf8_lossy(&first.stdout);
+    let summary =
+        text.lines().find(|l| l.contains(" evaluations at engine depth 6 (")).unwrap_or_else(|| panic!("{text}"));
+    let stored: u64 = summary.split(" (").nth(1).and_then(|s| s.split_whitespace().next()).unwrap().parse().unwrap();
+    assert!(summary.contains(" stored in the tree, as stats counts them"), "{summary}");
+    let (before, listed) = stats(&db);
+    assert_eq!(before, stored, "a new store counts what the first run stored: {summary}");
+    assert_eq!(listed.len(), 2, "stockfish by name and by path is one engine: {listed:?}");
+
+    let args =
+        ["analyze", "--engines", &engines, "--moves", "e2e4", "--engine-depth", "6", "--max-depth", "2", "--json"];
+    let output = deeptree(&db, &args);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let report: Value = serde_json::from_str(String::from_utf8_lossy(&output.stdout).lines().last().unwrap()).unwrap();
+    let count = |key: &str| report[key].as_u64().unwrap_or_else(|| panic!("{key}: {report}"));
+    assert_eq!(report["settled_depth"], 2, "{report}");
+    let (after, listed) = stats(&db);
+    assert_eq!(after - before, count("stored"), "stats rises by the answers stored: {report}");
+    assert_eq!(
+        count("evaluations"),
+        count("stored") - count("shared") + count("unasked"),
+        "every search answered is stored or unasked: {report}"
+    );
+    assert_eq!(listed.len(), 2, "{listed:?}");
+}

@@ -741,3 +741,89 @@ fn a_repair_copies_every_intact_record_of_a_large_store() {
     }
     assert!(new.node(damaged).unwrap().is_none());
 }
+
+/// `stats --json`'s engines: (name, evaluations) in list order.
+fn stats_engines(dir: &Path) -> Vec<(String, u64)> {
+    let out = deeptree().arg("--db").arg(dir).args(["stats", "--json"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stats: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(stats["evaluations_without_engine"], 0, "{stats}");
+    let engines = stats["engines"].as_array().unwrap();
+    engines.iter().map(|e| (e["name"].as_str().unwrap().to_owned(), e["evaluations"].as_u64().unwrap())).collect()
+}
+
+#[test]
+fn one_engine_listed_twice_by_an_older_build_is_merged_at_the_first_open_that_writes_alone() {
+    // A store as builds before 52c2ad4 wrote it: one program listed by name and by path (two numbers, records under
+    // both), another engine between them.
+    let dir = tempfile::tempdir().unwrap();
+    let sh = deeptree::engine::resolve_program("sh").display().to_string();
+    let (by_name, by_path) = ("Shell 1.0 (sh -c x)".to_owned(), format!("Shell 1.0 ({sh} -c x)"));
+    let other = "Toga II 3.0 (ssh box toga2)".to_owned();
+    let start = Chess::default();
+    let play = |pos: &Chess, uci: &str| deeptree::store::play_uci(pos, &uci.parse().unwrap()).unwrap();
+    let (e4, d4) = (play(&start, "e2e4"), play(&start, "d2d4"));
+    // Each position: its evaluation's engine and best move, then further moves searched and by which engine.
+    type Written<'a> = (&'a Chess, u16, &'a str, &'a [(&'a str, u16)]);
+    let written: [Written; 3] = [
+        (&start, 0, "e2e4", &[("d2d4", 2), ("g1f3", 1)]),
+        (&e4, 2, "c7c5", &[("e7e5", 0)]),
+        (&d4, 1, "d7d5", &[("g8f6", 2)]),
+    ];
+    {
+        let store = Store::open(dir.path(), &StoreOptions::default()).unwrap();
+        let mut changes = Vec::new();
+        for (pos, engine, best, more) in written {
+            let mut node = Node::new(PackedPosition::of(pos));
+            let best = best.parse().unwrap();
+            node.eval = Some(deeptree::store::node::Eval {
+                score: Score::cp(20),
+                bound: Bound::Exact,
+                depth: 8,
+                best: Some(best),
+                nodes: 1000,
+                engine: Some(engine),
+            });
+            node.edges.push(Edge { engine: Some(engine), ..Edge::new(best, Score::cp(20), Bound::Exact, 8) });
+            for (uci, engine) in more {
+                let edge = Edge::new(uci.parse().unwrap(), Score::cp(5), Bound::Exact, 8);
+                node.edges.push(Edge { engine: Some(*engine), ..edge });
+            }
+            changes.push(Change::merge(pos, node).unwrap());
+        }
+        store.writer().submit(changes).wait().unwrap();
+    }
+    // The list as the older build wrote it: labels as given, unresolved.
+    for (number, label) in [&by_name, &other, &by_path].into_iter().enumerate() {
+        let name = format!("engines/{number}");
+        poke(dir.path(), "meta", name.as_bytes(), &checksum::sealed(Table::Meta, name.as_bytes(), label.as_bytes()));
+    }
+    let before = stats_engines(dir.path());
+    assert_eq!(before, vec![(by_name.clone(), 2), (other.clone(), 2), (by_path.clone(), 3)]);
+
+    // Another process has the store open: the numbers stay (that process may hold them), nothing is merged.
+    let lock = dir.path().join("deeptree.lock");
+    let holder = std::fs::File::open(&lock).unwrap();
+    holder.lock_shared().unwrap();
+    // Only a label without a duplicate is made canonical in place (ssh resolved where it is installed).
+    let other = deeptree::engine::canonical_label(&other);
+    drop(Store::open(dir.path(), &StoreOptions::default()).unwrap());
+    assert_eq!(stats_engines(dir.path()), vec![(by_name.clone(), 2), (other.clone(), 2), (by_path.clone(), 3)]);
+    drop(holder);
+
+    // Alone: one entry for the program, under the label written today; every count kept, the two summed.
+    let store = Store::open(dir.path(), &StoreOptions::default()).unwrap();
+    assert_eq!(store.engines().unwrap(), vec![by_path.clone(), other.clone()]);
+    let view = store.read().unwrap();
+    let e4_node = view.node(PositionKey::of(&e4)).unwrap().unwrap();
+    assert_eq!(e4_node.eval.unwrap().engine, Some(0), "records of number 2 now name number 0");
+    let d4_node = view.node(PositionKey::of(&d4)).unwrap().unwrap();
+    assert_eq!(d4_node.eval.as_ref().unwrap().engine, Some(1), "the other engine keeps its number");
+    assert_eq!(d4_node.edge(&"g8f6".parse().unwrap()).unwrap().engine, Some(0));
+    drop(view);
+    // Today's label and the older one both find the entry; nothing is added.
+    assert_eq!(store.engine_numbers(&[by_name.clone(), by_path.clone()]).unwrap(), vec![Some(0), Some(0)]);
+    assert!(store.check().unwrap().is_clean());
+    drop(store);
+    assert_eq!(stats_engines(dir.path()), vec![(by_path, 5), (other, 2)]);
+}

@@ -430,9 +430,18 @@ pub fn run(db: Option<&Path>, config: &Config, args: AnalyzeArgs) -> CommandResu
                 spine.nodes, spine.depth, spine.best, spine.score, spine.stored
             );
         }
+        // What `stats` counts is what was stored: the searches a pass asked for. The rest of the searches answered
+        // ran ahead of their turn and no pass asked for them (or came from other processes).
+        let unasked = if report.unasked > 0 {
+            format!(", {} answered ahead of their turn and not asked for (kept for other processes)", report.unasked)
+        } else {
+            String::new()
+        };
         println!(
-            "{} evaluations at engine depth {engine_depth}, {} positions in the tree, settled depth {}{}",
+            "{} evaluations at engine depth {engine_depth} ({} stored in the tree, as stats counts them{unasked}), {} \
+             positions in the tree, settled depth {}{}",
             report.evaluations,
+            report.stored,
             report.positions,
             report.settled_depth.map_or("none".to_owned(), |d| d.to_string()),
             if report.stopped { " (stopped before the last depth settled)" } else { "" }

@@ -41,6 +41,9 @@ pub fn run(db: Option<&Path>, config: &Config, args: StatsArgs) -> CommandResult
         println!("edges      {}", stats.edges);
         println!("bytes      {} ({:.1} MiB)", stats.bytes, stats.bytes as f64 / 1048576.0);
         println!("engine     {}", engine.as_deref().unwrap_or("(none recorded)"));
+        if !per_engine.is_empty() {
+            println!("evaluations stored in the tree, by engine (analyze's 'stored'):");
+        }
         for (id, (name, evaluations)) in per_engine.iter().enumerate() {
             println!("engine {id:<3} {evaluations:>10} evaluations  {name}");
         }
@@ -61,8 +64,10 @@ pub fn run(db: Option<&Path>, config: &Config, args: StatsArgs) -> CommandResult
 }
 
 /// Evaluations per engine of the store's list (name, count), and those that record no engine. An evaluation is one
-/// engine answer: a position's own evaluation, or a move searched from it (the best move of the position's own
-/// evaluation is part of that evaluation, not counted again).
+/// engine answer kept in the tree: a position's own evaluation, or a move searched from it (the best move of the
+/// position's own evaluation is part of that evaluation, not counted again). An analysis raises the count by the
+/// answers it stored (its report's `stored`, where they were new), not by every search it ran: searches run ahead
+/// of their turn that no pass asked for are not stored (`unasked`), and a deeper answer replaces a shallower one.
 fn evaluations_by_engine(store: &crate::store::Store) -> Result<(Vec<(String, u64)>, u64), crate::store::StoreError> {
     let mut per_engine: Vec<(String, u64)> = store.engines()?.into_iter().map(|name| (name, 0)).collect();
     let mut unrecorded = 0u64;

@@ -25,7 +25,7 @@ pub use self::command::{program_exists, resolve_program, split_command_line};
 pub use self::pool::{EnginePool, JobId, JobOutcome, JobResult};
 pub use self::process::{
     Engine, EngineConfig, EngineIdentity, OUTSIDE_SEARCHMOVES, RestartPolicy, STOP_ANSWER, Searchmoves, StopHandle,
-    Timeouts, engine_label,
+    Timeouts, canonical_label, engine_label, note_option_not_set,
 };
 pub use self::request::{EnginePosition, EvalRequest, Evaluation, Limit, PvLine, ScreenCut, SearchTiming};
 

@@ -99,6 +99,60 @@ pub fn engine_label(name: &str, command: &str) -> String {
     format!("{name} ({})", program_resolved(command))
 }
 
+/// A label of the store's list as [`engine_label`] writes it today: `NAME (COMMAND)` with its program resolved
+/// (a store written before programs were resolved lists `Stockfish 15.1 (stockfish)` beside `Stockfish 15.1
+/// (/usr/games/stockfish)`: one engine, under one label once both are made canonical). The command is the text in
+/// the last pair of parentheses that closes the label where the name before it and the command are both balanced
+/// (a name may hold parentheses, a command may too). A label of another shape (`scripted`) is kept as it is. Local
+/// programs only are resolved: `ssh a stockfish` and `ssh b stockfish` stay two engines.
+pub fn canonical_label(label: &str) -> String {
+    let Some(inner) = label.strip_suffix(')') else { return label.to_owned() };
+    let balanced = |text: &str| {
+        let mut depth = 0i32;
+        for c in text.chars() {
+            depth += match c {
+                '(' => 1,
+                ')' => -1,
+                _ => 0,
+            };
+            if depth < 0 {
+                return false;
+            }
+        }
+        depth == 0
+    };
+    let split = inner
+        .match_indices(" (")
+        .map(|(at, _)| (&inner[..at], &inner[at + 2..]))
+        .filter(|(name, command)| !name.is_empty() && !command.is_empty() && balanced(name) && balanced(command))
+        .last();
+    match split {
+        Some((name, command)) => engine_label(name, command),
+        None => label.to_owned(),
+    }
+}
+
+/// Says that engine `engine` did not take option `option` (it has none of that name, or the value does not fit):
+/// a warning the first time in this process for that engine and option, a debug line after, so that an engine
+/// started again and again (a pool's workers, a restart after a crash, new settings) is not warned about each time.
+pub fn note_option_not_set(engine: &str, option: &str, error: &EngineError) {
+    static NOTED: parking_lot::Mutex<Vec<(String, String)>> = parking_lot::Mutex::new(Vec::new());
+    let key = (engine.to_owned(), option.to_ascii_lowercase());
+    let first = {
+        let mut noted = NOTED.lock();
+        let first = !noted.contains(&key);
+        if first {
+            noted.push(key);
+        }
+        first
+    };
+    if first {
+        warn!("{engine}: option not set (said once): {error}");
+    } else {
+        debug!("{engine}: option not set: {error}");
+    }
+}
+
 /// How to run one engine: its command line and the options set after every (re)start.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EngineConfig {
@@ -531,7 +585,7 @@ impl Engine {
             let single_thread = name.eq_ignore_ascii_case("Threads") && value == "1";
             match self.set_option(name, value) {
                 Err(e) if single_thread && self.identity.option(name).is_none() => debug!("{}: {e}", self.name),
-                Err(e) if !e.is_engine_fault() => warn!("{}: option not set: {e}", self.name),
+                Err(e) if !e.is_engine_fault() => note_option_not_set(&self.name, name, &e),
                 other => other?,
             }
         }
@@ -1103,5 +1157,20 @@ mod tests {
         assert_eq!(missing.label(), "X (no-such-engine-here --x)");
         let relative = EngineIdentity { command: "./engines/sf".into(), ..by_name };
         assert_eq!(relative.label(), "X (./engines/sf)");
+    }
+
+    #[test]
+    fn a_label_of_the_store_is_made_canonical_as_engine_label_writes_it() {
+        let sh = resolve_program("sh").display().to_string();
+        // Written before programs were resolved, and today: one label.
+        assert_eq!(canonical_label("Shell 1.0 (sh -c true)"), format!("Shell 1.0 ({sh} -c true)"));
+        assert_eq!(canonical_label(&format!("Shell 1.0 ({sh} -c true)")), format!("Shell 1.0 ({sh} -c true)"));
+        // Parentheses in the name or in the command.
+        assert_eq!(canonical_label("Fish (dev) (sh -c 'x (y)')"), format!("Fish (dev) ({sh} -c x (y))"));
+        // Remote engines on two machines stay two; labels of other shapes and missing programs stay as they are.
+        assert_ne!(canonical_label("SF 15 (ssh a stockfish)"), canonical_label("SF 15 (ssh b stockfish)"));
+        for kept in ["scripted", "X (no-such-engine-here --x)", "X (./engines/sf)", "odd )(", "(sh)"] {
+            assert_eq!(canonical_label(kept), kept);
+        }
     }
 }

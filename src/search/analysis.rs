@@ -289,12 +289,16 @@ pub struct Iteration {
 /// What an analysis did.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Report {
-    /// Inner-engine searches answered this run, ahead of their turn or not.
+    /// Inner-engine searches answered this run, ahead of their turn or not: `stored` less `shared`, plus `unasked`.
     pub evaluations: u64,
     /// Nodes the inner engines reported for those searches.
     pub engine_nodes: u64,
-    /// Answers stored: the searches a run with one engine asks.
+    /// Answers stored: the searches a run with one engine asks. Each is one evaluation `stats` counts (a position's
+    /// own evaluation, or a move searched from it), new where the tree had none, else replacing a shallower one.
     pub stored: u64,
+    /// Answers of this run's engines that no pass asked for (searches run ahead of their turn, or moves searched
+    /// alone beside a better one): not stored in the tree, they stay in the claims for other processes.
+    pub unasked: u64,
     /// Searches started ahead of their turn, to keep engines busy.
     pub ahead: u64,
     /// Of those, the searches a pass asked for (the rest were not needed, or not yet when the run ended).
@@ -598,6 +602,8 @@ impl<'a, E: Evaluator> Analysis<'a, E> {
         // Releases what is still claimed; answers stay for other processes.
         self.claims = None;
         let unused = self.speculation.started.saturating_sub(self.speculation.used);
+        // Answered here and never taken: the answers of other processes kept beside them are theirs.
+        let unasked = self.flights.waiting().filter(|job| !self.speculation.from_others.contains(*job)).count() as u64;
         if self.speculation.started > 0 {
             trace!(
                 self.trace,
@@ -617,6 +623,7 @@ impl<'a, E: Evaluator> Analysis<'a, E> {
             evaluations: self.evaluations,
             engine_nodes: self.engine_nodes,
             stored: self.stored_answers,
+            unasked,
             ahead: self.speculation.started,
             ahead_used: self.speculation.used,
             abandoned: self.abandoned,

@@ -176,6 +176,11 @@ impl Flights {
         self.waiting.contains_key(job)
     }
 
+    /// Answers that ran ahead and wait still: at the end of a run, those no pass asked for.
+    pub fn waiting(&self) -> impl Iterator<Item = &JobKey> {
+        self.waiting.keys()
+    }
+
     /// Neither running nor answered: a search worth starting.
     pub fn is_new(&self, job: &JobKey) -> bool {
         !self.is_running(job) && !self.has_answer(job)

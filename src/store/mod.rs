@@ -22,7 +22,8 @@
 //! Layout: database `nodes` maps a [`PositionKey`] (8 bytes, big-endian) to a [`Node`] record; database
 //! `link_pages` holds every parent link (child, parent) in pages of many children, sorted ([`links`]), so a change
 //! can be carried upward without a scan; database `meta` holds the schema version, the inner engine's identity, the number
-//! of parent links and the list of engines whose numbers evaluations record (`engines/0`, `engines/1`, ...).
+//! of parent links and the list of engines whose numbers evaluations record (`engines/0`, `engines/1`, ...), one entry
+//! per engine (see `engines`: an older store's duplicates are merged by the first open that writes to it alone).
 //!
 //! All writes go through one writer thread per process that batches many changes per transaction; LMDB serialises
 //! writers across processes, and readers never block a writer. The memory map grows on demand.
@@ -50,6 +51,7 @@ pub mod check;
 pub mod checksum;
 pub mod claims;
 mod disk;
+mod engines;
 mod file;
 pub mod key;
 pub mod links;
@@ -468,6 +470,29 @@ fn lock_store(dir: &Path, hold: Hold) -> Result<Option<File>, StoreError> {
     Ok(Some(file))
 }
 
+/// Makes a shared hold of `lock` exclusive where no other process holds the store; true where it did, or where the
+/// file system has no locks (as the schema upgrade takes it). A conversion that failed may have dropped the shared
+/// hold (flock drops it before it tries), which is taken again.
+fn try_alone(lock: &File) -> bool {
+    match lock.try_lock() {
+        Ok(()) => true,
+        Err(std::fs::TryLockError::WouldBlock) => {
+            share_again(lock);
+            false
+        }
+        Err(std::fs::TryLockError::Error(e)) => e.kind() == io::ErrorKind::Unsupported,
+    }
+}
+
+/// Holds `lock` shared (again): after an exclusive hold, or a conversion that failed.
+fn share_again(lock: &File) {
+    if let Err(e) = lock.lock_shared()
+        && e.kind() != io::ErrorKind::Unsupported
+    {
+        log::warn!("the store's lock could not be shared again: {e}");
+    }
+}
+
 /// An open tree store. Dropping it lets the writer finish every submitted change, then closes it.
 pub struct Store {
     shared: Arc<Shared>,
@@ -752,6 +777,17 @@ impl Store {
             trouble_told: Default::default(),
             _lock: lock,
         });
+        // One engine listed twice (a store written before programs were resolved) is merged into one entry.
+        let alone = || match (&shared._lock, hold) {
+            (_, Hold::Alone) | (None, _) => true,
+            (Some(lock), _) => try_alone(lock),
+        };
+        engines::tidy_at_open(&shared, alone);
+        if hold == Hold::Shared
+            && let Some(lock) = &shared._lock
+        {
+            share_again(lock);
+        }
         let owed = {
             let view = shared.read()?;
             shared.meta.get(&view.txn, META_VALUES_OWED).map_err(|e| shared.lmdb_error(e))?.is_some()
@@ -866,8 +902,11 @@ impl Store {
     }
 
     /// The numbers of `names` in the store's list of engines, adding those not in it. Evaluations record their
-    /// engine by this number.
+    /// engine by this number. A name is listed as [`canonical_label`](crate::engine::canonical_label) makes it: one
+    /// program started by name or by path is one engine.
     pub fn engine_numbers(&self, names: &[String]) -> Result<Vec<Option<u16>>, StoreError> {
+        let names: Vec<String> = names.iter().map(|name| crate::engine::canonical_label(name)).collect();
+        let names = names.as_slice();
         let mut known = self.engines()?;
         if names.iter().any(|n| !known.contains(n)) {
             self.writer().submit(vec![Change::AddEngines(names.to_vec())]).wait()?;
@@ -1145,16 +1184,17 @@ impl Shared {
         Ok(numbered.into_iter().map(|(_, name)| name).collect())
     }
 
-    /// Adds the names not yet in the list of engines, numbered after the last.
+    /// Adds the names not yet in the list of engines, numbered after the last, each as
+    /// [`canonical_label`](crate::engine::canonical_label) makes it.
     fn add_engines(&self, txn: &mut heed::RwTxn<'_>, names: &[String]) -> Result<(), StoreError> {
         let mut known = self.engines(txn)?;
-        for name in names {
-            if known.contains(name) || known.len() > usize::from(u16::MAX) {
+        for name in names.iter().map(|name| crate::engine::canonical_label(name)) {
+            if known.contains(&name) || known.len() > usize::from(u16::MAX) {
                 continue;
             }
             let key = format!("{META_ENGINES}{}", known.len());
             self.put_meta(txn, &key, name.as_bytes())?;
-            known.push(name.clone());
+            known.push(name);
         }
         Ok(())
     }

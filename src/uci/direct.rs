@@ -116,7 +116,7 @@ fn configure(
         }
         match engine.set_option(name, value) {
             Err(e) if e.is_engine_fault() => return Err(e),
-            Err(e) => log::warn!("direct engine: option not set: {e}"),
+            Err(e) => crate::engine::note_option_not_set(&engine.identity().name, name, &e),
             Ok(()) => {}
         }
         applied.retain(|(n, _)| !n.eq_ignore_ascii_case(name));
