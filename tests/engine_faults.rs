@@ -351,3 +351,33 @@ fn an_option_the_engine_lacks_is_noted_once_whatever_the_starts_and_restarts() {
     assert_eq!(notes.len(), 1, "{stderr}");
     assert!(notes[0].contains("NoSuchOption"), "{stderr}");
 }
+
+#[test]
+fn an_engine_restarted_after_a_fault_still_knows_it_ignores_searchmoves() {
+    // A pool's worker learns at the first violation that the fake in `no-searchmoves` mode ignores them; the engine
+    // is killed and the next job meets a fresh process, which asks each move alone from the start: the log has one
+    // `go` with searchmoves in all, from the first process.
+    let dir = tempfile::tempdir().unwrap();
+    let pool = EnginePool::start(vec![fake("no-searchmoves", &dir)]).unwrap();
+    let allowed: Vec<UciMove> = vec!["e2e4".parse().unwrap(), "d2d4".parse().unwrap()];
+    let request = || depth(4).with_searchmoves(allowed.clone()).unwrap();
+    pool.submit(1, request()).unwrap();
+    assert!(matches!(one_result(&pool).outcome, JobOutcome::Done(_)));
+    let first = pids(&dir)[0];
+    assert!(std::process::Command::new("kill").args(["-9", &first.to_string()]).status().unwrap().success());
+    pool.submit(2, request()).unwrap();
+    let result = one_result(&pool);
+    let JobOutcome::Done(evaluation) = &result.outcome else { panic!("{:?}", result.outcome) };
+    assert!(allowed.contains(&evaluation.best_move), "{}", evaluation.best_move);
+    assert_eq!(evaluation.line.depth, 4);
+    let pids = pids(&dir);
+    assert_eq!(pids.len(), 2, "restarted once");
+    let log = std::fs::read_to_string(dir.path().join("log")).unwrap();
+    let gos: Vec<(&str, &str)> =
+        log.lines().filter_map(|l| l.split_once(' ')).filter(|(_, c)| c.starts_with("go")).collect();
+    let with_searchmoves: Vec<_> = gos.iter().filter(|(_, c)| c.contains("searchmoves")).collect();
+    assert_eq!(with_searchmoves.len(), 1, "{gos:?}");
+    assert_eq!(with_searchmoves[0].0, first.to_string(), "only the first process was asked with searchmoves: {gos:?}");
+    let second: Vec<_> = gos.iter().filter(|(pid, _)| *pid == pids[1].to_string()).map(|(_, c)| *c).collect();
+    assert_eq!(second, ["go depth 3", "go depth 3"], "the fresh process searched each move alone: {gos:?}");
+}

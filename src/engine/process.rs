@@ -257,13 +257,35 @@ pub struct Engine {
 /// shallower (see [`Engine::search`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Searchmoves {
-    /// Not known: trusted until the engine answers with a move outside them.
+    /// Not known: trusted until the engine answers with a move outside them (in this process: an engine of the same
+    /// command that did so before starts as `Ignored`).
     #[default]
     Unknown,
     /// Kept (set in the configuration): a move outside them is an engine fault.
     Honoured,
     /// Ignored (seen, or set in the configuration): each move is searched on its own.
     Ignored,
+}
+
+/// What this process has learnt of engines that do not keep to `searchmoves`, by command line (its program resolved,
+/// as [`engine_label`] records it): an engine started again (a restart after a fault, another worker of the same
+/// command, the direct engine after new settings) starts knowing it, instead of losing a first search to the same
+/// violation again.
+static IGNORING_SEARCHMOVES: parking_lot::Mutex<Vec<String>> = parking_lot::Mutex::new(Vec::new());
+
+/// Whether an engine of `command` was seen in this process answering outside `searchmoves`.
+fn known_to_ignore_searchmoves(command: &str) -> bool {
+    let command = program_resolved(command);
+    IGNORING_SEARCHMOVES.lock().contains(&command)
+}
+
+/// Remembers that the engine of `command` does not keep to `searchmoves` (see [`known_to_ignore_searchmoves`]).
+fn learnt_to_ignore_searchmoves(command: &str) {
+    let command = program_resolved(command);
+    let mut known = IGNORING_SEARCHMOVES.lock();
+    if !known.contains(&command) {
+        known.push(command);
+    }
 }
 
 /// The `what` of the [`EngineError::IllegalMove`] for a best move outside `searchmoves`.
@@ -531,7 +553,11 @@ impl Engine {
             name: Arc::from(label.as_str()),
             identity,
             multipv: 1,
-            searchmoves: config.searchmoves,
+            // Learnt from an earlier process of the same command, where the configuration does not say.
+            searchmoves: match config.searchmoves {
+                Searchmoves::Unknown if known_to_ignore_searchmoves(&config.command) => Searchmoves::Ignored,
+                set => set,
+            },
             covered: false,
             chess960: false,
         };
@@ -725,6 +751,7 @@ impl Engine {
                 {
                     warn!("{} does not keep to searchmoves: each move is searched on its own", self.name);
                     self.searchmoves = Searchmoves::Ignored;
+                    learnt_to_ignore_searchmoves(&self.identity.command);
                     let spent = started.elapsed();
                     self.end_search_phase(false);
                     self.search_each_move(request, spent)
