@@ -5,7 +5,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{PATIENCE, Uci, fake_log, fake_session, stockfish};
+use common::{PATIENCE, Uci, fake, fake_log, fake_session, stockfish};
 use shakmaty::{CastlingMode, Chess, Move, Position, fen::Fen, uci::UciMove};
 
 fn position_of(fen: Option<&str>, moves: &[String], chess960: bool) -> Chess {
@@ -295,4 +295,55 @@ fn bestmove_waits_for_stop_or_ponderhit_whatever_else_arrives() {
     let commands = fake_log(&log);
     let newgame = commands.iter().rposition(|c| c == "ucinewgame").expect("ucinewgame reached the engine");
     assert!(commands[..newgame].iter().any(|c| c == "stop" || c.starts_with("go depth")), "{commands:?}");
+}
+
+/// The value following `key` in an `info` line.
+fn field<'a>(line: &'a str, key: &str) -> Option<&'a str> {
+    let words: Vec<&str> = line.split_whitespace().collect();
+    words.iter().position(|w| *w == key).and_then(|i| words.get(i + 1).copied())
+}
+
+#[test]
+fn a_go_with_searchmoves_to_an_engine_that_ignores_them_shows_the_best_so_far_as_each_move_is_searched() {
+    // The fake engine in no-searchmoves mode plays a2a3 whatever searchmoves say; the session asks each allowed move
+    // alone (the replies score +20 for the side to move after the move: -20 backed up). The GUI sees, after each
+    // move, a line for its own position: the best so far, a lower bound while moves are left; and an info string
+    // says how the search is done (after the first search, which found it out; before the second).
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = dir.path().join("fake.log");
+    let mut uci = Uci::deeptree(&dir.path().join("tree"));
+    uci.send("uci");
+    uci.until("uciok", PATIENCE);
+    uci.send(&format!("setoption name InnerEngine value {} --mode no-searchmoves --log {}", fake(), log.display()));
+    uci.send("setoption name BackgroundAnalysis value false");
+    uci.ready();
+    let allowed = ["e2e4", "d2d4", "g1f3"];
+    uci.send("position startpos");
+    for round in 0..2 {
+        let (best, lines) = uci.best(&format!("go depth 4 searchmoves {}", allowed.join(" ")));
+        assert!(allowed.contains(&best.as_str()), "{best}: {lines:?}");
+        let note =
+            lines.iter().position(|l| l.starts_with("info string") && l.contains("does not keep to searchmoves"));
+        let note = note.unwrap_or_else(|| panic!("the method is said: {lines:?}"));
+        let progress: Vec<&String> =
+            lines.iter().filter(|l| l.starts_with("info depth") && field(l, "pv").is_some()).collect();
+        // One line after each move; the engine's own lines of the first search, which showed a move outside
+        // searchmoves (a2a3), are not relayed.
+        assert_eq!(progress.len(), 3, "round {round}: {lines:?}");
+        let tail = &progress[..];
+        for (i, line) in tail.iter().enumerate() {
+            assert_eq!(field(line, "depth"), Some("4"), "{line}");
+            assert_eq!(field(line, "cp"), Some("-20"), "{line}");
+            assert_eq!(line.contains(" lowerbound "), i < 2, "a lower bound while moves are left: {line}");
+            assert_eq!(field(line, "pv"), Some(best.as_str()), "the best so far is the move played: {line}");
+        }
+        let nodes: Vec<u64> = tail.iter().map(|l| field(l, "nodes").unwrap().parse().unwrap()).collect();
+        assert!(nodes.windows(2).all(|w| w[0] < w[1]), "the replies' nodes summed: {nodes:?}");
+        if round == 1 {
+            let first = lines.iter().position(|l| std::ptr::eq(l, tail[0])).unwrap();
+            assert!(note < first, "said before the search, once known: {lines:?}");
+        }
+    }
+    let gos: Vec<String> = fake_log(&log).into_iter().filter(|c| c.starts_with("go")).collect();
+    assert_eq!(gos.iter().filter(|g| g.contains("searchmoves")).count(), 1, "{gos:?}");
 }

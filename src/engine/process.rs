@@ -618,6 +618,11 @@ impl Engine {
         self.is_ready()
     }
 
+    /// The engine is known not to keep to `searchmoves`: a search with them is asked move by move.
+    pub fn ignores_searchmoves(&self) -> bool {
+        self.searchmoves == Searchmoves::Ignored
+    }
+
     /// What the engine said about itself in the handshake.
     pub fn identity(&self) -> &Arc<EngineIdentity> {
         &self.identity
@@ -727,14 +732,14 @@ impl Engine {
     /// answer within [`Timeouts::handshake`]; after `stop`, `bestmove` must come within [`Timeouts::handshake`].
     ///
     /// `searchmoves` with an engine that does not keep to them (see [`Searchmoves`]): each move is searched on its
-    /// own, as the position after it one ply shallower (a depth or node limit is shared out; `info` lines are not
-    /// passed on, since they are the replies' lines), and the best of the replies' scores, backed up one ply, is the
-    /// answer at the depth asked.
+    /// own, as the position after it one ply shallower (a depth or node limit is shared out; the replies' own `info`
+    /// lines are not passed on, but one line for this position after each move is valued: the best so far), and the
+    /// best of the replies' scores, backed up one ply, is the answer at the depth asked.
     pub fn search(&mut self, request: &EvalRequest, on_info: &mut dyn FnMut(&Info)) -> Result<Evaluation, EngineError> {
         let each_move = !request.searchmoves.is_empty() && request.multipv == 1;
         let started = Instant::now();
         let result = if each_move && self.searchmoves == Searchmoves::Ignored {
-            self.search_each_move(request, Duration::ZERO)
+            self.search_each_move(request, Duration::ZERO, on_info)
         } else {
             match self.start_and_read(request, on_info) {
                 // An answer within `searchmoves` proves nothing (the engine's own best move may be among them):
@@ -754,7 +759,7 @@ impl Engine {
                     learnt_to_ignore_searchmoves(&self.identity.command);
                     let spent = started.elapsed();
                     self.end_search_phase(false);
-                    self.search_each_move(request, spent)
+                    self.search_each_move(request, spent, on_info)
                 }
                 result => result,
             }
@@ -781,8 +786,19 @@ impl Engine {
 
     /// A search restricted to `searchmoves` as one search of the position after each move (see [`Engine::search`]).
     /// `spent`: the time a first search (the one that broke `searchmoves`) already took of a time limit.
-    fn search_each_move(&mut self, request: &EvalRequest, spent: Duration) -> Result<Evaluation, EngineError> {
+    ///
+    /// The replies' own `info` lines are not passed on (they are for the positions after the moves): after each move
+    /// is valued, `on_info` gets one line for the position asked: the best so far (its line, its score backed up,
+    /// a lower bound while moves are left), the depth of the shallowest reply plus one, the replies' nodes summed
+    /// and the time since the search began (`spent` included).
+    fn search_each_move(
+        &mut self,
+        request: &EvalRequest,
+        spent: Duration,
+        on_info: &mut dyn FnMut(&Info),
+    ) -> Result<Evaluation, EngineError> {
         request.validate()?;
+        let began = Instant::now();
         let count = request.searchmoves.len() as u32;
         let white = request.position.position().turn().is_white();
         let limit = match request.limit {
@@ -857,6 +873,21 @@ impl Engine {
             if best.as_ref().is_none_or(|(b, ..)| score.value() > b.value()) {
                 let pv = PvLine { multipv: 1, score, bound, depth: 0, seldepth: 0, pv: line };
                 best = Some((score, canonical(m), pv, ponder));
+            }
+            if let Some((score, _, line, _)) = &best {
+                // The best of the moves valued so far: while moves are left, the best of all is at least as good.
+                let bound = if searched < request.searchmoves.len() { Bound::Lower } else { line.bound };
+                // Since the search began: the first search, which broke searchmoves, counts.
+                let elapsed_ms = (spent + began.elapsed()).as_millis() as u64;
+                on_info(&Info {
+                    depth: Some(reply_depth.map_or(1, |d| d + 1)),
+                    score: Some((*score, bound)),
+                    nodes: Some(nodes),
+                    nps: (elapsed_ms > 0).then(|| nodes.saturating_mul(1000) / elapsed_ms),
+                    time_ms: Some(elapsed_ms),
+                    pv: line.pv.clone(),
+                    ..Info::default()
+                });
             }
             if stopped {
                 break;

@@ -236,6 +236,20 @@ pub fn direct(
         engine.stop_handle().stop();
     }
     let (root, chess960) = (line.root(), ctx.chess960);
+    // An engine that does not keep to searchmoves is asked each allowed move alone: its lines are the session's
+    // (the best so far after each move), and an info string says so, before the search where it is known, after it
+    // where this search found it out.
+    let each_move = !searchmoves.is_empty() && ctx.options.multipv <= 1;
+    let method = |name: &str| {
+        Info::string(format!(
+            "{name} does not keep to searchmoves: each allowed move is searched alone, one ply shallower; the lines \
+             show the best so far"
+        ))
+    };
+    let known_each_move = each_move && engine.ignores_searchmoves();
+    if known_each_move {
+        ctx.out.send(method(&engine.identity().name));
+    }
     // The first move of the last relayed line of multipv 1 (stored form): the last best line before `bestmove` must
     // start with its move. The engine's other lines (MultiPV) come after its line 1 in each batch and leave it be:
     // the engine's final batch, with its multipv, is then the last thing before `bestmove`, as GUIs that show k
@@ -243,6 +257,11 @@ pub fn direct(
     let mut last_head: Option<UciMove> = None;
     let mut relay = |info: &Info| {
         if let Some((info, head)) = relayed(info, root, chess960) {
+            // A line outside searchmoves is no line of this search (an engine that ignores them, before it is found
+            // out): the GUI would show a move the answer may not play.
+            if head.is_some_and(|head| !searchmoves.is_empty() && !searchmoves.contains(&head)) {
+                return;
+            }
             if info.multipv.unwrap_or(1) == 1 {
                 last_head = head;
             }
@@ -255,6 +274,8 @@ pub fn direct(
     } else {
         engine.search(&request, &mut relay)
     };
+    let found_each_move =
+        (each_move && !known_each_move && engine.ignores_searchmoves()).then(|| method(&engine.identity().name));
     if matches!(result, Err(EngineError::Stopped)) {
         // Stopped before it began (a `stop` right behind the `go`): the quickest real search still answers with a
         // searched move, as the bare engine would, rather than an unsearched one.
@@ -264,10 +285,8 @@ pub fn direct(
     }
     match result {
         Ok(evaluation) => {
-            let infos: Vec<Info> = (last_head != Some(evaluation.best_move))
-                .then(|| closing_info(&evaluation, root, chess960))
-                .into_iter()
-                .collect();
+            let closing = (last_head != Some(evaluation.best_move)).then(|| closing_info(&evaluation, root, chess960));
+            let infos: Vec<Info> = found_each_move.into_iter().chain(closing).collect();
             let ponder = evaluation.ponder.filter(|_| ctx.options.ponder);
             let timing = evaluation.timing;
             let learns = searchmoves.is_empty() && !evaluation.stopped;
