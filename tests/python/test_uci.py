@@ -1,7 +1,9 @@
 """deeptree driven as a UCI engine by python-chess (the client lichess-bot uses).
 
-Usage: python3 tests/python/test_uci.py DEEPTREE_BINARY
-Prints one line per scenario and a closing 'N passed, N failed' line; exits 1 on any failure.
+Usage: python3 tests/python/test_uci.py DEEPTREE_BINARY [INNER_ENGINE]
+INNER_ENGINE (default: Stockfish) is the inner engine deeptree is given, any UCI engine (Toga II: /usr/games/toga2).
+Prints one line per scenario and a closing 'N passed, N skipped, N failed' line; exits 1 on any failure. A scenario
+the inner engine cannot take part in (Chess960 with an engine that has no UCI_Chess960) is skipped, and says why.
 """
 
 import json
@@ -18,8 +20,24 @@ import chess.engine
 import chess.pgn
 
 BINARY = sys.argv[1]
-STOCKFISH = shutil.which("stockfish") or "/usr/games/stockfish"
-SETTINGS = {"InnerEngine": STOCKFISH, "EngineDepth": 6, "MoveDistance": 30, "BackgroundAnalysis": False}
+INNER = sys.argv[2] if len(sys.argv) > 2 else (shutil.which("stockfish") or "/usr/games/stockfish")
+SETTINGS = {"InnerEngine": INNER, "EngineDepth": 6, "MoveDistance": 30, "BackgroundAnalysis": False}
+# deeptree's own options: an inner engine's option of the same name is deeptree's to set.
+OWN = {"TreePath", "InnerEngine", "EngineDepth", "MoveDistance", "BackgroundAnalysis", "Hash", "Threads", "MultiPV",
+       "Ponder", "UCI_AnalyseMode", "UCI_Chess960"}
+
+
+class Skip(Exception):
+    """A scenario the inner engine cannot take part in."""
+
+
+def inner_options():
+    """The options the inner engine declares, as python-chess reads them from the engine itself."""
+    inner = chess.engine.SimpleEngine.popen_uci(INNER, timeout=20)
+    try:
+        return dict(inner.options)
+    finally:
+        inner.quit()
 
 
 def deeptree_cli(db, *args):
@@ -27,22 +45,36 @@ def deeptree_cli(db, *args):
     return json.loads(out.strip().splitlines()[-1])
 
 
+def command(db):
+    """deeptree's command line for a GUI: with a settings file naming the inner engine, so that its options are
+    offered at `uci` (the InnerEngine option, set after `uci`, changes the engine but cannot declare new options)."""
+    settings = db.rstrip("/") + ".toml"
+    with open(settings, "w") as handle:
+        print(f"engine = {json.dumps(INNER)}", file=handle)
+    return [BINARY, "--db", db, "--config", settings]
+
+
 def open_engine(db):
-    engine = chess.engine.SimpleEngine.popen_uci([BINARY, "--db", db], timeout=20)
+    engine = chess.engine.SimpleEngine.popen_uci(command(db), timeout=20)
     engine.configure(SETTINGS)
     return engine
 
 
 def test_handshake_and_options(db):
-    engine = chess.engine.SimpleEngine.popen_uci([BINARY, "--db", db], timeout=20)
+    engine = chess.engine.SimpleEngine.popen_uci(command(db), timeout=20)
     try:
         assert engine.id["name"].startswith("deeptree"), engine.id
         for name in ["TreePath", "InnerEngine", "EngineDepth", "MoveDistance", "BackgroundAnalysis", "Hash",
                      "Threads", "MultiPV", "Ponder", "UCI_AnalyseMode"]:
             assert name in engine.options, f"option {name} missing"
-        # An option of the inner engine is offered under its own name and accepted.
-        assert "Move Overhead" in engine.options, sorted(engine.options)
-        engine.configure({"Move Overhead": 30, **SETTINGS})
+        # Every option of the inner engine is offered under its own name, and one is accepted.
+        declared = inner_options()
+        missing = sorted(name for name in declared if name not in engine.options and name not in OWN)
+        assert not missing, f"options of {INNER} not offered: {missing}"
+        spins = [o for name, o in declared.items() if o.type == "spin" and name not in OWN]
+        assert spins, f"{INNER} declares no spin option: {sorted(declared)}"
+        option = next((o for o in spins if o.name == "Move Overhead"), spins[0])
+        engine.configure({option.name: option.default, **SETTINGS})
         assert engine.options["TreePath"].default == db
         engine.ping()
     finally:
@@ -50,7 +82,7 @@ def test_handshake_and_options(db):
 
 
 def test_play_from_the_tree(db):
-    report = deeptree_cli(db, "analyze", "--engine", STOCKFISH, "--engine-depth", "6", "--move-distance", "30",
+    report = deeptree_cli(db, "analyze", "--engine", INNER, "--engine-depth", "6", "--move-distance", "30",
                           "--max-depth", "2", "--workers", "2", "--json")
     assert report["settled_depth"] == 2, report
     tree = deeptree_cli(db, "show", "--json", "--depth", "1")
@@ -184,9 +216,11 @@ CHESS960_FEN = "bqnbrkrn/pppppppp/8/8/8/8/PPPPPPPP/BQNBRKRN w GEge - 0 1"
 
 
 def test_chess960_tree_and_game(db):
-    """A Chess960 root: the tree is grown with Stockfish in Chess960 mode, answers from it, and a game with
+    """A Chess960 root: the tree is grown with the inner engine in Chess960 mode, answers from it, and a game with
     castling (king takes rook, as python-chess writes it for Chess960) goes on with legal moves."""
-    report = deeptree_cli(db, "analyze", "--fen", CHESS960_FEN, "--engine", STOCKFISH, "--engine-depth", "6",
+    if "UCI_Chess960" not in inner_options():
+        raise Skip(f"{INNER} has no UCI_Chess960 option: it plays no Chess960")
+    report = deeptree_cli(db, "analyze", "--fen", CHESS960_FEN, "--engine", INNER, "--engine-depth", "6",
                           "--move-distance", "30", "--max-depth", "1", "--json")
     assert report["settled_depth"] == 1, report
     shown = deeptree_cli(db, "show", "--json", "--fen", CHESS960_FEN, "--depth", "1")
@@ -238,7 +272,8 @@ def test_chess960_tree_and_game(db):
 def main():
     tests = [(name, fn) for name, fn in sorted(globals().items()) if name.startswith("test_")]
     only = os.environ.get("DEEPTREE_UCI_TEST")
-    passed = failed = 0
+    passed = skipped = failed = 0
+    print(f"inner engine: {INNER}", flush=True)
     for name, fn in tests:
         if only and only not in name:
             continue
@@ -248,12 +283,17 @@ def main():
             fn(db)
             passed += 1
             print(f"ok   {name} ({time.monotonic() - started:.1f} s)", flush=True)
+        except Skip as why:
+            skipped += 1
+            print(f"skip {name}: {why}", flush=True)
         except Exception:
             failed += 1
             print(f"FAIL {name}\n{traceback.format_exc()}", flush=True)
         finally:
             shutil.rmtree(db, ignore_errors=True)
-    print(f"{passed} passed, {failed} failed")
+            if os.path.exists(db + ".toml"):
+                os.remove(db + ".toml")
+    print(f"{passed} passed, {skipped} skipped, {failed} failed")
     sys.exit(1 if failed else 0)
 
 
