@@ -290,7 +290,7 @@ fn an_engine_that_ignores_searchmoves_is_asked_each_move_on_its_own() {
 }
 
 #[test]
-fn searchmoves_off_in_an_engine_list_asks_each_move_on_its_own_with_stockfish() {
+fn searchmoves_off_and_multipv_in_an_engine_list_answer_as_stockfish_keeping_to_searchmoves() {
     // The same method forced on Stockfish (`searchmoves=off`): the answer is one of the moves allowed, at the depth
     // asked, and agrees in sign and roughly in size with Stockfish's own restricted search.
     let stockfish = deeptree::engine::resolve_program("stockfish");
@@ -311,6 +311,17 @@ fn searchmoves_off_in_an_engine_list_asks_each_move_on_its_own_with_stockfish() 
     assert_eq!(by_each.line.depth, 10);
     let (a, b) = (by_each.line.score.value(), by_engine.line.score.value());
     assert!((a - b).abs() < 60, "per move {a} cp, searchmoves {b} cp");
+    // Through MultiPV (`searchmoves=multipv`): one search of the position with a line more than the moves left out.
+    let specs =
+        deeptree::engine::spec::EngineSpec::parse_list(&format!("{} | searchmoves=multipv", stockfish.display()))
+            .unwrap();
+    let mut multipv =
+        Engine::spawn(&deeptree::engine::spec::EngineSpec::configs(&specs, &EngineConfig::new("x"))[0]).unwrap();
+    let by_multipv = multipv.evaluate(&request).unwrap();
+    assert_eq!(by_multipv.best_move, by_engine.best_move);
+    assert_eq!(by_multipv.line.depth, 10);
+    let c = by_multipv.line.score.value();
+    assert!((c - b).abs() < 60, "MultiPV {c} cp, searchmoves {b} cp");
 
     // A move that repeats the position a third time is a draw, which the engine would not see in the position
     // after it searched as its own root: Black, a queen down, takes the repetition rather than a lost game.
@@ -321,6 +332,9 @@ fn searchmoves_off_in_an_engine_list_asks_each_move_on_its_own_with_stockfish() 
     let by_each = each.evaluate(&request).unwrap();
     assert_eq!(by_each.best_move, "h8g8".parse::<UciMove>().unwrap());
     assert_eq!(by_each.line.score, Score::cp(0));
+    // The MultiPV method searches from the position with its moves: the engine sees the repetition itself.
+    let by_multipv = multipv.evaluate(&request).unwrap();
+    assert_eq!((by_multipv.best_move, by_multipv.line.score), (by_each.best_move, Score::cp(0)));
     // So is any move with the fifty-move count at 100 after it (that is not mate).
     let position = EnginePosition::from_fen("6k1/5ppp/8/8/8/8/5PPP/3QK1N1 b - - 99 80", vec![]).unwrap();
     let allowed: Vec<UciMove> = vec!["g8h8".parse().unwrap(), "g7g6".parse().unwrap()];
@@ -380,4 +394,51 @@ fn an_engine_restarted_after_a_fault_still_knows_it_ignores_searchmoves() {
     assert_eq!(with_searchmoves[0].0, first.to_string(), "only the first process was asked with searchmoves: {gos:?}");
     let second: Vec<_> = gos.iter().filter(|(pid, _)| *pid == pids[1].to_string()).map(|(_, c)| *c).collect();
     assert_eq!(second, ["go depth 3", "go depth 3"], "the fresh process searched each move alone: {gos:?}");
+}
+
+#[test]
+fn the_multipv_method_answers_from_the_first_line_of_a_move_allowed() {
+    // The fake in no-searchmoves mode, asked through MultiPV (`searchmoves=multipv`): line k of its MultiPV plays
+    // the k-th legal move in UCI text order (a2a3, a2a4, b1a3, ...) at 20 - 7(k-1) cp. With a2a3 and a2a4 left out,
+    // three lines hold the best allowed move: b1a3 at +6, line 3, in one search at the depth asked.
+    let dir = tempfile::tempdir().unwrap();
+    let config = EngineConfig { searchmoves: deeptree::engine::Searchmoves::MultiPv, ..fake("no-searchmoves", &dir) };
+    let mut engine = Engine::spawn(&config).unwrap();
+    let start = Chess::default();
+    let left_out = ["a2a3", "a2a4"];
+    let allowed: Vec<UciMove> = shakmaty::Position::legal_moves(&start)
+        .iter()
+        .map(|m| UciMove::from_standard(*m))
+        .filter(|m| !left_out.contains(&m.to_string().as_str()))
+        .collect();
+    let request = depth(4).with_searchmoves(allowed.clone()).unwrap();
+    let mut shown = Vec::new();
+    let evaluation = engine.search(&request, &mut |info| shown.push(info.clone())).unwrap();
+    assert_eq!(evaluation.best_move.to_string(), "b1a3");
+    assert_eq!((evaluation.line.score, evaluation.line.depth, evaluation.line.multipv), (Score::cp(6), 4, 1));
+    // The lines passed on: one a depth, the best allowed, without its multipv.
+    assert_eq!(shown.iter().map(|i| i.depth.unwrap()).collect::<Vec<_>>(), [1, 2, 3, 4]);
+    assert!(shown.iter().all(|i| i.multipv.is_none() && i.pv.first().unwrap().to_string() == "b1a3"), "{shown:?}");
+    // Two moves allowed: 19 lines are past the fake's MultiPV (10), and each move is searched alone.
+    let two = depth(4).with_searchmoves(vec!["e2e4".parse().unwrap(), "d2d4".parse().unwrap()]).unwrap();
+    let evaluation = engine.search(&two, &mut |_| {}).unwrap();
+    assert!(["e2e4", "d2d4"].contains(&evaluation.best_move.to_string().as_str()));
+    let log = std::fs::read_to_string(dir.path().join("log")).unwrap();
+    let sent: Vec<&str> = log.lines().filter_map(|l| l.split_once(' ').map(|(_, c)| c)).collect();
+    let gos: Vec<&&str> = sent.iter().filter(|c| c.starts_with("go")).collect();
+    assert_eq!(gos, [&"go depth 4", &"go depth 3", &"go depth 3"], "{sent:?}");
+    assert!(sent.contains(&"setoption name MultiPV value 3"), "{sent:?}");
+
+    // Learnt: an engine with a MultiPV option found not to keep to searchmoves is asked through MultiPV, the
+    // violating search's request included.
+    let other = tempfile::tempdir().unwrap();
+    let mut learning = Engine::spawn(&fake("no-searchmoves", &other)).unwrap();
+    let evaluation = learning.evaluate(&request).unwrap();
+    assert_eq!((evaluation.best_move.to_string(), evaluation.line.score), ("b1a3".to_owned(), Score::cp(6)));
+    assert_eq!(learning.searchmoves_method(), deeptree::engine::Searchmoves::MultiPv);
+    let log = std::fs::read_to_string(other.path().join("log")).unwrap();
+    let gos: Vec<&str> =
+        log.lines().filter_map(|l| l.split_once(' ').map(|(_, c)| c)).filter(|c| c.starts_with("go")).collect();
+    assert_eq!(gos.len(), 2, "the violation, then one search through MultiPV: {gos:?}");
+    assert!(gos[0].starts_with("go depth 4 searchmoves ") && gos[1] == "go depth 4", "{gos:?}");
 }

@@ -263,8 +263,14 @@ pub enum Searchmoves {
     Unknown,
     /// Kept (set in the configuration): a move outside them is an engine fault.
     Honoured,
-    /// Ignored (seen, or set in the configuration): each move is searched on its own.
+    /// Ignored (seen, for an engine without a MultiPV option, or set in the configuration): each move is searched
+    /// on its own.
     Ignored,
+    /// Ignored, and the moves allowed are asked through MultiPV (seen, for an engine with a MultiPV option, or set
+    /// in the configuration): one search of the whole position with one line more than the moves left out, whose
+    /// best line among the moves allowed answers (each move alone where the engine's MultiPV does not reach that
+    /// far, or fewer moves are allowed than lines would be needed).
+    MultiPv,
 }
 
 /// What this process has learnt of engines that do not keep to `searchmoves`, by command line (its program resolved,
@@ -553,11 +559,7 @@ impl Engine {
             name: Arc::from(label.as_str()),
             identity,
             multipv: 1,
-            // Learnt from an earlier process of the same command, where the configuration does not say.
-            searchmoves: match config.searchmoves {
-                Searchmoves::Unknown if known_to_ignore_searchmoves(&config.command) => Searchmoves::Ignored,
-                set => set,
-            },
+            searchmoves: config.searchmoves,
             covered: false,
             chess960: false,
         };
@@ -576,7 +578,21 @@ impl Engine {
         );
         debug!("started engine {:?} (pid {pid})", config.command);
         engine.handshake(config)?;
+        // Learnt from an earlier process of the same command, where the configuration does not say.
+        if engine.searchmoves == Searchmoves::Unknown && known_to_ignore_searchmoves(&config.command) {
+            engine.searchmoves = engine.learnt_method();
+        }
         Ok(engine)
+    }
+
+    /// How an engine found not to keep to `searchmoves` is asked for the best of some moves: through MultiPV where
+    /// it has the option (the cheaper method: `scripts/alternatives` measured a third of the nodes of searching
+    /// each move alone), else each move alone.
+    fn learnt_method(&self) -> Searchmoves {
+        match self.identity.option("MultiPV").map(|o| &o.kind) {
+            Some(OptionKind::Spin { max, .. }) if *max > 1 => Searchmoves::MultiPv,
+            _ => Searchmoves::Ignored,
+        }
     }
 
     fn handshake(&mut self, config: &EngineConfig) -> Result<(), EngineError> {
@@ -618,9 +634,15 @@ impl Engine {
         self.is_ready()
     }
 
-    /// The engine is known not to keep to `searchmoves`: a search with them is asked move by move.
+    /// The engine is known not to keep to `searchmoves`: a search with them is asked another way (see
+    /// [`Engine::searchmoves_method`]).
     pub fn ignores_searchmoves(&self) -> bool {
-        self.searchmoves == Searchmoves::Ignored
+        matches!(self.searchmoves, Searchmoves::Ignored | Searchmoves::MultiPv)
+    }
+
+    /// How a search restricted to `searchmoves` is asked of this engine, as known now.
+    pub fn searchmoves_method(&self) -> Searchmoves {
+        self.searchmoves
     }
 
     /// What the engine said about itself in the handshake.
@@ -740,6 +762,8 @@ impl Engine {
         let started = Instant::now();
         let result = if each_move && self.searchmoves == Searchmoves::Ignored {
             self.search_each_move(request, Duration::ZERO, on_info)
+        } else if each_move && self.searchmoves == Searchmoves::MultiPv {
+            self.search_by_multipv(request, Duration::ZERO, on_info)
         } else {
             match self.start_and_read(request, on_info) {
                 // An answer within `searchmoves` proves nothing (the engine's own best move may be among them):
@@ -754,12 +778,22 @@ impl Engine {
                 Err(EngineError::IllegalMove { what: OUTSIDE_SEARCHMOVES, .. })
                     if each_move && self.searchmoves == Searchmoves::Unknown =>
                 {
-                    warn!("{} does not keep to searchmoves: each move is searched on its own", self.name);
-                    self.searchmoves = Searchmoves::Ignored;
+                    self.searchmoves = self.learnt_method();
+                    let how = if self.searchmoves == Searchmoves::MultiPv {
+                        "the moves allowed are asked through MultiPV (each alone where fewer are allowed than its \
+                         lines would need)"
+                    } else {
+                        "each move is searched on its own"
+                    };
+                    warn!("{} does not keep to searchmoves: {how}", self.name);
                     learnt_to_ignore_searchmoves(&self.identity.command);
                     let spent = started.elapsed();
                     self.end_search_phase(false);
-                    self.search_each_move(request, spent, on_info)
+                    if self.searchmoves == Searchmoves::MultiPv {
+                        self.search_by_multipv(request, spent, on_info)
+                    } else {
+                        self.search_each_move(request, spent, on_info)
+                    }
                 }
                 result => result,
             }
@@ -782,6 +816,69 @@ impl Engine {
             state.generation += 1;
         }
         self.link.enter(&mut state, Phase::Idle);
+    }
+
+    /// A search restricted to `searchmoves` as one search of the whole position with MultiPV (see
+    /// [`Searchmoves::MultiPv`]): with `n` moves left out, `n + 1` lines hold the best of the moves allowed, and
+    /// the first line whose move is allowed answers, with its score and depth. Each move is searched alone instead
+    /// where the engine's MultiPV does not reach `n + 1`, where fewer moves are allowed than that (a search of one
+    /// move would cost all the lines of the others), or where no line came for an allowed move. `spent`: the time a
+    /// first search (the one that broke `searchmoves`) already took of a `movetime`.
+    ///
+    /// `on_info` gets, at each depth, the engine's first line for an allowed move (the best of them at that depth),
+    /// without its multipv: the other lines are of moves the caller did not ask about, or worse.
+    fn search_by_multipv(
+        &mut self,
+        request: &EvalRequest,
+        spent: Duration,
+        on_info: &mut dyn FnMut(&Info),
+    ) -> Result<Evaluation, EngineError> {
+        request.validate()?;
+        let pos = request.position.position().clone();
+        let allowed =
+            |first: &UciMove| request.searchmoves.iter().any(|s| s.to_move(&pos).ok() == first.to_move(&pos).ok());
+        let left_out = pos.legal_moves().len().saturating_sub(request.searchmoves.len());
+        let lines = u32::try_from(left_out + 1).unwrap_or(u32::MAX);
+        let reaches = match self.identity.option("MultiPV").map(|o| &o.kind) {
+            Some(OptionKind::Spin { max, .. }) => i64::from(lines) <= *max,
+            _ => false,
+        };
+        if !reaches || request.searchmoves.len() < left_out + 1 {
+            debug!(
+                "{}: {lines} lines of MultiPV for {} moves: each move is searched alone",
+                self.name,
+                request.searchmoves.len()
+            );
+            return self.search_each_move(request, spent, on_info);
+        }
+        let limit = match request.limit {
+            Limit::MoveTime(time) => Limit::MoveTime(time.saturating_sub(spent).max(Duration::from_millis(1))),
+            limit => limit,
+        };
+        // A screen's bound is for the moves allowed; the first lines here may be of others.
+        let whole = EvalRequest { searchmoves: Vec::new(), multipv: lines, limit, screen: None, ..request.clone() };
+        let mut shown_depth = 0;
+        let mut relay = |info: &Info| {
+            let (Some(depth), Some(first)) = (info.depth, info.pv.first()) else { return };
+            if depth > shown_depth && allowed(first) {
+                shown_depth = depth;
+                on_info(&Info { multipv: None, ..info.clone() });
+            }
+        };
+        let evaluation = self.start_and_read(&whole, &mut relay)?;
+        let best = evaluation.lines().filter(|l| l.pv.first().is_some_and(&allowed)).min_by_key(|l| l.multipv).cloned();
+        let Some(mut line) = best else {
+            if evaluation.stopped {
+                return Err(EngineError::Stopped);
+            }
+            debug!("{}: no line of MultiPV {lines} for a move allowed: each move is searched alone", self.name);
+            self.end_search_phase(false);
+            return self.search_each_move(request, spent, on_info);
+        };
+        line.multipv = 1;
+        // The line's moves are legal from the position: the collector checked them as they came.
+        let Some(&best_move) = line.pv.first() else { return Err(EngineError::NoScore) };
+        Ok(Evaluation { best_move, ponder: line.pv.get(1).copied(), line, other_lines: Vec::new(), ..evaluation })
     }
 
     /// A search restricted to `searchmoves` as one search of the position after each move (see [`Engine::search`]).

@@ -20,8 +20,9 @@
 //! - `hash=MIB`: its `Hash` (default: the settings' `engine_hash_mib`);
 //! - `fresh=on`: every search starts from a cleared engine (`ucinewgame`), so that its answer depends on the
 //!   position, the moves and the depth alone, never on the searches before it (default off: the hash carries over);
-//! - `searchmoves=on|off`: whether the engine keeps to `go ... searchmoves` (default: learnt at its first answer
-//!   outside them); with `off`, each move is searched on its own (the position after it, one ply shallower);
+//! - `searchmoves=on|off|multipv`: whether the engine keeps to `go ... searchmoves` (default: learnt at its first
+//!   answer outside them); with `off`, each move is searched on its own (the position after it, one ply shallower);
+//!   with `multipv`, the moves allowed are asked through MultiPV (one line more than the moves left out);
 //! - `option.NAME=VALUE`: any other UCI option.
 
 use std::fmt;
@@ -37,8 +38,8 @@ pub struct EngineSpec {
     pub hash_mib: Option<u32>,
     /// Every search from a cleared engine.
     pub fresh: bool,
-    /// Whether it keeps to `searchmoves` (`None`: learnt).
-    pub searchmoves: Option<bool>,
+    /// Whether it keeps to `searchmoves`, and how they are asked where it does not (`None`: learnt).
+    pub searchmoves: Option<Searchmoves>,
     /// Other UCI options, in the order given.
     pub options: Vec<(String, String)>,
 }
@@ -60,7 +61,7 @@ impl fmt::Display for SpecError {
             SpecError::NoCommand { engine } => write!(f, "engine {engine}: no command line"),
             SpecError::BadField { engine, field } => write!(
                 f,
-                "engine {engine}: '{field}' is not one of workers=N, threads=N, hash=MIB, fresh=on|off, searchmoves=on|off or option.NAME=VALUE"
+                "engine {engine}: '{field}' is not one of workers=N, threads=N, hash=MIB, fresh=on|off, searchmoves=on|off|multipv or option.NAME=VALUE"
             ),
             SpecError::BadNumber { engine, key, value } => {
                 write!(f, "engine {engine}: {key}={value}: give a whole number of at least 1")
@@ -111,7 +112,9 @@ impl EngineSpec {
                 "threads" => spec.threads = number()?,
                 "hash" => spec.hash_mib = Some(number()?),
                 "fresh" if value == "on" || value == "off" => spec.fresh = value == "on",
-                "searchmoves" if value == "on" || value == "off" => spec.searchmoves = Some(value == "on"),
+                "searchmoves" if value == "on" => spec.searchmoves = Some(Searchmoves::Honoured),
+                "searchmoves" if value == "off" => spec.searchmoves = Some(Searchmoves::Ignored),
+                "searchmoves" if value == "multipv" => spec.searchmoves = Some(Searchmoves::MultiPv),
                 _ => match key.strip_prefix("option.").map(str::trim).filter(|name| !name.is_empty()) {
                     Some(name) => spec.options.push((name.to_owned(), value.to_owned())),
                     None => return Err(SpecError::BadField { engine, field: field.to_owned() }),
@@ -135,8 +138,7 @@ impl EngineSpec {
             config.fresh = spec.fresh;
             config.searchmoves = match spec.searchmoves {
                 None => Searchmoves::Unknown,
-                Some(true) => Searchmoves::Honoured,
-                Some(false) => Searchmoves::Ignored,
+                Some(set) => set,
             };
             for (name, value) in &spec.options {
                 config = config.with_option(name, value);
@@ -157,8 +159,11 @@ impl fmt::Display for EngineSpec {
         if self.fresh {
             write!(f, " | fresh=on")?;
         }
-        if let Some(keeps) = self.searchmoves {
-            write!(f, " | searchmoves={}", if keeps { "on" } else { "off" })?;
+        match self.searchmoves {
+            None | Some(Searchmoves::Unknown) => {}
+            Some(Searchmoves::Honoured) => write!(f, " | searchmoves=on")?,
+            Some(Searchmoves::Ignored) => write!(f, " | searchmoves=off")?,
+            Some(Searchmoves::MultiPv) => write!(f, " | searchmoves=multipv")?,
         }
         for (name, value) in &self.options {
             write!(f, " | option.{name}={value}")?;

@@ -19,7 +19,9 @@ use super::{
     time::{Overhead, share},
 };
 use crate::{
-    engine::{Engine, EngineConfig, EngineError, EnginePosition, EvalRequest, Evaluation, Limit, STOP_ANSWER},
+    engine::{
+        Engine, EngineConfig, EngineError, EnginePosition, EvalRequest, Evaluation, Limit, STOP_ANSWER, Searchmoves,
+    },
     notation::{canonical_uci, legal_line},
     score::Bound,
     search::analysis::Line,
@@ -240,15 +242,19 @@ pub fn direct(
     // (the best so far after each move), and an info string says so, before the search where it is known, after it
     // where this search found it out.
     let each_move = !searchmoves.is_empty() && ctx.options.multipv <= 1;
-    let method = |name: &str| {
-        Info::string(format!(
-            "{name} does not keep to searchmoves: each allowed move is searched alone, one ply shallower; the lines \
-             show the best so far"
-        ))
+    let method = |engine: &Engine| {
+        let how = match engine.searchmoves_method() {
+            Searchmoves::MultiPv => {
+                "the moves allowed are asked through MultiPV, or each alone where fewer are allowed than its lines \
+                 would need; the lines show the best so far"
+            }
+            _ => "each allowed move is searched alone, one ply shallower; the lines show the best so far",
+        };
+        Info::string(format!("{} does not keep to searchmoves: {how}", engine.identity().name))
     };
     let known_each_move = each_move && engine.ignores_searchmoves();
     if known_each_move {
-        ctx.out.send(method(&engine.identity().name));
+        ctx.out.send(method(engine));
     }
     // The first move of the last relayed line of multipv 1 (stored form): the last best line before `bestmove` must
     // start with its move. The engine's other lines (MultiPV) come after its line 1 in each batch and leave it be:
@@ -274,8 +280,7 @@ pub fn direct(
     } else {
         engine.search(&request, &mut relay)
     };
-    let found_each_move =
-        (each_move && !known_each_move && engine.ignores_searchmoves()).then(|| method(&engine.identity().name));
+    let found_each_move = (each_move && !known_each_move && engine.ignores_searchmoves()).then(|| method(engine));
     if matches!(result, Err(EngineError::Stopped)) {
         // Stopped before it began (a `stop` right behind the `go`): the quickest real search still answers with a
         // searched move, as the bare engine would, rather than an unsearched one.
