@@ -50,6 +50,16 @@ fn toga_ii_beside_stockfish_grows_a_tree_to_software_depth_2() {
         assert_eq!(listed.len(), 1, "{stats}");
         assert!(listed[0]["evaluations"].as_u64().unwrap() > 0, "{stats}");
     }
+    // Answers are kept marked by the way they were asked: Toga II's alternatives through MultiPV, Stockfish's all as
+    // asked (it keeps to searchmoves).
+    let methods =
+        |name: &str| engines.iter().find(|e| e["name"].as_str().unwrap().contains(name)).unwrap()["by_method"].clone();
+    assert!(methods("Toga II")["MultiPV"].as_u64().is_some_and(|n| n > 0), "{stats}");
+    assert_eq!(
+        methods("Stockfish").as_object().map(|m| m.keys().cloned().collect::<Vec<_>>()),
+        Some(vec!["as asked".to_owned()]),
+        "{stats}"
+    );
 }
 
 /// The evaluations `stats --json` counts, all engines together, and the engines it lists.

@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use crate::config::Config;
+use crate::{config::Config, engine::Asked};
 
 use super::{CommandResult, open_existing_store};
 
@@ -26,10 +26,14 @@ pub fn run(db: Option<&Path>, config: &Config, args: StatsArgs) -> CommandResult
         let mut value = serde_json::to_value(stats)?;
         value["path"] = store.dir().display().to_string().into();
         value["engine"] = engine.into();
-        value["engines"] = per_engine
+        value["engines"] = by_engine(&per_engine)
             .iter()
-            .enumerate()
-            .map(|(id, (name, evaluations))| serde_json::json!({"id": id, "name": name, "evaluations": evaluations}))
+            .map(|engine| {
+                let methods: serde_json::Map<String, serde_json::Value> =
+                    engine.methods.iter().map(|(asked, n)| (asked.name().to_owned(), (*n).into())).collect();
+                serde_json::json!({"id": engine.id, "name": engine.name, "evaluations": engine.evaluations,
+                                   "by_method": methods})
+            })
             .collect::<Vec<_>>()
             .into();
         value["evaluations_without_engine"] = unrecorded.into();
@@ -44,8 +48,15 @@ pub fn run(db: Option<&Path>, config: &Config, args: StatsArgs) -> CommandResult
         if !per_engine.is_empty() {
             println!("evaluations stored in the tree, by engine (analyze's 'stored'):");
         }
-        for (id, (name, evaluations)) in per_engine.iter().enumerate() {
-            println!("engine {id:<3} {evaluations:>10} evaluations  {name}");
+        for engine in by_engine(&per_engine) {
+            let methods = if engine.methods.iter().any(|(asked, _)| *asked != Asked::AsRequested) {
+                let each: Vec<String> =
+                    engine.methods.iter().map(|(asked, n)| format!("{} {n}", asked.name())).collect();
+                format!(" ({})", each.join(", "))
+            } else {
+                String::new()
+            };
+            println!("engine {:<3} {:>10} evaluations  {}{methods}", engine.id, engine.evaluations, engine.name);
         }
         if unrecorded > 0 {
             println!("no engine  {unrecorded:>10} evaluations (imported, or stored before engines were recorded)");
@@ -61,6 +72,34 @@ pub fn run(db: Option<&Path>, config: &Config, args: StatsArgs) -> CommandResult
         }
     }
     Ok(())
+}
+
+/// One engine of `stats`: its answers under every method they were asked by.
+struct EngineCount<'a> {
+    /// The number of its first entry in the store's list.
+    id: usize,
+    name: &'a str,
+    evaluations: u64,
+    /// Evaluations by the way they were asked (entries of the list marked by method, see [`Asked::label_suffix`]).
+    methods: Vec<(Asked, u64)>,
+}
+
+/// The store's list of engines with the entries of one engine asked by several methods taken together.
+fn by_engine(per_engine: &[(String, u64)]) -> Vec<EngineCount<'_>> {
+    let mut engines: Vec<EngineCount<'_>> = Vec::new();
+    for (id, (label, evaluations)) in per_engine.iter().enumerate() {
+        let (name, asked) = Asked::of_label(label);
+        match engines.iter_mut().find(|e| e.name == name) {
+            Some(engine) => {
+                engine.evaluations += evaluations;
+                engine.methods.push((asked, *evaluations));
+            }
+            None => {
+                engines.push(EngineCount { id, name, evaluations: *evaluations, methods: vec![(asked, *evaluations)] })
+            }
+        }
+    }
+    engines
 }
 
 /// Evaluations per engine of the store's list (name, count), and those that record no engine. An evaluation is one

@@ -27,7 +27,7 @@ pub use self::process::{
     Engine, EngineConfig, EngineIdentity, OUTSIDE_SEARCHMOVES, RestartPolicy, STOP_ANSWER, Searchmoves, StopHandle,
     Timeouts, canonical_label, engine_label, note_option_not_set,
 };
-pub use self::request::{EnginePosition, EvalRequest, Evaluation, Limit, PvLine, ScreenCut, SearchTiming};
+pub use self::request::{Asked, EnginePosition, EvalRequest, Evaluation, Limit, PvLine, ScreenCut, SearchTiming};
 
 /// Workers to run by default: one per available core.
 pub fn default_workers() -> usize {

@@ -25,7 +25,7 @@ use super::{
     EngineError,
     command::{resolve_program, split_command_line},
     protocol::{EngineMessage, EngineOption, Info, OptionKind, parse_line},
-    request::{EvalRequest, Evaluation, Limit, PvLine, ScreenCut, SearchTiming},
+    request::{Asked, EvalRequest, Evaluation, Limit, PvLine, ScreenCut, SearchTiming},
 };
 use crate::{
     notation::{canonical, played},
@@ -878,7 +878,14 @@ impl Engine {
         line.multipv = 1;
         // The line's moves are legal from the position: the collector checked them as they came.
         let Some(&best_move) = line.pv.first() else { return Err(EngineError::NoScore) };
-        Ok(Evaluation { best_move, ponder: line.pv.get(1).copied(), line, other_lines: Vec::new(), ..evaluation })
+        Ok(Evaluation {
+            best_move,
+            ponder: line.pv.get(1).copied(),
+            line,
+            other_lines: Vec::new(),
+            asked: Asked::MultiPv,
+            ..evaluation
+        })
     }
 
     /// A search restricted to `searchmoves` as one search of the position after each move (see [`Engine::search`]).
@@ -1012,6 +1019,7 @@ impl Engine {
             screened: None,
             engine: Arc::clone(&self.name),
             timing: SearchTiming { go_sent: first_go.unwrap_or(now), bestmove_read: last_read.unwrap_or(now) },
+            asked: Asked::EachMove,
         })
     }
 
@@ -1291,6 +1299,7 @@ impl Collector {
             screened: None,
             engine: Arc::clone(engine),
             timing,
+            asked: Asked::AsRequested,
         })
     }
 }

@@ -302,6 +302,51 @@ pub struct Evaluation {
     pub engine: Arc<str>,
     /// When `go` went to the engine and when its `bestmove` was read: the engine's own time, and the relay's.
     pub timing: SearchTiming,
+    /// How the engine was asked: as the request said, or another way where it does not keep to `searchmoves`.
+    pub asked: Asked,
+}
+
+/// How an engine was asked for the best of some moves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Asked {
+    /// As the request said (`searchmoves`, or no restriction).
+    #[default]
+    AsRequested,
+    /// One search of the whole position with MultiPV: the first line of a move allowed.
+    MultiPv,
+    /// One search of the position after each move allowed, one ply shallower.
+    EachMove,
+}
+
+impl Asked {
+    /// What marks an answer asked this way in the store's list of engines, after the engine's label (nothing for an
+    /// answer asked as requested). Stored answers keep their method so: `stats` counts them apart.
+    pub fn label_suffix(self) -> &'static str {
+        match self {
+            Asked::AsRequested => "",
+            Asked::MultiPv => " [MultiPV]",
+            Asked::EachMove => " [each move]",
+        }
+    }
+
+    /// The engine's label without the method's mark, and the method.
+    pub fn of_label(label: &str) -> (&str, Asked) {
+        for asked in [Asked::MultiPv, Asked::EachMove] {
+            if let Some(engine) = label.strip_suffix(asked.label_suffix()) {
+                return (engine, asked);
+            }
+        }
+        (label, Asked::AsRequested)
+    }
+
+    /// The method's name in `stats`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Asked::AsRequested => "as asked",
+            Asked::MultiPv => "MultiPV",
+            Asked::EachMove => "each move",
+        }
+    }
 }
 
 /// The two instants that bound a search as the handle saw them.

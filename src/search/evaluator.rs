@@ -95,26 +95,31 @@ impl Evaluator for PoolEvaluator {
     fn next(&mut self, timeout: Duration) -> Option<(u64, Result<Answer, String>)> {
         let result = self.pool.results().recv_timeout(timeout).ok()?;
         self.in_flight.retain(|id| *id != result.id);
-        let engine = result.worker.and_then(|w| self.pool.identity(w)).map(|i| i.label());
+        let label = result.worker.and_then(|w| self.pool.identity(w)).map(|i| i.label());
         let answer = match result.outcome {
             // A search its screen stopped answers with the iteration that stopped it.
-            JobOutcome::Done(eval) => Ok(match (&eval.screened, eval.screened.as_ref().and_then(|l| l.pv.first())) {
-                (Some(line), Some(best)) => Answer {
-                    best: *best,
-                    score: line.score,
-                    bound: line.bound,
-                    depth: line.depth.min(255) as u8,
-                    nodes: eval.nodes,
-                    engine,
-                },
-                _ => Answer {
-                    best: eval.best_move,
-                    score: eval.score(),
-                    bound: eval.bound(),
-                    depth: eval.depth().min(255) as u8,
-                    nodes: eval.nodes,
-                    engine,
-                },
+            JobOutcome::Done(eval) => Ok({
+                // An answer asked another way than `searchmoves` is kept under the engine's label marked by its
+                // method.
+                let engine = label.map(|l| l + eval.asked.label_suffix());
+                match (&eval.screened, eval.screened.as_ref().and_then(|l| l.pv.first())) {
+                    (Some(line), Some(best)) => Answer {
+                        best: *best,
+                        score: line.score,
+                        bound: line.bound,
+                        depth: line.depth.min(255) as u8,
+                        nodes: eval.nodes,
+                        engine,
+                    },
+                    _ => Answer {
+                        best: eval.best_move,
+                        score: eval.score(),
+                        bound: eval.bound(),
+                        depth: eval.depth().min(255) as u8,
+                        nodes: eval.nodes,
+                        engine,
+                    },
+                }
             }),
             JobOutcome::Failed(e) => Err(e.to_string()),
             JobOutcome::Cancelled => Err("cancelled".to_owned()),
