@@ -593,7 +593,14 @@ impl Session {
     }
 }
 
-/// The inner engine's options that deeptree offers under their own names (all but those it declares itself).
+/// The inner engine's options that deeptree offers under their own names: all but those it declares itself, and
+/// any other count of threads (Toga II's `Number of Threads`): the threads are deeptree's `Threads` budget, which it
+/// shares out among its engines itself.
 fn offered(identity: &EngineIdentity) -> Vec<EngineOption> {
-    identity.options.iter().filter(|o| options::row(&o.name).is_none()).cloned().collect()
+    identity
+        .options
+        .iter()
+        .filter(|o| options::row(&o.name).is_none() && !o.name.to_ascii_lowercase().contains("thread"))
+        .cloned()
+        .collect()
 }

@@ -67,10 +67,14 @@ def test_handshake_and_options(db):
         for name in ["TreePath", "InnerEngine", "EngineDepth", "MoveDistance", "BackgroundAnalysis", "Hash",
                      "Threads", "MultiPV", "Ponder", "UCI_AnalyseMode"]:
             assert name in engine.options, f"option {name} missing"
-        # Every option of the inner engine is offered under its own name, and one is accepted.
+        # Every option of the inner engine is offered under its own name, and one is accepted; a count of threads
+        # under another name (Toga II's "Number of Threads") is not: the threads are deeptree's Threads budget.
         declared = inner_options()
-        missing = sorted(name for name in declared if name not in engine.options and name not in OWN)
+        missing = sorted(name for name in declared
+                         if name not in engine.options and name not in OWN and "thread" not in name.lower())
         assert not missing, f"options of {INNER} not offered: {missing}"
+        threads = [name for name in engine.options if "thread" in name.lower() and name != "Threads"]
+        assert not threads, f"another count of threads offered: {threads}"
         spins = [o for name, o in declared.items() if o.type == "spin" and name not in OWN]
         assert spins, f"{INNER} declares no spin option: {sorted(declared)}"
         option = next((o for o in spins if o.name == "Move Overhead"), spins[0])
