@@ -312,7 +312,7 @@ pub fn search_bench(store: &Store, positions: usize, samples: usize, seed: u64) 
     let leaves = &nodes[nodes.len() - nodes.len().min(samples * 10)..];
     for _ in 0..samples {
         let (_, leaf, Some(uci)) = &leaves[rng.usize(..leaves.len())] else { continue };
-        let Some(child) = crate::store::play_uci(leaf, uci) else { continue };
+        let Some(child) = crate::game::play_uci(leaf, uci) else { continue };
         if child.legal_moves().is_empty() || store.read()?.contains(PositionKey::of(&child))? {
             continue;
         }

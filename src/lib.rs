@@ -19,6 +19,8 @@
 //!   and records, not what they are worth: the writer runs an [`Upkeep`](store::upkeep::Upkeep) handed to it at
 //!   open inside every transaction, over the records the transaction changed; a bulk load's records wait in memory
 //!   and are committed with their values by one pass. Takes its options as a `StoreOptions`.
+//! - [`game`]: a game as UCI and PGN give it: a start position and moves ([`Line`](game::Line)), the errors of
+//!   setting one up, playing a move, quoting user input in messages.
 //! - [`values`]: what the tree is worth. The graph view of the store (`values::graph`), the path-independent idea
 //!   value of every node with its cycle handling and its propagation up the parent links (`values::idea`), and the
 //!   upkeep the store's writer runs (`values::upkeep`), where `Store::open` is defined: it opens a store with that
@@ -40,6 +42,7 @@ pub mod bench;
 pub mod commands;
 pub mod config;
 pub mod engine;
+pub mod game;
 pub mod interop;
 pub mod logger;
 pub mod notation;

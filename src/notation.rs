@@ -107,6 +107,14 @@ pub fn parse_position(fen: &str, chess960: bool) -> Result<(Chess, bool), String
     }
 }
 
+/// Plays a UCI move if it is legal (in either castling notation).
+pub fn play_uci(pos: &Chess, uci: &UciMove) -> Option<Chess> {
+    let m = uci.to_move(pos).ok()?;
+    let mut child = pos.clone();
+    child.play_unchecked(m);
+    Some(child)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

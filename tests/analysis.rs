@@ -3,8 +3,9 @@
 use std::{collections::HashSet, process::Command, time::Duration};
 
 use deeptree::{
+    game::Line,
     search::{
-        analysis::{Analysis, Line, Params, Report, Trace, move_distance_at},
+        analysis::{Analysis, Params, Report, Trace, move_distance_at},
         evaluator::{Answer, Evaluator, Job, ScriptedEvaluator},
         show,
     },

@@ -186,7 +186,7 @@ fn analyze_does_not_search_the_line_again_and_counts_every_search() {
 
 #[test]
 fn quoted_input_in_error_messages_is_cut_short() {
-    use deeptree::search::analysis::quote;
+    use deeptree::game::quote;
     assert_eq!(quote("e2e4"), "'e2e4'");
     let eighty = "é".repeat(80);
     assert_eq!(quote(&eighty), format!("'{eighty}'"));

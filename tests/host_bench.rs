@@ -62,7 +62,7 @@ fn the_keyed_and_smooth_fakes_score_moves_by_the_position_they_lead_to() {
 /// (its best reply) stays within 40 cp of the negated score of the move that led to it. Keyed scores do not.
 #[test]
 fn smooth_scores_change_little_from_one_ply_to_the_next() {
-    use deeptree::{score::Score, search::evaluator::ScriptedEvaluator, store::play_uci};
+    use deeptree::{game::play_uci, score::Score, search::evaluator::ScriptedEvaluator};
     use shakmaty::{Chess, Position, uci::UciMove};
 
     let start = Chess::default();

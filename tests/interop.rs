@@ -12,13 +12,14 @@ use std::{
 use common::interop_check;
 
 use deeptree::{
+    game::Line,
     interop::{
         PLACEHOLDER_SCORE,
         polyglot::{book_key, polyglot_move, read_book},
     },
     score::{Bound, Score},
     search::{
-        analysis::{Analysis, Line, Params, Trace, move_distance_at},
+        analysis::{Analysis, Params, Trace, move_distance_at},
         evaluator::ScriptedEvaluator,
         show,
     },
@@ -326,7 +327,7 @@ fn imported_lines_are_analysed_even_outside_the_move_distance() {
             .unwrap()
     };
     let first = worst(&start);
-    let after = deeptree::store::play_uci(&start, &first).unwrap();
+    let after = deeptree::game::play_uci(&start, &first).unwrap();
     let reply = worst(&after);
     let san = |pos: &Chess, uci: &UciMove| shakmaty::san::San::from_move(pos, uci.to_move(pos).unwrap()).to_string();
     let pgn = format!("1. {} {} *\n", san(&start, &first), san(&after, &reply));
@@ -351,7 +352,7 @@ fn imported_lines_are_analysed_even_outside_the_move_distance() {
         );
     }
     let view = store.read().unwrap();
-    let after_reply = deeptree::store::play_uci(&after, &reply).unwrap();
+    let after_reply = deeptree::game::play_uci(&after, &reply).unwrap();
     for pos in [&after, &after_reply] {
         assert!(view.node(PositionKey::of(pos)).unwrap().and_then(|n| n.eval).is_some(), "{pgn}: evaluated");
     }

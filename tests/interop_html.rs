@@ -7,8 +7,9 @@ use std::{
 };
 
 use deeptree::{
+    game::Line,
     search::{
-        analysis::{Analysis, Line, Params},
+        analysis::{Analysis, Params},
         evaluator::ScriptedEvaluator,
         show,
     },

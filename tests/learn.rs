@@ -10,9 +10,10 @@ use std::{
 
 use common::{PATIENCE, fake_session};
 use deeptree::{
+    game::Line,
     interop::played::exits,
     search::{
-        analysis::{Analysis, Line, Params},
+        analysis::{Analysis, Params},
         evaluator::ScriptedEvaluator,
         roots::{BookRoot, grow},
     },

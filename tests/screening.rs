@@ -5,8 +5,9 @@
 use std::{collections::HashMap, path::Path, time::Duration};
 
 use deeptree::{
+    game::Line,
     search::{
-        analysis::{Analysis, Line, Params, Report, Screening, Trace},
+        analysis::{Analysis, Params, Report, Screening, Trace},
         evaluator::{Answer, Evaluator, Job, ScriptedEvaluator},
         show,
     },
@@ -45,7 +46,7 @@ impl Evaluator for Recording {
 
 /// How far the scripted shallower search is off: -40 to +40 cp, a hash of the position the move reaches.
 fn shallow_error(pos: &Chess, uci: &UciMove) -> i32 {
-    let child = deeptree::store::play_uci(pos, uci).map_or(0, |c| PositionKey::of(&c).0);
+    let child = deeptree::game::play_uci(pos, uci).map_or(0, |c| PositionKey::of(&c).0);
     ((child.wrapping_mul(0xd6e8_feb8_6659_fd93) >> 33) % 81) as i32 - 40
 }
 

@@ -51,7 +51,7 @@ fn poke(dir: &Path, db: &str, key: &[u8], value: &[u8]) {
 fn merges_are_stored_with_parent_links_and_survive_reopening() {
     let dir = tempfile::tempdir().unwrap();
     let start = Chess::default();
-    let e4 = deeptree::store::play_uci(&start, &"e2e4".parse().unwrap()).unwrap();
+    let e4 = deeptree::game::play_uci(&start, &"e2e4".parse().unwrap()).unwrap();
     {
         let store = Store::open(dir.path(), &StoreOptions::default()).unwrap();
         let writer = store.writer();
@@ -174,7 +174,7 @@ fn peek(dir: &Path, db: &str, key: &[u8]) -> Option<Vec<u8>> {
 fn a_changed_or_moved_record_is_a_checksum_error_naming_file_and_key() {
     let dir = tempfile::tempdir().unwrap();
     let start = Chess::default();
-    let e4 = deeptree::store::play_uci(&start, &"e2e4".parse().unwrap()).unwrap();
+    let e4 = deeptree::game::play_uci(&start, &"e2e4".parse().unwrap()).unwrap();
     let (root, child) = (PositionKey::of(&start), PositionKey::of(&e4));
     {
         let store = Store::open(dir.path(), &StoreOptions::default()).unwrap();
@@ -619,7 +619,7 @@ fn assert_every_edge_is_linked(view: &deeptree::store::ReadView<'_>) -> usize {
         let (key, node) = item.unwrap();
         let position = node.position.to_position().unwrap();
         for edge in &node.edges {
-            let child = PositionKey::of(&deeptree::store::play_uci(&position, &edge.uci).unwrap());
+            let child = PositionKey::of(&deeptree::game::play_uci(&position, &edge.uci).unwrap());
             assert!(view.parents(child).unwrap().contains(&key), "link {key} -> {child} ({})", edge.uci);
             links += 1;
         }
@@ -761,7 +761,7 @@ fn one_engine_listed_twice_by_an_older_build_is_merged_at_the_first_open_that_wr
     let (by_name, by_path) = ("Shell 1.0 (sh -c x)".to_owned(), format!("Shell 1.0 ({sh} -c x)"));
     let other = "Toga II 3.0 (ssh box toga2)".to_owned();
     let start = Chess::default();
-    let play = |pos: &Chess, uci: &str| deeptree::store::play_uci(pos, &uci.parse().unwrap()).unwrap();
+    let play = |pos: &Chess, uci: &str| deeptree::game::play_uci(pos, &uci.parse().unwrap()).unwrap();
     let (e4, d4) = (play(&start, "e2e4"), play(&start, "d2d4"));
     // Each position: its evaluation's engine and best move, then further moves searched and by which engine.
     type Written<'a> = (&'a Chess, u16, &'a str, &'a [(&'a str, u16)]);

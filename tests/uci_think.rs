@@ -154,12 +154,12 @@ fn auto_is_direct_and_says_so_and_a_deeper_stored_evaluation_is_kept() {
     drop(uci);
     let store = deeptree::store::Store::open(&db, &Default::default()).unwrap();
     let view = store.read().unwrap();
-    let after_nf3 = deeptree::search::analysis::Line::parse(None, "e2e4 e7e5 g1f3").unwrap();
+    let after_nf3 = deeptree::game::Line::parse(None, "e2e4 e7e5 g1f3").unwrap();
     let key = deeptree::store::key::PositionKey::of(after_nf3.root());
     let node = view.node(key).unwrap().expect("the position is stored");
     assert_eq!(node.eval.map(|e| e.depth), Some(40), "the deep evaluation after 2. Nf3 is kept");
     // The think did search: the root is evaluated now.
-    let root = deeptree::search::analysis::Line::parse(None, "e2e4 e7e5").unwrap();
+    let root = deeptree::game::Line::parse(None, "e2e4 e7e5").unwrap();
     let root = view.node(deeptree::store::key::PositionKey::of(root.root())).unwrap().expect("the root is stored");
     assert!(root.eval.is_some_and(|e| e.depth < 40));
 }

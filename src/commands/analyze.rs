@@ -1,6 +1,7 @@
 //! `deeptree analyze`: grow the tree of a root, settling each software depth, then deepening; or, with `--roots
 //! FILE`, grow the trees of many roots together (a book).
 
+use crate::game::{Line, quote};
 use std::{path::Path, sync::atomic::Ordering, time::Duration};
 
 use crate::{
@@ -8,7 +9,7 @@ use crate::{
     engine::{EngineConfig, EnginePool, Limit, spec::EngineSpec},
     interop::{played::exits, roots::read_roots},
     search::{
-        analysis::{Analysis, Line, Params, Trace, quote},
+        analysis::{Analysis, Params, Trace},
         evaluator::PoolEvaluator,
         roots::{BookRoot, RootProgress, grow, priority},
         split::direct_first,

@@ -1,5 +1,6 @@
 //! `deeptree bench`: measurements of deeptree's parts, each against a baseline in the same run.
 
+use crate::game::Line;
 use std::{io::Write, path::Path};
 
 use crate::{
@@ -7,7 +8,7 @@ use crate::{
     config::Config,
     engine::{EngineConfig, EnginePool},
     search::{
-        analysis::{Analysis, Line, Params},
+        analysis::{Analysis, Params},
         evaluator::PoolEvaluator,
     },
     store::{Store, StoreOptions},

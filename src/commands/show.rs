@@ -1,5 +1,6 @@
 //! `deeptree show`: the tree from a root, with both scores and the depth of every move.
 
+use crate::game::Line;
 use std::path::Path;
 
 use shakmaty::Position;
@@ -7,7 +8,7 @@ use shakmaty::Position;
 use crate::{
     config::Config,
     search::{
-        analysis::{Line, Params, SettledInStore},
+        analysis::{Params, SettledInStore},
         show,
     },
     store::{ReadView, StoreError, key::PositionKey},

@@ -1,15 +1,13 @@
 //! The `import`, `export` and `merge` commands.
 
+use crate::game::Line;
 use std::{
     fs::File,
     io::{BufReader, BufWriter, Write},
     path::{Path, PathBuf},
 };
 
-use crate::{
-    search::analysis::Line,
-    store::{Store, StoreOptions},
-};
+use crate::store::{Store, StoreOptions};
 
 use super::{
     InteropError, epd, html, merge, pgn_export,

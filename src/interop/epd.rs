@@ -29,6 +29,7 @@
 //! own evaluation, or left out without one. Mate scores are written as `ce ±(32767 − plies)`, with
 //! `dm n` added when the side to move mates in `n`.
 
+use crate::game::{play_uci, quote};
 use std::io::{BufRead, Write};
 
 use shakmaty::{
@@ -40,12 +41,10 @@ use shakmaty::{
 
 use crate::{
     score::{Bound, Score},
-    search::analysis::quote,
     store::{
         Change, ReadView, Store, StoreError,
         key::{KeyMap, KeySet, PositionKey},
         node::{Edge, Eval, Node, PackedPosition},
-        play_uci,
     },
 };
 

@@ -6,17 +6,15 @@
 //! in the address fragment (`tree.html#e2e4,e7e5`), so a position can be linked to and is restored on reload. Keys:
 //! left arrow (or Backspace) goes up, right arrow follows the best move.
 
+use crate::game::{Line, play_uci};
 use std::io::Write;
 
 use serde::Serialize;
 use shakmaty::{Chess, EnPassantMode, Position, fen::Fen, uci::UciMove};
 
 use crate::{
-    search::{
-        analysis::Line,
-        show::{self, ShownNode},
-    },
-    store::{ReadView, play_uci},
+    search::show::{self, ShownNode},
+    store::ReadView,
 };
 
 use super::{

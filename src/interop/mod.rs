@@ -40,13 +40,13 @@ pub mod polyglot;
 pub mod roots;
 pub mod walk;
 
+use crate::game::LineError;
 use std::{fmt, io, path::PathBuf, sync::Arc};
 
 use shakmaty::uci::UciMove;
 
 use crate::{
     score::{Bound, Score},
-    search::analysis::LineError,
     store::{
         Change, Store, StoreError,
         key::PositionKey,

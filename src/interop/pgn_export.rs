@@ -8,16 +8,14 @@
 //! Every move carries its move number (`12...` for Black), as the export format wants after a comment; lines stay
 //! within 80 columns; a root other than the standard start position gets `SetUp` and `FEN` tags.
 
+use crate::game::Line;
 use std::io::Write;
 
 use shakmaty::{Chess, EnPassantMode, Position, fen::Fen, san::SanPlus, uci::UciMove};
 
 use crate::{
     score::Score,
-    search::{
-        analysis::Line,
-        show::{self, ShownMove, ShownNode, format_score},
-    },
+    search::show::{self, ShownMove, ShownNode, format_score},
     store::ReadView,
 };
 

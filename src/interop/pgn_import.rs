@@ -4,17 +4,15 @@
 //! where it stands (in the main line or in any variation), is reported with its number and skipped whole; the rest
 //! of the file imports. A null move (`--`, `Z0`) ends its line: what follows it in that variation is not imported.
 
+use crate::game::quote;
 use std::{collections::HashSet, io::Read};
 
 use shakmaty::{Chess, Position, fen::Fen, san::San, uci::UciMove};
 
-use crate::{
-    search::analysis::quote,
-    store::{
-        Change, Store,
-        key::{KeyMap, KeySet, PositionKey},
-        node::{Node, PackedPosition},
-    },
+use crate::store::{
+    Change, Store,
+    key::{KeyMap, KeySet, PositionKey},
+    node::{Node, PackedPosition},
 };
 
 use super::{

@@ -29,6 +29,7 @@
 //! files without tags or without results split into games too; a blank line within a game's moves, before its
 //! result, ends nothing. Bytes that are not UTF-8 are read lossily in tag values.
 
+use crate::game::quote;
 use std::{
     cell::RefCell,
     collections::VecDeque,
@@ -39,8 +40,6 @@ use std::{
 };
 
 use pgn_reader::{Outcome, RawTag, Reader, SanPlus, Skip, Visitor};
-
-use crate::search::analysis::quote;
 
 /// One token of movetext that matters for the moves.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -27,6 +27,7 @@
 //! # Ok::<_, Box<dyn std::error::Error>>(())
 //! ```
 
+use crate::game::Line;
 use std::{
     collections::HashMap,
     fs::OpenOptions,
@@ -39,7 +40,7 @@ use shakmaty::{Chess, Color, Position, san::SanPlus, uci::UciMove};
 use crate::{
     notation::canonical_uci,
     score::Score,
-    search::analysis::{Line, Params, SettledInStore},
+    search::analysis::{Params, SettledInStore},
     store::{ReadView, StoreError, key::PositionKey},
 };
 
@@ -125,7 +126,7 @@ pub fn exits(
             if learner.is_some_and(|c| c != position.turn()) || position.legal_moves().is_empty() {
                 continue;
             }
-            let prefix = prefix(&line, ply);
+            let prefix = line.prefix(ply);
             let known = known_depth(view, &prefix, params, play_depth)?;
             if known.is_none_or(|d| d < u32::from(play_depth)) {
                 left = Some((ply, prefix, known));
@@ -149,16 +150,6 @@ pub fn exits(
     // Heaviest first; a stable sort keeps the games' order among equals.
     found.exits.sort_by_key(|e| std::cmp::Reverse(e.games));
     Ok(found)
-}
-
-/// The line's first `ply` moves.
-fn prefix(line: &Line, ply: usize) -> Line {
-    Line {
-        start: line.start.clone(),
-        moves: line.moves[..ply].to_vec(),
-        positions: line.positions[..=ply].to_vec(),
-        chess960: line.chess960,
-    }
 }
 
 /// The combined depth the tree knows at `line`'s root: the engine depth of its evaluation plus the software depth
@@ -271,7 +262,7 @@ impl GameRecord {
             {
                 earlier.refuted = true;
                 self.refutations.push(Refutation {
-                    line: prefix(line, earlier.ply),
+                    line: line.prefix(earlier.ply),
                     best: earlier.best,
                     reply: line.moves.get(earlier.ply + 1).copied(),
                     score: earlier.score,

@@ -20,6 +20,7 @@
 //! ignored: use `import` to store them. A line or game that cannot be read is reported with its number and skipped;
 //! a root met again (the same position reached by the same line) is reported and skipped.
 
+use crate::game::{Line, quote};
 use std::{
     collections::HashSet,
     fmt,
@@ -30,10 +31,7 @@ use std::{
 
 use shakmaty::{CastlingMode, Chess, Position, san::San, uci::UciMove};
 
-use crate::{
-    search::analysis::{Line, quote},
-    store::key::PositionKey,
-};
+use crate::store::key::PositionKey;
 
 use super::{
     InteropError, epd,

@@ -1,18 +1,15 @@
 //! Which positions an export covers, and the moves of one position ranked as `deeptree show` ranks them.
 
+use crate::game::{Line, play_uci};
 use std::collections::VecDeque;
 
 use shakmaty::Chess;
 
 use crate::{
-    search::{
-        analysis::Line,
-        show::{self, ShownMove, ShownNode},
-    },
+    search::show::{self, ShownMove, ShownNode},
     store::{
         ReadView,
         key::{KeySet, PositionKey},
-        play_uci,
     },
 };
 

@@ -27,7 +27,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use shakmaty::{Chess, Position, fen::Fen, uci::UciMove};
+use shakmaty::{Chess, Position, fen::Fen};
 
 use crate::store::{
     Change, Store, StoreError,
@@ -36,7 +36,7 @@ use crate::store::{
     node::{Edge, Eval, Node, PackedPosition, RestBound, ScreenBound},
 };
 
-use crate::{score::Score, values::graph::StoreGraph};
+use crate::{game::Line, score::Score, values::graph::StoreGraph};
 
 use super::{
     evaluator::{Answer, Evaluator, Job},
@@ -177,95 +177,6 @@ impl Screening {
 /// The move distance at `ply`: `δ` at plies 0 and 1, halved at each ply after (20, 20, 10, 5, 2, 1, 0 ...).
 pub fn move_distance_at(move_distance: i32, ply: u8) -> i32 {
     if ply <= 1 { move_distance } else { move_distance >> (ply - 1).min(31) }
-}
-
-/// A root as UCI gives it: a start position and moves played from it. The last position is the root; the earlier
-/// ones are its history.
-#[derive(Debug, Clone)]
-pub struct Line {
-    pub start: Chess,
-    /// In their stored (canonical) form, whichever castling notation they came in.
-    pub moves: Vec<UciMove>,
-    /// Positions from the start to the root, both included.
-    pub positions: Vec<Chess>,
-    /// Chess960: asked for, or implied by the FEN (Shredder-FEN, or castling rights only Chess960 has).
-    pub chess960: bool,
-}
-
-/// A root that cannot be set up.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum LineError {
-    BadFen { fen: String, reason: String },
-    BadMove { uci: String, ply: usize, reason: &'static str },
-}
-
-impl fmt::Display for LineError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            LineError::BadFen { fen, reason } => write!(f, "bad FEN {}: {reason}", quote(fen)),
-            LineError::BadMove { uci, ply, reason } => write!(f, "move {} ({}): {reason}", ply + 1, quote(uci)),
-        }
-    }
-}
-
-impl std::error::Error for LineError {}
-
-/// User input quoted in an error message: `'text'`, or for a longer text its first 80 characters and its length
-/// (`'e2e4e2e4...' (5000000 characters)`), so that a message stays readable whatever was sent.
-pub fn quote(text: &str) -> String {
-    const SHOWN: usize = 80;
-    match text.char_indices().nth(SHOWN) {
-        None => format!("'{text}'"),
-        Some((end, _)) => format!("'{}...' ({} characters)", &text[..end], text.chars().count()),
-    }
-}
-
-impl Line {
-    /// Parses `fen` (the start position when `None`) and the space-separated UCI `moves`, checking each is legal.
-    pub fn parse(fen: Option<&str>, moves: &str) -> Result<Line, LineError> {
-        Line::parse_in(fen, moves, false)
-    }
-
-    /// As [`Line::parse`], with positions set up for Chess960 when `chess960` (or when the FEN implies it). Castling
-    /// is accepted as the king's move and as the king taking its rook, and kept in the stored form.
-    pub fn parse_in(fen: Option<&str>, moves: &str, chess960: bool) -> Result<Line, LineError> {
-        let (start, chess960) = match fen.map(str::trim).filter(|f| !f.is_empty() && *f != "startpos") {
-            None => (crate::notation::start_position(chess960), chess960),
-            Some(fen) => crate::notation::parse_position(fen, chess960)
-                .map_err(|reason| LineError::BadFen { fen: fen.to_owned(), reason })?,
-        };
-        let mut positions = vec![start.clone()];
-        let mut parsed = Vec::new();
-        for (ply, text) in moves.split_whitespace().enumerate() {
-            let uci: UciMove =
-                text.parse().map_err(|_| LineError::BadMove { uci: text.to_owned(), ply, reason: "not a UCI move" })?;
-            let current = positions.last().cloned().unwrap_or_default();
-            let m = uci.to_move(&current).map_err(|_| LineError::BadMove {
-                uci: text.to_owned(),
-                ply,
-                reason: "illegal in its position",
-            })?;
-            let mut next = current;
-            next.play_unchecked(m);
-            positions.push(next);
-            parsed.push(crate::notation::canonical(m));
-        }
-        Ok(Line { start, moves: parsed, positions, chess960 })
-    }
-
-    /// The standard start position with no moves.
-    pub fn start_position() -> Line {
-        Line { start: Chess::default(), moves: Vec::new(), positions: vec![Chess::default()], chess960: false }
-    }
-
-    pub fn root(&self) -> &Chess {
-        self.positions.last().unwrap_or(&self.start)
-    }
-
-    /// Keys of the positions before the root, oldest first.
-    pub fn history_keys(&self) -> Vec<PositionKey> {
-        self.positions[..self.positions.len().saturating_sub(1)].iter().map(PositionKey::of).collect()
-    }
 }
 
 /// One settled software depth, as Deep Blue's table 3 reports it.

@@ -179,7 +179,7 @@ impl ScriptedEvaluator {
     /// The scripted score of `uci` in `pos`, for the side to move: a hash of the child position spread over
     /// -60..60 cp, so transpositions agree.
     pub fn move_score(pos: &Chess, uci: &UciMove) -> Option<Score> {
-        let child = crate::store::play_uci(pos, uci)?;
+        let child = crate::game::play_uci(pos, uci)?;
         let key = PositionKey::of(&child).0;
         let spread = (key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 40) % 121;
         Some(Score::cp(spread as i32 - 60))
@@ -191,7 +191,7 @@ impl ScriptedEvaluator {
     /// of the move that led to it, as with a real engine, so deeper plies move values by tens of centipawns, not by
     /// up to 120.
     pub fn smooth_move_score(pos: &Chess, uci: &UciMove) -> Option<Score> {
-        let child = crate::store::play_uci(pos, uci)?;
+        let child = crate::game::play_uci(pos, uci)?;
         // Sign flip: the static value is the child's side to move's; the move's score is the mover's.
         Some(Score::cp(-static_value(&child)))
     }

@@ -14,6 +14,7 @@
 //! Without `--depth`, K is the smallest depth whose 1-worker run asks 5,000 searches or more (found with runs at no
 //! latency, which ask the same searches).
 
+use crate::game::Line;
 use std::{
     path::Path,
     time::{Duration, Instant},
@@ -24,7 +25,7 @@ use serde::Serialize;
 use crate::{
     engine::{EngineConfig, EnginePool},
     search::{
-        analysis::{Analysis, Line, Params},
+        analysis::{Analysis, Params},
         evaluator::PoolEvaluator,
     },
     store::{Store, StoreOptions},

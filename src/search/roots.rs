@@ -3,7 +3,8 @@
 //!
 //! ```
 //! use std::sync::{Arc, atomic::AtomicBool};
-//! use deeptree::search::{analysis::{Line, Params}, evaluator::ScriptedEvaluator, roots::{BookRoot, grow}};
+//! use deeptree::game::Line;
+//! use deeptree::search::{analysis::Params, evaluator::ScriptedEvaluator, roots::{BookRoot, grow}};
 //! use deeptree::store::{Store, StoreOptions};
 //!
 //! let dir = tempfile::tempdir()?;
@@ -36,6 +37,7 @@
 //! Every settled depth is marked in the store at its root, so a run that is stopped (`--time`, Ctrl-C) is resumed
 //! by running it again: each root starts from what the store has settled.
 
+use crate::game::Line;
 use std::{
     sync::{
         Arc,
@@ -49,7 +51,7 @@ use parking_lot::{Condvar, Mutex};
 use crate::store::{Store, key::PositionKey};
 
 use super::{
-    analysis::{Analysis, AnalysisError, Line, Params},
+    analysis::{Analysis, AnalysisError, Params},
     evaluator::Evaluator,
 };
 

@@ -1,11 +1,12 @@
 //! The tree from a root, with both scores and the depth of every move.
 
+use crate::game::play_uci;
 use serde::Serialize;
 use shakmaty::{Chess, Position, san::San, uci::UciMove};
 
 use crate::{
     score::{Bound, Score},
-    store::{ReadView, StoreError, key::PositionKey, node::Node, play_uci},
+    store::{ReadView, StoreError, key::PositionKey, node::Node},
 };
 
 use super::alpha::alpha_of_edge;

@@ -14,6 +14,7 @@
 //! assert_eq!(Score::cp(30).toward_child(), Score::cp(-30));
 //! ```
 
+use crate::game::Line;
 use std::{
     sync::atomic::{AtomicBool, Ordering},
     time::Duration,
@@ -31,8 +32,6 @@ use crate::{
         node::{Edge, Eval, Node, PackedPosition},
     },
 };
-
-use super::analysis::Line;
 
 /// What the direct search of a split found and stored.
 #[derive(Debug, Clone, Serialize)]

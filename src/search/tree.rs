@@ -1,6 +1,7 @@
 //! What the tree says about a position: its moves ranked as `show` ranks them ([`super::show::ranking`]), each with its
 //! principal variation, the settled depth and the engine depth of the position's own evaluation.
 
+use crate::game::play_uci;
 use shakmaty::{Chess, uci::UciMove};
 
 use std::cmp::Reverse;
@@ -11,7 +12,7 @@ use crate::{
         alpha::{alpha_of_edge, alpha_of_edges},
         show::ranking,
     },
-    store::{ReadView, StoreError, key::PositionKey, play_uci},
+    store::{ReadView, StoreError, key::PositionKey},
     values::{
         graph::{Graph, StoreGraph},
         idea::{UNROLL_BUDGET, idea_of_edge},

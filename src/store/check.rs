@@ -55,9 +55,9 @@ use super::{
     node::Node,
     page_size,
     pages::{Entry, Pages},
-    play_uci,
     upkeep::Upkeep,
 };
+use crate::notation::play_uci;
 
 /// A damaged record and what is wrong with it.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]

@@ -72,7 +72,7 @@ use heed::{
     types::{Bytes, Str},
 };
 use parking_lot::{RwLock, RwLockReadGuard};
-use shakmaty::{Chess, Position, uci::UciMove};
+use shakmaty::Chess;
 
 use self::checksum::{Mismatch, Table};
 use self::key::PositionKey;
@@ -325,20 +325,12 @@ impl Change {
     pub fn merge(pos: &Chess, node: Node) -> Result<Change, StoreError> {
         let mut children = Vec::with_capacity(node.edges.len());
         for edge in &node.edges {
-            let child = play_uci(pos, &edge.uci)
+            let child = crate::notation::play_uci(pos, &edge.uci)
                 .ok_or_else(|| StoreError::IllegalMove { fen: node.position.fen(), uci: edge.uci.to_string() })?;
             children.push(PositionKey::of(&child));
         }
         Ok(Change::Merge { key: PositionKey::of(pos), node, children })
     }
-}
-
-/// Plays a UCI move if it is legal.
-pub fn play_uci(pos: &Chess, uci: &UciMove) -> Option<Chess> {
-    let m = uci.to_move(pos).ok()?;
-    let mut child = pos.clone();
-    child.play_unchecked(m);
-    Some(child)
 }
 
 /// What a compaction did.

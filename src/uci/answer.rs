@@ -2,6 +2,7 @@
 //! then its one `bestmove`), the tree's move for a position, the fallback when nothing can be searched, and what a
 //! search stores once the GUI has its move.
 
+use crate::game::Line;
 use std::time::Instant;
 
 use shakmaty::{Chess, Position, uci::UciMove};
@@ -15,7 +16,7 @@ use crate::{
     engine::SearchTiming,
     notation::{in_notation, legal_line},
     score::{Bound, Score},
-    search::{analysis::Line, tree},
+    search::tree,
     store::{
         Change, StoreError,
         key::PositionKey,

@@ -6,6 +6,7 @@
 //! the GUI's `go` and the engine's, and between the engine's `bestmove` and deeptree's, nothing is stored or logged:
 //! the result is stored after `bestmove` is out.
 
+use crate::game::Line;
 use std::{collections::VecDeque, time::Duration};
 
 use shakmaty::{Chess, Position, uci::UciMove};
@@ -24,7 +25,6 @@ use crate::{
     },
     notation::{canonical_uci, legal_line},
     score::Bound,
-    search::analysis::Line,
     store::{
         Change,
         node::{Edge, Eval, Node, PackedPosition, RestBound},

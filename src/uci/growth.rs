@@ -4,6 +4,7 @@
 //! direct engine rests meanwhile, so deeptree never uses more threads than the GUI gave it. The session lends the
 //! pool to one growth at a time and gets it back with the search's answer (or when background growth ends).
 
+use crate::game::Line;
 use std::{
     sync::{
         Arc,
@@ -25,7 +26,7 @@ use crate::{
     notation::{canonical, in_notation, legal_line},
     score::{Bound, Score},
     search::{
-        analysis::{Analysis, AnalysisError, Line, Params},
+        analysis::{Analysis, AnalysisError, Params},
         evaluator::PoolEvaluator,
         tree::{self, TreeView},
     },

@@ -12,6 +12,7 @@
 //! the search confirms lowers the move's value and the tree plays another move; one it does not confirm leaves the
 //! move where it was.
 
+use crate::game::play_uci;
 use std::time::Duration;
 
 use shakmaty::{Chess, uci::UciMove};
@@ -21,7 +22,7 @@ use crate::{
     interop::played::Refutation,
     score::Score,
     search::split::spine_changes,
-    store::{Store, play_uci},
+    store::Store,
 };
 
 /// Plies past the deeper of the tree's and the refuting search's depths.

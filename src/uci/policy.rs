@@ -10,6 +10,7 @@
 //! Otherwise the direct engine searches, exactly as the bare engine would. `go infinite` and `go ponder` grow the
 //! tree instead (see `growth`).
 
+use crate::game::Line;
 use std::time::Instant;
 
 use shakmaty::{Chess, Position, uci::UciMove};
@@ -28,7 +29,7 @@ use crate::{
     config::ThinkMode,
     notation::canonical_uci,
     score::{Bound, Score},
-    search::analysis::{Line, SettledInStore},
+    search::analysis::SettledInStore,
 };
 
 /// The engines a search borrows from the session, handed back with its answer.

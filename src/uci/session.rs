@@ -14,6 +14,7 @@
 //! Here: the loop, the commands' dispatch, `uci`, `isready` and `ucinewgame`. What `setoption` configures is in
 //! `settings`; `go`, its search thread and background growth are in `searches`.
 
+use crate::game::Line;
 use std::{
     io::BufRead,
     path::PathBuf,
@@ -30,7 +31,6 @@ use crate::{
     engine::{EngineConfig, EngineIdentity, STOP_ANSWER, protocol::EngineOption, spec::EngineSpec},
     interop::played::GameRecord,
     notation::canonical_uci,
-    search::analysis::Line,
     store::{Store, StoreOptions},
 };
 

@@ -1,6 +1,7 @@
 //! The walk of one pass: alpha-beta over the stored graph (or the graph with answers laid over it), planning a
 //! search for every position it reaches that needs one (docs/design.md §3.3; beta cuts from ply 2, §3.4).
 
+use crate::game::play_uci;
 use shakmaty::{Chess, Position, uci::UciMove};
 
 use crate::{
@@ -10,7 +11,6 @@ use crate::{
         Change, StoreError,
         key::{KeyMap, KeySet, PositionKey},
         node::{Eval, Node, PackedPosition, RestBound},
-        play_uci,
     },
 };
 

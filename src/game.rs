@@ -1,0 +1,130 @@
+//! A game as UCI and PGN give it: a start position and the moves played from it ([`Line`]), the last position being
+//! the root of whatever is asked about it and the earlier ones its history; with the helpers every layer above uses
+//! to play moves and to quote what a user sent.
+//!
+//! ```
+//! use deeptree::game::{Line, LineError, play_uci};
+//!
+//! let line = Line::parse(None, "e2e4 e7e5 g1f3")?;
+//! assert_eq!((line.moves.len(), line.history_keys().len()), (3, 3));
+//! let back = line.prefix(1);
+//! assert_eq!(back.root(), &line.positions[1]);
+//! let on = back.then(&"e7e5".parse()?).expect("legal");
+//! assert_eq!(on.root(), &line.positions[2]);
+//! assert!(play_uci(line.root(), &"e2e4".parse()?).is_none(), "no pawn on e2 any more");
+//! // An illegal move is refused with its place in the line.
+//! let refused = Line::parse(None, "e2e4 e2e4").unwrap_err();
+//! assert!(matches!(refused, LineError::BadMove { ply: 1, .. }));
+//! # Ok::<_, Box<dyn std::error::Error>>(())
+//! ```
+
+use shakmaty::{Chess, Position, uci::UciMove};
+
+pub use crate::notation::play_uci;
+use crate::{
+    notation::{canonical, parse_position, start_position},
+    store::key::PositionKey,
+};
+
+/// A root as UCI gives it: a start position and moves played from it. The last position is the root; the earlier
+/// ones are its history.
+#[derive(Debug, Clone)]
+pub struct Line {
+    pub start: Chess,
+    /// In their stored (canonical) form, whichever castling notation they came in.
+    pub moves: Vec<UciMove>,
+    /// Positions from the start to the root, both included.
+    pub positions: Vec<Chess>,
+    /// Chess960: asked for, or implied by the FEN (Shredder-FEN, or castling rights only Chess960 has).
+    pub chess960: bool,
+}
+
+/// A line that cannot be set up.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LineError {
+    #[error("bad FEN {}: {reason}", quote(fen))]
+    BadFen { fen: String, reason: String },
+    #[error("move {} ({}): {reason}", ply + 1, quote(uci))]
+    BadMove { uci: String, ply: usize, reason: &'static str },
+}
+
+/// User input quoted in an error message: `'text'`, or for a longer text its first 80 characters and its length
+/// (`'e2e4e2e4...' (5000000 characters)`), so that a message stays readable whatever was sent.
+pub fn quote(text: &str) -> String {
+    const SHOWN: usize = 80;
+    match text.char_indices().nth(SHOWN) {
+        None => format!("'{text}'"),
+        Some((end, _)) => format!("'{}...' ({} characters)", &text[..end], text.chars().count()),
+    }
+}
+
+impl Line {
+    /// Parses `fen` (the start position when `None`) and the space-separated UCI `moves`, checking each is legal.
+    pub fn parse(fen: Option<&str>, moves: &str) -> Result<Line, LineError> {
+        Line::parse_in(fen, moves, false)
+    }
+
+    /// As [`Line::parse`], with positions set up for Chess960 when `chess960` (or when the FEN implies it). Castling
+    /// is accepted as the king's move and as the king taking its rook, and kept in the stored form.
+    pub fn parse_in(fen: Option<&str>, moves: &str, chess960: bool) -> Result<Line, LineError> {
+        let (start, chess960) = match fen.map(str::trim).filter(|f| !f.is_empty() && *f != "startpos") {
+            None => (start_position(chess960), chess960),
+            Some(fen) => {
+                parse_position(fen, chess960).map_err(|reason| LineError::BadFen { fen: fen.to_owned(), reason })?
+            }
+        };
+        let mut positions = vec![start.clone()];
+        let mut parsed = Vec::new();
+        for (ply, text) in moves.split_whitespace().enumerate() {
+            let uci: UciMove =
+                text.parse().map_err(|_| LineError::BadMove { uci: text.to_owned(), ply, reason: "not a UCI move" })?;
+            let current = positions.last().cloned().unwrap_or_default();
+            let m = uci.to_move(&current).map_err(|_| LineError::BadMove {
+                uci: text.to_owned(),
+                ply,
+                reason: "illegal in its position",
+            })?;
+            let mut next = current;
+            next.play_unchecked(m);
+            positions.push(next);
+            parsed.push(canonical(m));
+        }
+        Ok(Line { start, moves: parsed, positions, chess960 })
+    }
+
+    /// The standard start position with no moves.
+    pub fn start_position() -> Line {
+        Line { start: Chess::default(), moves: Vec::new(), positions: vec![Chess::default()], chess960: false }
+    }
+
+    pub fn root(&self) -> &Chess {
+        self.positions.last().unwrap_or(&self.start)
+    }
+
+    /// Keys of the positions before the root, oldest first.
+    pub fn history_keys(&self) -> Vec<PositionKey> {
+        self.positions[..self.positions.len().saturating_sub(1)].iter().map(PositionKey::of).collect()
+    }
+
+    /// The line's first `plies` moves (all of them when it has fewer).
+    pub fn prefix(&self, plies: usize) -> Line {
+        let plies = plies.min(self.moves.len());
+        Line {
+            start: self.start.clone(),
+            moves: self.moves[..plies].to_vec(),
+            positions: self.positions[..=plies].to_vec(),
+            chess960: self.chess960,
+        }
+    }
+
+    /// The line with one more move, `uci`, if it is legal at the root (kept in the stored form).
+    pub fn then(&self, uci: &UciMove) -> Option<Line> {
+        let m = uci.to_move(self.root()).ok()?;
+        let mut next = self.root().clone();
+        next.play_unchecked(m);
+        let mut line = self.clone();
+        line.moves.push(canonical(m));
+        line.positions.push(next);
+        Some(line)
+    }
+}
