@@ -1,7 +1,8 @@
 //! The stored format's promise: a store written by an earlier release opens, and shows the same, with every later
 //! build. tests/fixtures/store-v1 holds a small store written by deeptree 03e9fbd (evaluations of two engines, settled
 //! depths, the edges of a line, a screen bound, imported moves with placeholder scores, EPD evaluations with a mate)
-//! and what that build printed for it; see its README.md. The fixture is never written: every test opens a copy.
+//! and what that build printed for it; tests/fixtures/store-v2 one of schema 5 written by 639f8ae (a split's spine, answers
+//! marked by the way they were asked). See their README.md. A fixture is never written: every test opens a copy.
 
 use std::{
     collections::BTreeMap,
@@ -11,55 +12,82 @@ use std::{
 
 use serde_json::Value;
 
-const FIXTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/store-v1");
+/// A committed store, the release that wrote it, and the `show` commands whose output was recorded when it was
+/// made, each with its file.
+struct Fixture {
+    dir: &'static str,
+    release: &'static str,
+    shown: &'static [(&'static [&'static str], &'static str)],
+}
 
-/// The `show` commands whose output was recorded when the fixture was made, each with its file.
-const SHOWN: [(&[&str], &str); 5] = [
-    (&["show", "--depth", "3"], "show-depth3.txt"),
-    (&["show", "--json", "--depth", "3"], "show-depth3.json"),
-    (&["show", "--moves", "e2e4", "--depth", "2"], "show-e2e4-depth2.txt"),
-    (&["show", "--moves", "e2e4 c7c5 g1f3", "--depth", "2"], "show-sicilian-depth2.txt"),
-    (&["show", "--moves", "e2e4 e7e5 f1c4 b8c6 d1h5 g8f6", "--depth", "1"], "show-mate-depth1.txt"),
-];
+impl Fixture {
+    fn file(&self, name: &str) -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(self.dir).join(name)
+    }
+
+    fn recorded(&self, name: &str) -> String {
+        std::fs::read_to_string(self.file(name))
+            .unwrap_or_else(|e| panic!("the recorded {}/{name} cannot be read: {e}", self.dir))
+    }
+
+    /// Every file of the committed fixture, by name, with its bytes.
+    fn committed_files(&self) -> BTreeMap<String, Vec<u8>> {
+        std::fs::read_dir(self.file(""))
+            .unwrap()
+            .map(|entry| {
+                let entry = entry.unwrap();
+                (entry.file_name().to_string_lossy().into_owned(), std::fs::read(entry.path()).unwrap())
+            })
+            .collect()
+    }
+}
+
+/// Schema 4, written by 03e9fbd (see tests/fixtures/store-v1/README.md).
+const V1: Fixture = Fixture {
+    dir: "store-v1",
+    release: "03e9fbd",
+    shown: &[
+        (&["show", "--depth", "3"], "show-depth3.txt"),
+        (&["show", "--json", "--depth", "3"], "show-depth3.json"),
+        (&["show", "--moves", "e2e4", "--depth", "2"], "show-e2e4-depth2.txt"),
+        (&["show", "--moves", "e2e4 c7c5 g1f3", "--depth", "2"], "show-sicilian-depth2.txt"),
+        (&["show", "--moves", "e2e4 e7e5 f1c4 b8c6 d1h5 g8f6", "--depth", "1"], "show-mate-depth1.txt"),
+    ],
+};
+
+/// Schema 5 with checksums, written by the release before the house's part 2 (see tests/fixtures/store-v2/README.md).
+const V2: Fixture = Fixture {
+    dir: "store-v2",
+    release: "639f8ae",
+    shown: &[
+        (&["show", "--depth", "3"], "show-depth3.txt"),
+        (&["show", "--json", "--depth", "3"], "show-depth3.json"),
+        (&["show", "--moves", "d2d4", "--depth", "2"], "show-d4-depth2.txt"),
+        (&["show", "--moves", "e2e4", "--depth", "1"], "show-e4-depth1.txt"),
+        (&["show", "--moves", "e2e4 e7e5 f1c4 b8c6 d1h5 g8f6", "--depth", "1"], "show-mate-depth1.txt"),
+    ],
+};
 
 /// Fields of `stats --json` that depend on where the copy lies and how its pages are laid out, not on what it holds.
 const STATS_VARYING: [&str; 5] = ["bytes", "tree_bytes", "map_size", "path", "claims"];
 
-fn fixture(name: &str) -> PathBuf {
-    Path::new(FIXTURE).join(name)
-}
-
-fn recorded(name: &str) -> String {
-    std::fs::read_to_string(fixture(name)).unwrap_or_else(|e| panic!("the recorded {name} cannot be read: {e}"))
-}
-
-/// Every file of the committed fixture, by name, with its bytes.
-fn committed_files() -> BTreeMap<String, Vec<u8>> {
-    std::fs::read_dir(FIXTURE)
-        .unwrap()
-        .map(|entry| {
-            let entry = entry.unwrap();
-            (entry.file_name().to_string_lossy().into_owned(), std::fs::read(entry.path()).unwrap())
-        })
-        .collect()
-}
-
 /// A copy of the fixture's store in a temporary directory, and what the committed fixture held when it was made.
 struct StoreCopy {
+    fixture: &'static Fixture,
     _dir: tempfile::TempDir,
     db: PathBuf,
     committed: BTreeMap<String, Vec<u8>>,
 }
 
 impl StoreCopy {
-    fn new() -> StoreCopy {
-        let committed = committed_files();
+    fn new(fixture: &'static Fixture) -> StoreCopy {
+        let committed = fixture.committed_files();
         assert!(committed.contains_key("data.mdb"), "the fixture has no data.mdb: {:?}", committed.keys());
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("store");
         std::fs::create_dir(&db).unwrap();
-        std::fs::copy(fixture("data.mdb"), db.join("data.mdb")).unwrap();
-        StoreCopy { _dir: dir, db, committed }
+        std::fs::copy(fixture.file("data.mdb"), db.join("data.mdb")).unwrap();
+        StoreCopy { fixture, _dir: dir, db, committed }
     }
 
     /// Runs deeptree on the copy with the fixture's settings (nothing from the environment) and returns its stdout.
@@ -68,7 +96,7 @@ impl StoreCopy {
             .arg("--db")
             .arg(&self.db)
             .arg("--config")
-            .arg(fixture("deeptree.toml"))
+            .arg(self.fixture.file("deeptree.toml"))
             .args(args)
             .env_remove("DEEPTREE_DB")
             .env_remove("DEEPTREE_CONFIG")
@@ -76,7 +104,9 @@ impl StoreCopy {
             .unwrap();
         assert!(
             output.status.success(),
-            "deeptree {args:?} fails on a copy of the store written by 03e9fbd (tests/fixtures/store-v1): {}",
+            "deeptree {args:?} fails on a copy of the store written by {} (tests/fixtures/{}): {}",
+            self.fixture.release,
+            self.fixture.dir,
             String::from_utf8_lossy(&output.stderr)
         );
         String::from_utf8(output.stdout).unwrap_or_else(|e| panic!("deeptree {args:?} printed no UTF-8: {e}"))
@@ -84,16 +114,16 @@ impl StoreCopy {
 
     /// Every recorded `show` prints what the build that wrote the store printed.
     fn assert_shows_as_recorded(&self, after: &str) {
-        for (args, file) in SHOWN {
+        for &(args, file) in self.fixture.shown {
             let shown = self.deeptree(args);
             if file.ends_with(".json") {
                 let shown: Value = serde_json::from_str(&shown)
                     .unwrap_or_else(|e| panic!("deeptree {args:?} {after} prints no JSON: {e}\n{shown}"));
-                let expected: Value = serde_json::from_str(&recorded(file)).unwrap();
+                let expected: Value = serde_json::from_str(&self.fixture.recorded(file)).unwrap();
                 if let Some(difference) = json_difference("", &expected, &shown) {
                     panic!("deeptree {args:?} {after} shows the fixture store otherwise than {file}: {difference}");
                 }
-            } else if let Some(difference) = text_difference(&recorded(file), &shown) {
+            } else if let Some(difference) = text_difference(&self.fixture.recorded(file), &shown) {
                 panic!("deeptree {args:?} {after} shows the fixture store otherwise than {file}: {difference}");
             }
         }
@@ -102,7 +132,7 @@ impl StoreCopy {
     /// `stats --json` counts what the build that wrote the store counted.
     fn assert_stats_as_recorded(&self, after: &str) {
         let shown: Value = serde_json::from_str(&self.deeptree(&["stats", "--json"])).unwrap();
-        let expected: Value = serde_json::from_str(&recorded("stats.json")).unwrap();
+        let expected: Value = serde_json::from_str(&self.fixture.recorded("stats.json")).unwrap();
         let (shown, expected) = (stable_stats(shown), stable_stats(expected));
         if let Some(difference) = json_difference("", &expected, &shown) {
             panic!("deeptree stats --json {after} counts the fixture store otherwise than stats.json: {difference}");
@@ -111,14 +141,19 @@ impl StoreCopy {
 
     /// The committed fixture is as it was when the test began: only the copy was opened.
     fn assert_fixture_untouched(&self) {
-        let now = committed_files();
+        let now = self.fixture.committed_files();
         assert_eq!(
             now.keys().collect::<Vec<_>>(),
             self.committed.keys().collect::<Vec<_>>(),
-            "files appeared in or vanished from tests/fixtures/store-v1: the committed store was opened, not a copy"
+            "files appeared in or vanished from tests/fixtures/{}: the committed store was opened, not a copy",
+            self.fixture.dir
         );
         for (name, bytes) in &now {
-            assert!(bytes == &self.committed[name], "tests/fixtures/store-v1/{name} was written by the test");
+            assert!(
+                bytes == &self.committed[name],
+                "tests/fixtures/{}/{name} was written by the test",
+                self.fixture.dir
+            );
         }
     }
 }
@@ -193,27 +228,37 @@ fn json_difference(path: &str, expected: &Value, shown: &Value) -> Option<String
 }
 
 #[test]
-fn show_prints_the_fixture_store_as_the_release_that_wrote_it() {
-    let copy = StoreCopy::new();
-    copy.assert_shows_as_recorded("on the store as 03e9fbd wrote it");
-    copy.assert_fixture_untouched();
+fn show_prints_the_fixture_stores_as_the_releases_that_wrote_them() {
+    for fixture in [&V1, &V2] {
+        let copy = StoreCopy::new(fixture);
+        copy.assert_shows_as_recorded(&format!("on the store as {} wrote it", fixture.release));
+        copy.assert_fixture_untouched();
+    }
 }
 
 #[test]
-fn stats_counts_the_fixture_store_as_the_release_that_wrote_it() {
-    let copy = StoreCopy::new();
-    copy.assert_stats_as_recorded("on the store as 03e9fbd wrote it");
-    copy.assert_fixture_untouched();
+fn stats_counts_the_fixture_stores_as_the_releases_that_wrote_them() {
+    for fixture in [&V1, &V2] {
+        let copy = StoreCopy::new(fixture);
+        copy.assert_stats_as_recorded(&format!("on the store as {} wrote it", fixture.release));
+        copy.assert_fixture_untouched();
+    }
 }
 
 /// Commands that open the store for writing (and would migrate an older schema) take it as it is: importing its own
 /// games again adds nothing, and a compacted copy shows and counts the same.
 #[test]
 fn the_fixture_store_opens_for_writing_and_keeps_its_tree() {
-    let copy = StoreCopy::new();
+    for fixture in [&V1, &V2] {
+        opens_for_writing_and_keeps_its_tree(fixture);
+    }
+}
+
+fn opens_for_writing_and_keeps_its_tree(fixture: &'static Fixture) {
+    let copy = StoreCopy::new(fixture);
     // A reader first (it leaves a lock file behind), then writers.
     copy.deeptree(&["show", "--depth", "1"]);
-    let games = fixture("games.pgn");
+    let games = copy.fixture.file("games.pgn");
     let import: Value =
         serde_json::from_str(&copy.deeptree(&["import", "pgn", games.to_str().unwrap(), "--json"])).unwrap();
     assert_eq!(
@@ -236,7 +281,7 @@ fn a_command_that_writes_upgrades_the_fixture_to_schema_5_and_every_record_verif
     use deeptree::store::checksum::{self, Table};
     use heed::types::{Bytes, Str};
 
-    let copy = StoreCopy::new();
+    let copy = StoreCopy::new(&V1);
     let data = copy.db.join("data.mdb");
     copy.deeptree(&["stats"]);
     copy.deeptree(&["check"]);
@@ -244,7 +289,7 @@ fn a_command_that_writes_upgrades_the_fixture_to_schema_5_and_every_record_verif
         std::fs::read(&data).unwrap() == copy.committed["data.mdb"],
         "a command that only reads wrote to the store"
     );
-    let games = fixture("games.pgn");
+    let games = copy.fixture.file("games.pgn");
     copy.deeptree(&["import", "pgn", games.to_str().unwrap()]);
     let report: Value = serde_json::from_str(&copy.deeptree(&["check", "--json"])).unwrap();
     assert_eq!(
