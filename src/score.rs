@@ -39,6 +39,10 @@ impl Score {
     pub const MATED_NOW: Score = Score(-MATE);
     /// Above every reachable score (mate in 0 plies cannot be the side to move's).
     pub const MATE_NOW: Score = Score(MATE);
+    /// The score of a move nothing has valued yet (a game's move before any engine scored it), and the alpha score
+    /// such a move backs up: the lowest score there is. No engine score of a move is this low (a move's score is at
+    /// worst "mated in one ply"), so it never outranks a real one. Test it with [`Score::is_valued`].
+    pub const NOT_VALUED: Score = Score(-MATE);
 
     /// A centipawn score, clamped to ±30000.
     pub fn cp(cp: i32) -> Score {
@@ -111,6 +115,11 @@ impl Score {
         } else {
             Score(-self.0)
         }
+    }
+
+    /// Whether a move's score (or the alpha score of a move) is a value, not [`Score::NOT_VALUED`].
+    pub fn is_valued(self) -> bool {
+        self != Score::NOT_VALUED
     }
 
     /// A plain comparable number: centipawns, or ±(32000 − plies) for mates.

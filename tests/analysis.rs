@@ -613,11 +613,10 @@ fn evaluations_record_their_engine_and_merge_renumbers_engines() {
 #[test]
 fn the_tree_view_ranks_moves_as_show_does() {
     use deeptree::{
-        interop::placeholder_edge,
         search::tree,
         store::{
             Change,
-            node::{Node, PackedPosition},
+            node::{Edge, Node, PackedPosition},
         },
     };
     use shakmaty::Position;
@@ -641,7 +640,7 @@ fn the_tree_view_ranks_moves_as_show_does() {
             .expect("a move the scripted tree never followed");
         drop(view);
         let mut node = Node::new(PackedPosition::of(root));
-        node.edges.push(placeholder_edge(m));
+        node.edges.push(Edge::placeholder(m));
         store.writer().submit(vec![Change::merge(root, node).unwrap()]).wait().unwrap();
         unvalued.push(m.to_string());
     }

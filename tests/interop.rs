@@ -13,10 +13,7 @@ use common::interop_check;
 
 use deeptree::{
     game::Line,
-    interop::{
-        PLACEHOLDER_SCORE,
-        polyglot::{book_key, polyglot_move, read_book},
-    },
+    interop::polyglot::{book_key, polyglot_move, read_book},
     score::{Bound, Score},
     search::{
         analysis::{Analysis, Params, Trace, move_distance_at},
@@ -125,7 +122,7 @@ fn analysed_store(dir: &Path) -> Store {
 /// A score from `show --json`: `null` (a move nothing has valued) as the placeholder.
 fn json_score(value: &Value) -> Score {
     if value.is_null() {
-        PLACEHOLDER_SCORE
+        Score::NOT_VALUED
     } else if let Some(cp) = value["cp"].as_i64() {
         Score::cp(cp as i32)
     } else {
@@ -136,7 +133,7 @@ fn json_score(value: &Value) -> Score {
 /// A score as a move comment writes it: pawns, `#n`, or `?` for a move nothing has valued.
 fn comment_score(text: &str) -> Score {
     if text == "?" {
-        PLACEHOLDER_SCORE
+        Score::NOT_VALUED
     } else if let Some(mate) = text.strip_prefix('#') {
         Score::from_uci_mate(mate.parse().unwrap())
     } else {
@@ -192,10 +189,10 @@ fn a_placeholder_never_outranks_an_engine_score_and_gives_way_to_it() {
         n.edges = edges;
         Change::merge(&start, n).unwrap()
     };
-    let placeholder = deeptree::interop::placeholder_edge(e4);
+    let placeholder = Edge::placeholder(e4);
     assert!(placeholder.imported && placeholder.depth == 0 && placeholder.bound == Bound::Upper);
     // The worst engine score of a move is being mated after it; the placeholder is lower still.
-    assert!(PLACEHOLDER_SCORE < Score::mated_in_plies(1));
+    assert!(Score::NOT_VALUED < Score::mated_in_plies(1));
     store.writer().submit(vec![node(vec![placeholder.clone()])]).wait().unwrap();
     store.writer().submit(vec![node(vec![Edge::new(e4, Score::cp(-700), Bound::Exact, 10)])]).wait().unwrap();
     let view = store.read().unwrap();
@@ -204,13 +201,13 @@ fn a_placeholder_never_outranks_an_engine_score_and_gives_way_to_it() {
     assert_eq!((edge.score, edge.depth, edge.imported), (Score::cp(-700), 10, true), "engine score, still imported");
     drop(view);
     // Importing again after the engine scored the move changes nothing but keeps the flag.
-    store.writer().submit(vec![node(vec![placeholder, deeptree::interop::placeholder_edge(d4)])]).wait().unwrap();
+    store.writer().submit(vec![node(vec![placeholder, Edge::placeholder(d4)])]).wait().unwrap();
     let view = store.read().unwrap();
     let stored = view.node(PositionKey::of(&start)).unwrap().unwrap();
     assert_eq!(stored.edge(&e4).map(|e| (e.score, e.imported)), Some((Score::cp(-700), true)));
     let shown = show::tree(&view, &start, &[], 1).unwrap();
     assert_eq!(shown.moves[0].uci, "e2e4", "the placeholder of d4 ranks below even a losing engine score");
-    assert_eq!(shown.moves[1].alpha, PLACEHOLDER_SCORE);
+    assert_eq!(shown.moves[1].alpha, Score::NOT_VALUED);
 }
 
 #[test]
@@ -241,7 +238,7 @@ fn pgn_import_reports_malformed_games_and_imports_the_rest() {
         for edge in &node.edges {
             edges += 1;
             assert!(edge.imported);
-            assert_eq!((edge.score, edge.depth, edge.bound), (PLACEHOLDER_SCORE, 0, Bound::Upper));
+            assert_eq!((edge.score, edge.depth, edge.bound), (Score::NOT_VALUED, 0, Bound::Upper));
         }
     }
     assert_eq!(edges, summary["edges"].as_u64().unwrap());
@@ -293,7 +290,7 @@ fn imported_outside_the_window(node: &show::ShownNode, ply: u8, found: &mut usiz
     for m in &node.moves {
         if m.imported && m.alpha < best.minus_cp(move_distance_at(20, ply)) && ply < 2 {
             *found += 1;
-            assert_ne!(m.alpha, PLACEHOLDER_SCORE, "{} at ply {ply} was walked and valued", m.san);
+            assert_ne!(m.alpha, Score::NOT_VALUED, "{} at ply {ply} was walked and valued", m.san);
         }
         if let Some(child) = &m.child {
             imported_outside_the_window(child, ply + 1, found);
@@ -314,7 +311,7 @@ fn imported_lines_are_analysed_even_outside_the_move_distance() {
     for uci in ["e7e5", "c7c5", "e7e6"] {
         let reply = replies.iter().find(|m| m.uci == uci).unwrap_or_else(|| panic!("{uci} kept"));
         assert!(reply.imported);
-        assert_ne!(reply.alpha, PLACEHOLDER_SCORE, "1... {uci} leads to an evaluated position");
+        assert_ne!(reply.alpha, Score::NOT_VALUED, "1... {uci} leads to an evaluated position");
     }
     drop(view);
 

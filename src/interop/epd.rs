@@ -49,7 +49,7 @@ use crate::{
 };
 
 use super::{
-    BatchWriter, InteropError, gather, placeholder_edge,
+    BatchWriter, InteropError, gather,
     walk::{self, Scope},
 };
 
@@ -290,7 +290,7 @@ pub fn import_epd(
             }
             (None, _) => {
                 for uci in &record.best {
-                    node.edges.push(placeholder_edge(*uci));
+                    node.edges.push(Edge::placeholder(*uci));
                 }
             }
         }

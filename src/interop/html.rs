@@ -18,7 +18,7 @@ use crate::{
 };
 
 use super::{
-    InteropError, is_placeholder,
+    InteropError,
     pgn_export::{PgnSummary, comment_score},
 };
 
@@ -61,7 +61,7 @@ fn page_node(pos: &Chess, shown: Option<&ShownNode>, summary: &mut PgnSummary, p
             let Some(child) = m.uci.parse::<UciMove>().ok().and_then(|u| play_uci(pos, &u)) else { continue };
             summary.moves += 1;
             summary.plies = summary.plies.max(ply);
-            let alpha_cp = (!is_placeholder(m.alpha)).then(|| match m.alpha.as_uci_mate() {
+            let alpha_cp = (m.alpha.is_valued()).then(|| match m.alpha.as_uci_mate() {
                 Some(n) if n > 0 => 1000,
                 Some(_) => -1000,
                 None => m.alpha.value().clamp(-1000, 1000),

@@ -22,7 +22,7 @@
 //! A move read from a game becomes an edge marked [`Edge::imported`](crate::store::node::Edge::imported): the search
 //! walks it even when it lies outside the move distance, and the next analysis evaluates the positions it leads to.
 //! Until an engine scores it, the edge carries a placeholder ([`placeholder_edge`], docs/design.md §2.1): depth 0,
-//! [`Bound::Upper`] (as for a move never searched) and the lowest score there is, [`Score::MATED_NOW`]. No engine
+//! [`Bound::Upper`] (as for a move never searched) and the lowest score there is, [`Score::NOT_VALUED`]. No engine
 //! score of a move can be that low (a move's score is at worst "mated in one ply"), so the placeholder never
 //! outranks an engine score in a minimax or a best-first order; and since any engine result is deeper than 0, the
 //! store's merge lets it replace the placeholder while keeping the imported flag. Once the child position has an
@@ -43,31 +43,11 @@ pub mod walk;
 use crate::game::LineError;
 use std::{fmt, io, path::PathBuf, sync::Arc};
 
-use shakmaty::uci::UciMove;
-
-use crate::{
-    score::{Bound, Score},
-    store::{
-        Change, Store, StoreError,
-        key::PositionKey,
-        node::{Edge, Node},
-    },
+use crate::store::{
+    Change, Store, StoreError,
+    key::PositionKey,
+    node::{Edge, Node},
 };
-
-/// The score of an imported move that no engine has scored yet: below every engine score.
-pub const PLACEHOLDER_SCORE: Score = Score::MATED_NOW;
-
-/// An imported move's edge before any engine has scored it (see the module documentation).
-pub fn placeholder_edge(uci: UciMove) -> Edge {
-    let mut edge = Edge::new(uci, PLACEHOLDER_SCORE, Bound::Upper, 0);
-    edge.imported = true;
-    edge
-}
-
-/// Is this value the placeholder of a move that nothing has valued yet?
-pub fn is_placeholder(score: Score) -> bool {
-    score == PLACEHOLDER_SCORE
-}
 
 /// Everything that can go wrong with an import, export or merge as a whole (single malformed games or lines are
 /// reported and skipped, not errors).

@@ -19,7 +19,7 @@ use crate::{
     store::ReadView,
 };
 
-use super::{InteropError, is_placeholder};
+use super::InteropError;
 
 /// What an export wrote.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
@@ -33,7 +33,7 @@ pub struct PgnSummary {
 /// A score for a comment: pawns with a sign, `#n` for mates, `?` for a placeholder (a move valued by a repetition
 /// alone has an alpha score but no idea score).
 pub fn comment_score(score: Score) -> String {
-    if is_placeholder(score) { "?".to_owned() } else { format_score(score) }
+    if !score.is_valued() { "?".to_owned() } else { format_score(score) }
 }
 
 /// The comment of one move: `idea +0.31 alpha +0.31 d18`.

@@ -12,13 +12,12 @@ use shakmaty::{Chess, Position, fen::Fen, san::San, uci::UciMove};
 use crate::store::{
     Change, Store,
     key::{KeyMap, KeySet, PositionKey},
-    node::{Node, PackedPosition},
+    node::{Edge, Node, PackedPosition},
 };
 
 use super::{
     BatchWriter, InteropError, gather,
     pgn_read::{GameReader, MoveToken, RawGame},
-    placeholder_edge,
 };
 
 /// How to import.
@@ -98,7 +97,7 @@ pub fn import_pgn(
                     if edges_seen.insert((key, uci)) {
                         let (_, node) =
                             batch.entry(key).or_insert_with(|| (pos.clone(), Node::new(PackedPosition::of(&pos))));
-                        gather(node, placeholder_edge(uci));
+                        gather(node, Edge::placeholder(uci));
                     }
                 }
             }

@@ -41,7 +41,7 @@ use shakmaty::{
 use crate::{search::show::ShownMove, store::ReadView};
 
 use super::{
-    InteropError, is_placeholder,
+    InteropError,
     walk::{self, Scope},
 };
 
@@ -147,7 +147,7 @@ pub fn weights(moves: &[ShownMove]) -> Vec<u16> {
     let Some(best) = moves.first().map(|m| m.alpha) else { return Vec::new() };
     let mut out: Vec<u16> = Vec::with_capacity(moves.len());
     for m in moves {
-        if is_placeholder(m.alpha) {
+        if !m.alpha.is_valued() {
             out.push(0);
             continue;
         }
@@ -252,7 +252,7 @@ mod tests {
         assert_eq!(w[1], TOP_WEIGHT - 1);
         assert_eq!(w[2], 5000);
         assert_eq!(w[3], 1);
-        let unvalued = [shown(Score::cp(5)), shown(crate::interop::PLACEHOLDER_SCORE)];
+        let unvalued = [shown(Score::cp(5)), shown(Score::NOT_VALUED)];
         assert_eq!(weights(&unvalued), [TOP_WEIGHT, 0]);
     }
 

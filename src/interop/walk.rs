@@ -13,7 +13,7 @@ use crate::{
     },
 };
 
-use super::{InteropError, is_placeholder};
+use super::InteropError;
 
 /// The positions of an export: every stored one, or those reachable from a root.
 #[derive(Debug, Clone)]
@@ -79,5 +79,5 @@ pub fn ranked(view: &ReadView<'_>, pos: &Chess) -> Result<ShownNode, InteropErro
 
 /// The best move of a ranked position, if it has one that anything has valued.
 pub fn best(node: &ShownNode) -> Option<&ShownMove> {
-    node.moves.first().filter(|m| !is_placeholder(m.alpha))
+    node.moves.first().filter(|m| m.alpha.is_valued())
 }

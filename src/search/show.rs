@@ -54,7 +54,7 @@ pub struct ShownScreen {
 
 /// A move of the shown tree, best first by alpha score, the moves nothing has valued yet last.
 ///
-/// An imported move that no engine has scored holds the lowest score, [`Score::MATED_NOW`], as a placeholder (see
+/// An imported move that no engine has scored holds the lowest score, [`Score::NOT_VALUED`], as a placeholder (see
 /// [`crate::interop`]): no real move leaves its own side mated. In JSON every such score is `null`, never a mate.
 #[derive(Debug, Clone)]
 pub struct ShownMove {
@@ -76,7 +76,7 @@ pub struct ShownMove {
 
 /// A score, or `None` for the placeholder of a move nothing has valued.
 fn valued(score: Score) -> Option<Score> {
-    (score != Score::MATED_NOW).then_some(score)
+    score.is_valued().then_some(score)
 }
 
 /// The one ranking of a position's moves, used by `show`, the exports, the tree's answer and its `info` lines: the
@@ -220,7 +220,7 @@ pub fn san_of(pos: &Chess, uci: &UciMove) -> String {
 /// Centipawns as pawns with a sign (`+0.31`), or `#3` / `#-2` for mates; `?` for a move nothing has valued yet
 /// (an imported move keeps the lowest score as a placeholder: no real move leaves its own side mated).
 pub fn format_score(score: Score) -> String {
-    if score == Score::MATED_NOW {
+    if !score.is_valued() {
         return "?".to_owned();
     }
     match score.as_uci_mate() {

@@ -212,6 +212,20 @@ impl Edge {
         Edge { uci, score, depth, bound, imported: false, engine: None }
     }
 
+    /// A move known but not valued yet, kept by the search whatever its window (an imported move: a game's, a
+    /// book's): depth 0, an upper bound (the bound kind of a move never searched) and [`Score::NOT_VALUED`]. Any
+    /// engine result is deeper, so the store's merge lets it replace the placeholder while the move stays imported.
+    pub fn placeholder(uci: UciMove) -> Edge {
+        let mut edge = Edge::new(uci, Score::NOT_VALUED, Bound::Upper, 0);
+        edge.imported = true;
+        edge
+    }
+
+    /// Whether an engine (or an evaluation of the position it leads to) has valued the move.
+    pub fn is_valued(&self) -> bool {
+        self.score.is_valued()
+    }
+
     /// Bytes of one persisted edge.
     pub const SIZE: usize = 6;
 

@@ -184,7 +184,7 @@ fn read_tree_answer(ctx: &Context, line: &Line, searchmoves: &[UciMove]) -> Resu
 pub fn answer_of(tree: &tree::TreeView, searchmoves: &[UciMove]) -> Option<TreeAnswer> {
     // A move nothing has valued yet keeps the placeholder score: never the tree's word.
     let allowed =
-        |c: &&tree::Candidate| c.alpha != Score::MATED_NOW && (searchmoves.is_empty() || searchmoves.contains(&c.uci));
+        |c: &&tree::Candidate| c.alpha.is_valued() && (searchmoves.is_empty() || searchmoves.contains(&c.uci));
     let best = tree.candidates.iter().find(allowed)?;
     let best_from_root = tree.candidates.iter().filter(allowed).map(|c| c.alpha_from_root).max()?;
     let software = u32::from(tree.settled_depth.unwrap_or(0));
@@ -276,9 +276,7 @@ pub fn store_game_line(ctx: &Context, line: &Line) {
             continue;
         }
         let mut node = Node::new(PackedPosition::of(pos));
-        let mut edge = Edge::new(*uci, Score::MATED_NOW, Bound::Upper, 0);
-        edge.imported = true;
-        node.edges.push(edge);
+        node.edges.push(Edge::placeholder(*uci));
         if let Ok(change) = Change::merge(pos, node) {
             changes.push(change);
         }

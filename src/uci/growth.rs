@@ -247,7 +247,7 @@ fn tree_infos(
     let wanted = ctx.options.multipv.max(1) as usize;
     // Moves nothing has valued yet (the placeholder score) are not shown with a score of their own.
     let allowed = |uci: &UciMove| searchmoves.is_empty() || searchmoves.contains(uci);
-    let valued: Vec<_> = tree.candidates.iter().filter(|c| c.alpha != Score::MATED_NOW && allowed(&c.uci)).collect();
+    let valued: Vec<_> = tree.candidates.iter().filter(|c| c.alpha.is_valued() && allowed(&c.uci)).collect();
     let elapsed_ms = started.elapsed().as_millis() as u64;
     let line_info = |k: usize, score: (Score, Bound), pv: Vec<UciMove>| Info {
         depth: Some(depth),
