@@ -43,6 +43,7 @@ use crate::{
     score::{Bound, Score},
     store::{
         Change, ReadView, Store, StoreError,
+        answer::{Answer, Searched},
         key::{KeyMap, KeySet, PositionKey},
         node::{Edge, Eval, Node, PackedPosition},
     },
@@ -259,17 +260,13 @@ pub fn import_epd(
         let depth = record.depth.unwrap_or(0);
         match (record.score, best) {
             (Some(score), Some(best)) => {
-                node.eval = Some(Eval {
-                    score,
-                    bound: Bound::Exact,
-                    depth,
-                    best: Some(best),
-                    nodes: record.nodes.unwrap_or(0),
-                    engine: None,
-                });
-                let moves = if record.best.is_empty() { vec![best] } else { record.best.clone() };
-                for uci in moves {
-                    node.edges.push(Edge::new(uci, score, Bound::Exact, depth));
+                // An evaluation with its best move, no bound on the others (an EPD line says nothing of them); every
+                // other best move (`bm`) gets the same score.
+                let answer =
+                    Answer { best, score, bound: Bound::Exact, depth, nodes: record.nodes.unwrap_or(0), engine: None };
+                node = answer.record(&pos, Searched::PrincipalVariation, None);
+                for uci in record.best.iter().filter(|m| **m != best) {
+                    node.edges.push(Edge::new(*uci, score, Bound::Exact, depth));
                 }
                 summary.evaluations += 1;
             }

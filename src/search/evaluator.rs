@@ -29,17 +29,9 @@ impl Job {
     }
 }
 
-/// The answer to a [`Job`]: the best of the searched moves and its score (side to move's point of view).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Answer {
-    pub best: UciMove,
-    pub score: Score,
-    pub bound: Bound,
-    pub depth: u8,
-    pub nodes: u64,
-    /// The engine that answered, as [`Evaluator::engine_names`] names it.
-    pub engine: Option<String>,
-}
+/// The answer to a [`Job`]: the best of the searched moves and its score (side to move's point of view), the one
+/// answer model of the store ([`crate::store::answer`]); its engine is named as [`Evaluator::engine_names`] names it.
+pub use crate::store::answer::Answer;
 
 /// A source of evaluations that can run several at once.
 pub trait Evaluator {
@@ -98,29 +90,8 @@ impl Evaluator for PoolEvaluator {
         let label = result.worker.and_then(|w| self.pool.identity(w)).map(|i| i.label());
         let answer = match result.outcome {
             // A search its screen stopped answers with the iteration that stopped it.
-            JobOutcome::Done(eval) => Ok({
-                // An answer asked another way than `searchmoves` is kept under the engine's label marked by its
-                // method.
-                let engine = label.map(|l| l + eval.asked.label_suffix());
-                match (&eval.screened, eval.screened.as_ref().and_then(|l| l.pv.first())) {
-                    (Some(line), Some(best)) => Answer {
-                        best: *best,
-                        score: line.score,
-                        bound: line.bound,
-                        depth: line.depth.min(255) as u8,
-                        nodes: eval.nodes,
-                        engine,
-                    },
-                    _ => Answer {
-                        best: eval.best_move,
-                        score: eval.score(),
-                        bound: eval.bound(),
-                        depth: eval.depth().min(255) as u8,
-                        nodes: eval.nodes,
-                        engine,
-                    },
-                }
-            }),
+            // An answer asked another way than `searchmoves` is kept under the engine's label marked by its method.
+            JobOutcome::Done(eval) => Ok(Answer::of_evaluation(&eval, label.map(|l| l + eval.asked.label_suffix()))),
             JobOutcome::Failed(e) => Err(e.to_string()),
             JobOutcome::Cancelled => Err("cancelled".to_owned()),
         };

@@ -29,7 +29,7 @@ use crate::{
     score::{Bound, Score},
     store::{
         Change, Store, StoreError,
-        node::{Edge, Eval, Node, PackedPosition},
+        answer::{Answer, Searched},
     },
 };
 
@@ -135,12 +135,8 @@ pub fn spine_changes(
         let Ok(m) = uci.to_move(&position) else { break };
         let best = canonical(m);
         let at = at.min(u32::from(u8::MAX)) as u8;
-        let mut node = Node::new(PackedPosition::of(&position));
-        node.eval = Some(Eval { score, bound, depth: at, best: Some(best), nodes: 0, engine });
-        let mut edge = Edge::new(best, score, bound, at);
-        edge.engine = engine;
-        node.edges.push(edge);
-        changes.push(Change::merge(&position, node)?);
+        let answer = Answer { best, score, bound, depth: at, nodes: 0, engine: None };
+        changes.push(answer.change(&position, Searched::PrincipalVariation, engine)?);
         position.play_unchecked(m);
         // Sign flip: one ply down the line the opponent is to move; the score is negated (a mate one ply nearer) and
         // a bound for one side is the other bound for the other.

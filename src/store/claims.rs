@@ -58,7 +58,7 @@ use std::{
 };
 
 use heed::{Database, Env, EnvFlags, EnvOpenOptions, MdbError, RwTxn, WithoutTls, types::Bytes};
-use shakmaty::{packed::PackedUciMove, uci::UciMove};
+use shakmaty::packed::PackedUciMove;
 
 use super::{
     StoreError,
@@ -79,17 +79,8 @@ const MAP_SIZE: usize = 1 << 30;
 /// Claims written between two sweeps of expired ones.
 const SWEEP_EVERY: u32 = 4096;
 
-/// The answer of a claimed search, as its owner found it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ClaimedAnswer {
-    pub best: UciMove,
-    pub score: Score,
-    pub bound: Bound,
-    pub depth: u8,
-    pub nodes: u64,
-    /// The engine's name, as the answering process's evaluator names it.
-    pub engine: Option<String>,
-}
+/// The answer of a claimed search, as its owner found it: the one [`Answer`](super::answer::Answer).
+pub type ClaimedAnswer = super::answer::Answer;
 
 /// What [`Claims::claim`] found.
 #[derive(Debug, Clone, PartialEq, Eq)]

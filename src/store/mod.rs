@@ -47,6 +47,7 @@
 //! or branch page may hide a record (a lookup then finds nothing), and a damaged page number may point past the end
 //! of the file; `check` reads the file page by page (`pages`) and reports both.
 
+pub mod answer;
 pub mod check;
 pub mod checksum;
 pub mod claims;

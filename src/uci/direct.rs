@@ -25,10 +25,7 @@ use crate::{
     },
     notation::{canonical_uci, legal_line},
     score::Bound,
-    store::{
-        Change,
-        node::{Edge, Eval, Node, PackedPosition, RestBound},
-    },
+    store::answer::{Answer, Searched},
 };
 
 /// The direct engine's process and what it has been told.
@@ -443,9 +440,6 @@ fn relayed(info: &Info, root: &Chess, chess960: bool) -> Option<(Info, Option<Uc
 /// Stores a direct search's result as the position's evaluation.
 fn store_direct_result(ctx: &Context, root: &Chess, evaluation: &Evaluation, command: &str) {
     let Some(store) = &ctx.store else { return };
-    let depth = evaluation.depth().min(255) as u8;
-    let (best, score) = (evaluation.best_move, evaluation.score());
-    let mut node = Node::new(PackedPosition::of(root));
     // The engine is numbered in the store's list once (a write only the first time it is seen).
     let name = crate::engine::engine_label(&evaluation.engine, command);
     let engine = match store.engine_numbers(std::slice::from_ref(&name)) {
@@ -455,14 +449,7 @@ fn store_direct_result(ctx: &Context, root: &Chess, evaluation: &Evaluation, com
             None
         }
     };
-    node.eval = Some(Eval { score, bound: Bound::Exact, depth, best: Some(best), nodes: evaluation.nodes, engine });
-    let mut edge = Edge::new(best, score, Bound::Exact, depth);
-    edge.engine = engine;
-    node.edges.push(edge);
-    if root.legal_moves().len() > 1 {
-        node.rest = Some(RestBound { score, depth });
-    }
-    match Change::merge(root, node) {
+    match Answer::of_evaluation(evaluation, Some(name)).change(root, Searched::Position, engine) {
         Ok(change) => {
             // Not waited for: the next move's search does not depend on it.
             let _ = store.writer().submit(vec![change]);
