@@ -107,11 +107,12 @@ impl Score {
     ///
     /// Sign flip: the child's side to move is the parent's opponent, so the score is negated; a mate score also
     /// comes one ply nearer.
+    /// A mate that has run out (mated now: the line should have ended) stays at the end of the scale, never past it.
     pub fn toward_child(self) -> Score {
         if self.0 > MATE_BOUND {
-            Score(-self.0 - 1)
+            Score((-self.0 - 1).max(-MATE))
         } else if self.0 < -MATE_BOUND {
-            Score(-self.0 + 1)
+            Score((-self.0 + 1).min(MATE))
         } else {
             Score(-self.0)
         }
@@ -244,6 +245,9 @@ mod tests {
         }
         // The side that mates in 1 move leaves its opponent mated at once.
         assert_eq!(Score::from_uci_mate(1).toward_child(), Score::MATED_NOW);
+        // Past the end of a mate (an engine's line longer than its mate), the scale's end: no score out of range.
+        assert_eq!(Score::MATED_NOW.toward_child(), Score::MATE_NOW);
+        assert_eq!(Score::MATE_NOW.toward_child(), Score::MATED_NOW);
     }
 
     #[test]

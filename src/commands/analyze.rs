@@ -12,7 +12,7 @@ use crate::{
         analysis::{Analysis, Params, Trace},
         evaluator::PoolEvaluator,
         roots::{BookRoot, RootProgress, grow, priority},
-        split::direct_first,
+        split::{SplitError, direct_first},
     },
     store::Store,
 };
@@ -65,7 +65,8 @@ pub struct AnalyzeArgs {
     pub nodes: Option<u64>,
     /// Deep Blue's split: spend this share of the --nodes or --time budget (between 0 and 1) on one direct search of
     /// the root first, store its principal variation as the tree's spine of deep evaluations, then grow the tree
-    /// with the rest, testing at the engine depth the moves the direct search rejected along its line.
+    /// with the rest, testing at the engine depth the moves the direct search rejected along its line. The direct
+    /// search runs on one worker: with --time and several workers the others wait for its share.
     #[arg(long, value_name = "SHARE", conflicts_with = "roots")]
     pub split: Option<f64>,
     /// Inner-engine workers (default: one per core).
@@ -377,10 +378,15 @@ pub fn run(db: Option<&Path>, config: &Config, args: AnalyzeArgs) -> CommandResu
                 (None, Some(t)) => Limit::MoveTime(t.saturating_sub(started.elapsed()).mul_f64(share)),
                 (None, None) => return Err("--split shares a budget: give --nodes or --time too".into()),
             };
-            let spine = direct_first(&pool, &store, &line, limit, params.engine_depth, &stop)
-                .map_err(|e| format!("--split: {e}"))?;
-            let rest = nodes.map(|n| n.saturating_sub(spine.nodes));
-            (params.with_nodes(rest), Some(spine))
+            match direct_first(&pool, &store, &line, limit, params.engine_depth, &stop) {
+                Ok(spine) => {
+                    let rest = nodes.map(|n| n.saturating_sub(spine.nodes));
+                    (params.with_nodes(rest), Some(spine))
+                }
+                // Ctrl-C: the analysis below stops at once and reports what is stored.
+                Err(SplitError::Stopped) => (params, None),
+                Err(e) => return Err(format!("--split: {e}").into()),
+            }
         }
     };
     // What starting the engines took is spent: a run that is out of time now stops at once.

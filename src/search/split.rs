@@ -131,6 +131,10 @@ pub fn spine_changes(
     let mut changes = Vec::new();
     let (mut position, mut score, mut bound) = (root.clone(), score, bound);
     for (ply, uci) in pv.iter().enumerate() {
+        // A mate that has run out ends the line: the side to move is mated, whatever moves the engine sent after.
+        if score == Score::MATED_NOW || score == Score::MATE_NOW {
+            break;
+        }
         let Some(at) = depth.checked_sub(ply as u32).filter(|d| *d >= u32::from(engine_depth)) else { break };
         let Ok(m) = uci.to_move(&position) else { break };
         let best = canonical(m);
@@ -172,6 +176,18 @@ mod tests {
             assert!(node.rest.is_none());
             assert_eq!(children.len(), 1);
         }
+    }
+
+    #[test]
+    fn a_line_longer_than_its_mate_ends_where_the_mate_does() {
+        // Mate in 1 (one ply), with three moves more in the line: only the mating move is stored, never a score out
+        // of range or one that reads as not valued.
+        let root = Chess::default();
+        let pv = [uci("e2e4"), uci("e7e5"), uci("g1f3"), uci("b8c6")];
+        let changes = spine_changes(&root, &pv, Score::from_uci_mate(1), Bound::Exact, 30, None, 10).expect("legal");
+        assert_eq!(changes.len(), 1);
+        let Change::Merge { node, .. } = &changes[0] else { panic!("a merge") };
+        assert!(node.edges.iter().all(|e| e.is_valued()));
     }
 
     #[test]
