@@ -165,26 +165,13 @@ impl std::str::FromStr for ThinkMode {
 }
 
 /// A settings file that cannot be used.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
+    #[error("cannot read settings {}: {source}", path.display())]
     Read { path: PathBuf, source: std::io::Error },
+    #[error("bad settings in {}: {message}", path.display())]
     Parse { path: PathBuf, message: String },
 }
-
-impl fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ConfigError::Read { path, source } => {
-                write!(f, "cannot read settings {}: {source}", path.display())
-            }
-            ConfigError::Parse { path, message } => {
-                write!(f, "bad settings in {}: {message}", path.display())
-            }
-        }
-    }
-}
-
-impl std::error::Error for ConfigError {}
 
 impl Config {
     pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
@@ -305,5 +292,18 @@ mod tests {
         let config =
             Config::parse("engines = \"stockfish | workers=2 ; ssh box stockfish\"\n", Path::new("x")).unwrap();
         assert_eq!(config.engines, "stockfish | workers=2 ; ssh box stockfish");
+    }
+
+    /// A file that cannot be read keeps its I/O error as the source.
+    #[test]
+    fn a_missing_file_is_an_error_with_its_io_source() {
+        use std::error::Error;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("absent.toml");
+        let err = Config::load(Some(&path)).unwrap_err();
+        assert!(err.to_string().starts_with(&format!("cannot read settings {}: ", path.display())), "{err}");
+        let source = err.source().and_then(|e| e.downcast_ref::<std::io::Error>()).expect("an I/O source");
+        assert_eq!(source.kind(), std::io::ErrorKind::NotFound);
+        assert!(Config::parse("engine_dept = 3\n", Path::new("x")).unwrap_err().source().is_none());
     }
 }

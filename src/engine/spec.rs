@@ -45,32 +45,21 @@ pub struct EngineSpec {
 }
 
 /// A list of engines that cannot be read.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SpecError {
     /// An engine with no command line (the 1-based place in the list).
+    #[error("engine {engine}: no command line")]
     NoCommand { engine: usize },
     /// A field that is not `key=value`, or whose key is not known.
+    #[error(
+        "engine {engine}: '{field}' is not one of workers=N, threads=N, hash=MIB, fresh=on|off, \
+         searchmoves=on|off|multipv or option.NAME=VALUE"
+    )]
     BadField { engine: usize, field: String },
     /// A number that does not read as one, or is 0 where at least 1 is needed.
+    #[error("engine {engine}: {key}={value}: give a whole number of at least 1")]
     BadNumber { engine: usize, key: String, value: String },
 }
-
-impl fmt::Display for SpecError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            SpecError::NoCommand { engine } => write!(f, "engine {engine}: no command line"),
-            SpecError::BadField { engine, field } => write!(
-                f,
-                "engine {engine}: '{field}' is not one of workers=N, threads=N, hash=MIB, fresh=on|off, searchmoves=on|off|multipv or option.NAME=VALUE"
-            ),
-            SpecError::BadNumber { engine, key, value } => {
-                write!(f, "engine {engine}: {key}={value}: give a whole number of at least 1")
-            }
-        }
-    }
-}
-
-impl std::error::Error for SpecError {}
 
 impl EngineSpec {
     /// Reads a list in the one-line form. An empty text is an empty list.
@@ -230,6 +219,14 @@ mod tests {
         );
         let message = EngineSpec::parse_list("stockfish | hash=lots").unwrap_err().to_string();
         assert!(message.contains("engine 1") && message.contains("hash=lots"), "{message}");
+        // The messages, word for word.
+        assert_eq!(SpecError::NoCommand { engine: 2 }.to_string(), "engine 2: no command line");
+        assert_eq!(
+            SpecError::BadField { engine: 1, field: "speed=9".into() }.to_string(),
+            "engine 1: 'speed=9' is not one of workers=N, threads=N, hash=MIB, fresh=on|off, searchmoves=on|off|multipv \
+             or option.NAME=VALUE"
+        );
+        assert_eq!(message, "engine 1: hash=lots: give a whole number of at least 1");
     }
 
     #[test]

@@ -41,7 +41,7 @@ pub mod roots;
 pub mod walk;
 
 use crate::game::LineError;
-use std::{fmt, io, path::PathBuf, sync::Arc};
+use std::{io, path::PathBuf, sync::Arc};
 
 use crate::store::{
     Change, Store, StoreError,
@@ -51,37 +51,16 @@ use crate::store::{
 
 /// Everything that can go wrong with an import, export or merge as a whole (single malformed games or lines are
 /// reported and skipped, not errors).
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum InteropError {
-    Store(StoreError),
+    #[error("{0}")]
+    Store(#[from] StoreError),
+    #[error("{}: {source}", path.display())]
     Io { path: PathBuf, source: Arc<io::Error> },
-    Root(LineError),
+    #[error("root: {0}")]
+    Root(#[from] LineError),
+    #[error("{0}")]
     Invalid(String),
-}
-
-impl fmt::Display for InteropError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            InteropError::Store(e) => e.fmt(f),
-            InteropError::Io { path, source } => write!(f, "{}: {source}", path.display()),
-            InteropError::Root(e) => write!(f, "root: {e}"),
-            InteropError::Invalid(message) => f.write_str(message),
-        }
-    }
-}
-
-impl std::error::Error for InteropError {}
-
-impl From<StoreError> for InteropError {
-    fn from(e: StoreError) -> InteropError {
-        InteropError::Store(e)
-    }
-}
-
-impl From<LineError> for InteropError {
-    fn from(e: LineError) -> InteropError {
-        InteropError::Root(e)
-    }
 }
 
 impl InteropError {
@@ -178,5 +157,35 @@ pub(crate) fn gather(node: &mut Node, extra: Edge) {
             node.merge(&single);
         }
         None => node.edges.push(extra),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::error::Error;
+
+    /// The messages of an error and of each error below it, through `source()`.
+    fn chain(e: &(dyn Error + 'static)) -> Vec<String> {
+        std::iter::successors(Some(e), |&e| e.source()).map(ToString::to_string).collect()
+    }
+
+    /// The store's, the file's and the line's errors are reachable through `source()`; the message is the same.
+    #[test]
+    fn wrapped_errors_are_sources() {
+        let store = StoreError::Io { path: "/x/tree".into(), source: Arc::new(io::Error::other("disk on fire")) };
+        let err = InteropError::from(store);
+        assert_eq!(chain(&err), ["/x/tree: disk on fire", "/x/tree: disk on fire", "disk on fire"]);
+        assert!(err.source().and_then(|e| e.downcast_ref::<StoreError>()).is_some());
+
+        let err = InteropError::io("/x/games.pgn", io::Error::from(io::ErrorKind::NotFound));
+        let messages = chain(&err);
+        assert_eq!(messages.len(), 2, "{messages:?}");
+        assert_eq!(messages[0], format!("/x/games.pgn: {}", messages[1]));
+
+        let line = LineError::BadMove { uci: "e2e5".to_owned(), ply: 0, reason: "illegal" };
+        let err = InteropError::from(line.clone());
+        assert_eq!(chain(&err), [format!("root: {line}"), line.to_string()]);
+        assert!(InteropError::Invalid("no".to_owned()).source().is_none());
     }
 }

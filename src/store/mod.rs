@@ -199,7 +199,12 @@ pub enum StoreError {
         "{}: {record}: {mismatch}: the record is damaged (`deeptree check` lists every damaged record)",
         path.display()
     )]
-    Checksum { path: PathBuf, record: Record, mismatch: Mismatch },
+    Checksum {
+        path: PathBuf,
+        record: Record,
+        #[source]
+        mismatch: Mismatch,
+    },
     /// The data file is shorter than its own LMDB meta page says: pages the tree needs are missing. Found before
     /// anything of it is read (reading a page past the end of a mapped file kills the process).
     #[error(
@@ -1376,5 +1381,41 @@ impl ReadView<'_> {
                 .ok_or_else(|| StoreError::CorruptMeta { path: self.shared.data_file.clone(), entry: "nodes key" })?;
             Ok((key, self.shared.node_from(key, bytes)?))
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The messages of an error and of each error below it, through `source()`.
+    fn chain(e: &(dyn std::error::Error + 'static)) -> Vec<String> {
+        std::iter::successors(Some(e), |&e| e.source()).map(ToString::to_string).collect()
+    }
+
+    /// The error each variant wraps is reachable through `source()`, and the message is unchanged by it.
+    #[test]
+    fn wrapped_errors_are_sources() {
+        let path = PathBuf::from("/x/deeptree");
+        let io = StoreError::Io { path: path.clone(), source: Arc::new(io::Error::other("disk on fire")) };
+        assert_eq!(chain(&io), ["/x/deeptree: disk on fire", "disk on fire"]);
+
+        let lmdb = StoreError::Lmdb { path: path.clone(), source: Arc::new(heed::Error::Mdb(MdbError::MapFull)) };
+        let messages = chain(&lmdb);
+        assert_eq!(messages.len(), 2, "{messages:?}");
+        assert_eq!(messages[0], format!("/x/deeptree: {}", messages[1]));
+
+        let decode = DecodeError::Corrupt { reason: "bad flags", offset: 3 };
+        let corrupt = StoreError::Corrupt { path: path.clone(), key: PositionKey(1), source: decode };
+        let messages = chain(&corrupt);
+        assert_eq!(messages.last().map(String::as_str), Some("corrupt record: bad flags at byte 3"), "{messages:?}");
+        assert_eq!(messages.len(), 2, "{messages:?}");
+
+        let mismatch = Mismatch::Differs { stored: 1, computed: 2 };
+        let damaged = StoreError::Checksum { path, record: Record::Node(PositionKey(1)), mismatch };
+        let messages = chain(&damaged);
+        assert_eq!(messages.len(), 2, "{messages:?}");
+        assert_eq!(messages[1], "checksum mismatch (stored 00000001, computed 00000002)");
+        assert!(messages[0].contains(&messages[1]), "{messages:?}");
     }
 }

@@ -101,28 +101,15 @@ pub enum Damage {
 }
 
 /// Why a record could not be decoded.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DecodeError {
     /// The record was written by a newer deeptree.
+    #[error("record format {0} is newer than this deeptree supports ({FORMAT_VERSION})")]
     NewerVersion(u8),
     /// The record is damaged: what was wrong, at which byte.
+    #[error("corrupt record: {reason} at byte {offset}")]
     Corrupt { reason: &'static str, offset: usize },
 }
-
-impl fmt::Display for DecodeError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            DecodeError::NewerVersion(v) => {
-                write!(f, "record format {v} is newer than this deeptree supports ({FORMAT_VERSION})")
-            }
-            DecodeError::Corrupt { reason, offset } => {
-                write!(f, "corrupt record: {reason} at byte {offset}")
-            }
-        }
-    }
-}
-
-impl std::error::Error for DecodeError {}
 
 /// A position in compact stored form: the collision guard and the source of its FEN.
 #[derive(Clone, PartialEq, Eq, Hash)]
@@ -720,6 +707,14 @@ mod tests {
         let mut bytes = Node::new(PackedPosition::of(&Chess::default())).encode();
         bytes[0] = FORMAT_VERSION + 1;
         assert_eq!(Node::decode(&bytes), Err(DecodeError::NewerVersion(FORMAT_VERSION + 1)));
+        assert_eq!(
+            DecodeError::NewerVersion(FORMAT_VERSION + 1).to_string(),
+            format!("record format {} is newer than this deeptree supports ({FORMAT_VERSION})", FORMAT_VERSION + 1)
+        );
+        assert_eq!(
+            DecodeError::Corrupt { reason: "bad flags", offset: 3 }.to_string(),
+            "corrupt record: bad flags at byte 3"
+        );
     }
 
     /// A record with no engine number is version 1, byte for byte what earlier deeptree wrote and reads; one with
