@@ -588,3 +588,26 @@ fn a_store_opened_read_only_takes_no_write_and_migrates_nothing() {
     assert!(matches!(refused, Some(StoreError::NeedsMigration { found: 3, .. })), "{refused:?}");
     assert!(std::fs::read(old.join("data.mdb")).unwrap() == std::fs::read(&fixture).unwrap(), "nothing migrated");
 }
+
+/// `bench store` without `--db` builds its store in a temporary directory, which is removed however the bench ends:
+/// here a write fails (past a file size limit) and the bench ends with the error, leaving nothing in TMPDIR.
+#[test]
+fn a_bench_store_that_fails_removes_its_temporary_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let tmp = dir.path().join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    let mut bench = Command::new(DEEPTREE);
+    bench.args(["bench", "store", "--positions", "50000", "--reads", "10", "--json"]).env("TMPDIR", &tmp);
+    let ran = run(under_size_limit(&bench, 256).env("TMPDIR", &tmp));
+    ran.assert_failed_without_a_signal("bench store past the size limit");
+    assert!(ran.stderr().contains(&tmp.display().to_string()), "the store was built in TMPDIR: {}", ran.stderr());
+    let left: Vec<_> = std::fs::read_dir(&tmp).unwrap().map(|e| e.unwrap().path()).collect();
+    assert!(left.is_empty(), "left in TMPDIR: {left:?}");
+
+    // And where it succeeds.
+    let mut bench = Command::new(DEEPTREE);
+    bench.args(["bench", "store", "--positions", "200", "--reads", "10", "--json"]).env("TMPDIR", &tmp);
+    let ran = run(bench.env_remove("DEEPTREE_DB").env_remove("DEEPTREE_CONFIG"));
+    assert!(ran.status.success(), "{}", ran.stderr());
+    assert!(std::fs::read_dir(&tmp).unwrap().next().is_none(), "the store of a bench that succeeded is removed");
+}

@@ -134,21 +134,18 @@ pub fn run(db: Option<&Path>, config: &Config, what: BenchCommand) -> CommandRes
             }
         }
         BenchCommand::Store { positions, reads, seed, json } => {
-            let scratch;
-            let dir = match db {
-                Some(dir) => dir.to_path_buf(),
+            // A temporary store is removed however the bench ends (its directory is dropped after the store).
+            let (dir, _scratch) = match db {
+                Some(dir) => (dir.to_path_buf(), None),
                 None => {
-                    scratch = std::env::temp_dir().join(format!("deeptree-bench-{}", std::process::id()));
-                    scratch.clone()
+                    let scratch = scratch_dir("deeptree-bench-")?;
+                    (scratch.path().to_path_buf(), Some(scratch))
                 }
             };
             let store = Store::open(&dir, &StoreOptions::from(config))?;
             eprintln!("building a store of {positions} positions in {} ...", dir.display());
             let result = bench::store_bench(&store, positions, reads, seed)?;
             drop(store);
-            if db.is_none() {
-                let _ = std::fs::remove_dir_all(&dir);
-            }
             if json {
                 println!("{}", serde_json::to_string(&result)?);
             } else {
@@ -213,13 +210,12 @@ pub fn run(db: Option<&Path>, config: &Config, what: BenchCommand) -> CommandRes
             }
         }
         BenchCommand::Search { positions, samples, seed, json } => {
-            let dir = std::env::temp_dir().join(format!("deeptree-bench-search-{}", std::process::id()));
-            let store = Store::open(&dir, &StoreOptions::from(config))?;
+            let scratch = scratch_dir("deeptree-bench-search-")?;
+            let dir = scratch.path();
+            let store = Store::open(dir, &StoreOptions::from(config))?;
             eprintln!("building a store of {positions} positions in {} ...", dir.display());
-            let result = bench::search_bench(&store, positions, samples.max(1), seed);
+            let result = bench::search_bench(&store, positions, samples.max(1), seed)?;
             drop(store);
-            let _ = std::fs::remove_dir_all(&dir);
-            let result = result?;
             if json {
                 println!("{}", serde_json::to_string(&result)?);
             } else {
@@ -243,9 +239,8 @@ pub fn run(db: Option<&Path>, config: &Config, what: BenchCommand) -> CommandRes
             let mut seconds = Vec::new();
             let mut evaluations = Vec::new();
             for workers in [1usize, 2] {
-                let dir = std::env::temp_dir().join(format!("deeptree-bench-settle-{}-{workers}", std::process::id()));
-                let _ = std::fs::remove_dir_all(&dir);
-                let store = Store::open(&dir, &StoreOptions::from(config))?;
+                let scratch = scratch_dir(&format!("deeptree-bench-settle-{workers}-"))?;
+                let store = Store::open(scratch.path(), &StoreOptions::from(config))?;
                 let pool = EnginePool::uniform(&engine_config, workers)?;
                 let params = Params::new(engine_depth, move_distance as i32).with_max_depth(depth);
                 let mut analysis = Analysis::new(&store, PoolEvaluator::new(pool), params);
@@ -255,7 +250,7 @@ pub fn run(db: Option<&Path>, config: &Config, what: BenchCommand) -> CommandRes
                 evaluations.push(report.evaluations);
                 drop(analysis);
                 drop(store);
-                let _ = std::fs::remove_dir_all(&dir);
+                drop(scratch);
                 eprintln!(
                     "{workers} worker(s): {:.2} s, {} evaluations",
                     seconds[seconds.len() - 1],
@@ -279,6 +274,11 @@ pub fn run(db: Option<&Path>, config: &Config, what: BenchCommand) -> CommandRes
         }
     }
     Ok(())
+}
+
+/// A new temporary directory named `prefix` and a random suffix, removed with everything in it when it is dropped.
+fn scratch_dir(prefix: &str) -> std::io::Result<tempfile::TempDir> {
+    tempfile::Builder::new().prefix(prefix).tempdir()
 }
 
 /// The fake engine the relay and host benches drive: the one given, else `deeptree-fake-engine` beside this

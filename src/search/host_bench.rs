@@ -107,11 +107,12 @@ pub fn host_bench(
     depth: Option<u8>,
     look_ahead: bool,
 ) -> Result<HostBench, String> {
-    let scratch = std::env::temp_dir().join(format!("deeptree-bench-host-{}", std::process::id()));
-    std::fs::create_dir_all(&scratch).map_err(|e| format!("{}: {e}", scratch.display()))?;
-    let result = run(fake, scores, workers.max(1), latency_ms, depth, look_ahead, &scratch);
-    let _ = std::fs::remove_dir_all(&scratch);
-    result
+    // Removed with everything in it when it is dropped, however the bench ends.
+    let scratch = tempfile::Builder::new()
+        .prefix("deeptree-bench-host-")
+        .tempdir()
+        .map_err(|e| format!("cannot make a temporary directory: {e}"))?;
+    run(fake, scores, workers.max(1), latency_ms, depth, look_ahead, scratch.path())
 }
 
 fn run(

@@ -635,18 +635,15 @@ impl Store {
         };
         let bytes_before = std::fs::metadata(&data_file).map_err(io(&data_file))?.len();
         let positions = store.stats()?.positions;
-        let work = dir.join("compact.tmp");
-        let _ = std::fs::remove_dir_all(&work);
-        std::fs::create_dir_all(&work).map_err(io(&work))?;
-        let rewritten = store.shared.rewrite_into(&work, bytes_before);
-        let copy = work.join("data.mdb");
-        let bytes_after = match rewritten.and_then(|()| std::fs::metadata(&copy).map_err(io(&copy))) {
-            Ok(metadata) => metadata.len(),
-            Err(e) => {
-                let _ = std::fs::remove_dir_all(&work);
-                return Err(e);
-            }
-        };
+        // The copy is written in `compact.tmp` beside the data file (the same file system, for the rename), which
+        // is removed with whatever is left in it however this ends; one left by a process that died goes first.
+        let work_path = dir.join("compact.tmp");
+        let _ = std::fs::remove_dir_all(&work_path);
+        let work =
+            tempfile::Builder::new().prefix("compact.tmp").rand_bytes(0).tempdir_in(dir).map_err(io(&work_path))?;
+        store.shared.rewrite_into(work.path(), bytes_before)?;
+        let copy = work.path().join("data.mdb");
+        let bytes_after = std::fs::metadata(&copy).map_err(io(&copy))?.len();
         // The lock stays held while the environment closes and the copy takes the data file's place.
         let Store { shared, writer } = store;
         drop(writer);
@@ -660,7 +657,7 @@ impl Store {
         std::fs::rename(&copy, &data_file).map_err(io(&data_file))?;
         // The reader table of the old file: no process has it open (the lock says so), and LMDB makes a new one.
         let _ = std::fs::remove_file(dir.join("lock.mdb"));
-        let _ = std::fs::remove_dir_all(&work);
+        drop(work);
         if let Ok(directory) = File::open(dir) {
             let _ = directory.sync_all();
         }

@@ -185,12 +185,12 @@ fn hops(gui: &[(u128, u128)], engine: &[(u128, u128)]) -> Result<(Hop, Hop), Str
 
 /// Runs the bench: `searches` relayed searches through `deeptree`, and as many over a bare pipe to `fake_engine`.
 pub fn relay_bench(deeptree: &Path, fake_engine: &Path, searches: usize, seed: u64) -> Result<RelayBench, String> {
-    let scratch = std::env::temp_dir().join(format!("deeptree-bench-relay-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&scratch);
-    std::fs::create_dir_all(&scratch).map_err(|e| format!("{}: {e}", scratch.display()))?;
-    let result = run(deeptree, fake_engine, searches, seed, &scratch);
-    let _ = std::fs::remove_dir_all(&scratch);
-    result
+    // Removed with everything in it when it is dropped, however the bench ends.
+    let scratch = tempfile::Builder::new()
+        .prefix("deeptree-bench-relay-")
+        .tempdir()
+        .map_err(|e| format!("cannot make a temporary directory: {e}"))?;
+    run(deeptree, fake_engine, searches, seed, scratch.path())
 }
 
 fn run(deeptree: &Path, fake: &Path, searches: usize, seed: u64, scratch: &Path) -> Result<RelayBench, String> {
