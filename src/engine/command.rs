@@ -1,4 +1,4 @@
-//! Engine command lines: shell-like splitting and program resolution.
+//! Engine command lines: splitting as a shell does, and program resolution.
 
 use std::path::{Path, PathBuf};
 
@@ -7,8 +7,12 @@ use super::EngineError;
 /// Directories searched for a bare program name that is not on `PATH` (Debian installs Stockfish in /usr/games).
 const FALLBACK_DIRS: &[&str] = &["/usr/games", "/usr/local/games"];
 
-/// Splits a command line the way a shell would for simple cases: words separated by whitespace, `'...'` taken
-/// literally, `"..."` with `\"` and `\\` escapes, and a backslash outside quotes escaping the next character.
+/// Splits a command line as a POSIX shell does, by [`shell_words`]: words separated by blanks (spaces, tabs, line
+/// ends), `'...'` taken literally, `"..."` with `\"`, `\\`, `\$` and `` \` `` escapes, a backslash outside quotes
+/// escaping the next character, and a word that starts with `#` beginning a comment to the end of the line. White
+/// space that is not one of those blanks (a `\r` left from a CRLF file, a no-break space) is dropped at either end
+/// first. A line that is empty, leaves a quote open or ends with a backslash that escapes nothing is a
+/// [`EngineError::BadCommand`].
 ///
 /// ```
 /// use deeptree::engine::split_command_line;
@@ -19,61 +23,12 @@ const FALLBACK_DIRS: &[&str] = &["/usr/games", "/usr/local/games"];
 /// ```
 pub fn split_command_line(command: &str) -> Result<Vec<String>, EngineError> {
     let bad = |reason: &str| EngineError::BadCommand { command: command.to_owned(), reason: reason.to_owned() };
-    let mut words = Vec::new();
-    let mut word = String::new();
-    let mut in_word = false;
-    let mut chars = command.chars();
-    while let Some(c) = chars.next() {
-        match c {
-            c if c.is_whitespace() => {
-                if in_word {
-                    words.push(std::mem::take(&mut word));
-                    in_word = false;
-                }
-            }
-            '\'' => {
-                in_word = true;
-                loop {
-                    match chars.next() {
-                        Some('\'') => break,
-                        Some(c) => word.push(c),
-                        None => return Err(bad("unterminated single quote")),
-                    }
-                }
-            }
-            '"' => {
-                in_word = true;
-                loop {
-                    match chars.next() {
-                        Some('"') => break,
-                        Some('\\') => match chars.next() {
-                            Some(c @ ('"' | '\\')) => word.push(c),
-                            Some(c) => {
-                                word.push('\\');
-                                word.push(c);
-                            }
-                            None => return Err(bad("unterminated double quote")),
-                        },
-                        Some(c) => word.push(c),
-                        None => return Err(bad("unterminated double quote")),
-                    }
-                }
-            }
-            '\\' => {
-                in_word = true;
-                match chars.next() {
-                    Some(c) => word.push(c),
-                    None => return Err(bad("trailing backslash")),
-                }
-            }
-            c => {
-                in_word = true;
-                word.push(c);
-            }
-        }
-    }
-    if in_word {
-        words.push(word);
+    let line = command.trim_matches(|c: char| c.is_whitespace() && !matches!(c, ' ' | '\t' | '\n'));
+    let words = shell_words::split(line).map_err(|e| bad(&e.to_string()))?;
+    // shell-words keeps a last backslash as it is; a shell would wait for the line it joins. With every quote
+    // closed, a line that ends with an odd run of backslashes ends with one that escapes nothing.
+    if line.bytes().rev().take_while(|&b| b == b'\\').count() % 2 == 1 {
+        return Err(bad("trailing backslash"));
     }
     if words.is_empty() {
         return Err(bad("empty command"));
@@ -123,9 +78,34 @@ mod tests {
     }
 
     #[test]
+    fn splits_as_a_shell_does() {
+        assert_eq!(split_command_line("stockfish\r").unwrap(), ["stockfish"]);
+        assert_eq!(split_command_line(r"engine a\ ").unwrap(), ["engine", "a "]);
+        assert_eq!(split_command_line("a\tb\nc").unwrap(), ["a", "b", "c"]);
+        assert_eq!(split_command_line(r"a\\ b\\\\").unwrap(), [r"a\", r"b\\"]);
+        assert_eq!(split_command_line(r#"a "\$x \`y\`" '\n'"#).unwrap(), ["a", "$x `y`", r"\n"]);
+        assert_eq!(split_command_line("engine --x #a comment").unwrap(), ["engine", "--x"]);
+        assert_eq!(split_command_line("engine a#b").unwrap(), ["engine", "a#b"]);
+    }
+
+    #[test]
     fn rejects_bad_command_lines() {
-        for bad in ["", "   ", "a 'b", "a \"b", "a \\"] {
-            assert!(matches!(split_command_line(bad), Err(EngineError::BadCommand { .. })), "{bad:?}");
+        for (bad, reason) in [
+            ("", "empty command"),
+            ("   ", "empty command"),
+            ("# only a comment", "empty command"),
+            ("a 'b", "missing closing quote"),
+            ("a \"b", "missing closing quote"),
+            ("a \"b\\", "missing closing quote"),
+            ("a \\", "trailing backslash"),
+            (r"a\\\", "trailing backslash"),
+        ] {
+            match split_command_line(bad) {
+                Err(EngineError::BadCommand { command, reason: why }) => {
+                    assert_eq!((command.as_str(), why.as_str()), (bad, reason), "{bad:?}")
+                }
+                other => panic!("{bad:?}: {other:?}"),
+            }
         }
     }
 
