@@ -25,6 +25,12 @@
 //! [`RawGame::error`], so that the game's reader reports the game and skips it; and the scan's count of moves must
 //! be the count `pgn-reader` passed on, or the game is reported too.
 //!
+//! The scan stays as long as `pgn-reader`'s visitor says nothing of what it cannot read: tried with 0.29.0 and
+//! 0.29.1, it gives no callback and no error for `[Event x]`, `[Site "a" y]`, `xyz`, `Nf6&`, `e5x`, `}`, `$x`,
+//! `Nf9` or `Qxx9` (its only errors are an unterminated tag or comment), so with the visitor alone such games would be
+//! imported with moves missing. The scan reads tokens as 0.29 does; a later release that read otherwise would make
+//! the counts differ and the games be reported, never imported wrong, so the version is not pinned exactly.
+//!
 //! A game ends at its result (a result inside a variation ends nothing) or where the next tag section begins, so
 //! files without tags or without results split into games too; a blank line within a game's moves, before its
 //! result, ends nothing. Bytes that are not UTF-8 are read lossily in tag values.
