@@ -128,7 +128,7 @@ fn a_session_records_the_games_it_played_and_not_analysis() {
 /// `script`, and one game: the tree plays its move at once, the game's next search scores -100 there (a drop of 80
 /// centipawns two plies later), and the game ends. Returns the tree's first move in each of two games and the
 /// searches the engine was asked for.
-fn refuted_then_replayed(refute: bool) -> (String, String, Vec<String>) {
+fn refuted_then_replayed(refute: bool, settings: &[&str]) -> (String, String, Vec<String>) {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("tree");
     let grown = Command::new(env!("CARGO_BIN_EXE_deeptree"))
@@ -150,17 +150,19 @@ fn refuted_then_replayed(refute: bool) -> (String, String, Vec<String>) {
         shakmaty::Position::play_unchecked(&mut next, m);
         next
     };
-    let log = dir.path().join("fake.log");
-    let script = dir.path().join("script");
-    let inner = format!("InnerEngine value {} --script {} --log {}", common::fake(), script.display(), log.display());
-    let mut uci = fake_session(&db, &dir.path().join("unused.log"), &[&inner]);
-    uci.send("ucinewgame");
-    uci.send("position startpos");
-    let (first, lines) = uci.best("go depth 20");
-    assert!(lines.iter().any(|l| l.starts_with("info string tree move")), "the tree answers: {lines:?}");
-    // The reply, then the game's own search two plies later, which the script scores -100 for White.
-    let child = play(&start, &first);
+    // The tree's move at the start, as `show` ranks it (the session's tree answer ranks moves so too), to script the
+    // engine's scores before it starts.
+    let shown = Command::new(env!("CARGO_BIN_EXE_deeptree"))
+        .arg("--db")
+        .arg(&db)
+        .args(["show", "--depth", "1", "--json"])
+        .output()
+        .unwrap();
+    let shown: serde_json::Value = serde_json::from_slice(&shown.stdout).unwrap();
+    let tree_move = shown["moves"][0]["uci"].as_str().unwrap().to_owned();
+    let child = play(&start, &tree_move);
     let later = play(&child, "a7a6");
+    let script = dir.path().join("script");
     let mut text = String::new();
     if refute {
         // The deeper searches agree: after the tree move Black's reply is +150, and the game's reply leaves White
@@ -171,6 +173,14 @@ fn refuted_then_replayed(refute: bool) -> (String, String, Vec<String>) {
         text.push_str(&format!("{} -100 20\n", fen4(&later)));
     }
     std::fs::write(&script, text).unwrap();
+    let log = dir.path().join("fake.log");
+    let inner = format!("InnerEngine value {} --script {} --log {}", common::fake(), script.display(), log.display());
+    let mut uci = fake_session(&db, &dir.path().join("unused.log"), &[&[inner.as_str()][..], settings].concat());
+    uci.send("ucinewgame");
+    uci.send("position startpos");
+    let (first, lines) = uci.best("go depth 20");
+    assert!(lines.iter().any(|l| l.starts_with("info string tree move")), "the tree answers: {lines:?}");
+    assert_eq!(first, tree_move, "the tree answers with show's best move");
     uci.send(&format!("position startpos moves {first} a7a6"));
     let (_, lines) = uci.best("go depth 20");
     assert!(lines.iter().any(|l| l.starts_with("info depth 20 ") && l.contains("score cp -100")), "{lines:?}");
@@ -189,7 +199,7 @@ fn refuted_then_replayed(refute: bool) -> (String, String, Vec<String>) {
 /// budget.
 #[test]
 fn a_refuted_tree_move_is_searched_again_deeper_and_not_played_again() {
-    let (first, again, searches) = refuted_then_replayed(true);
+    let (first, again, searches) = refuted_then_replayed(true, &[]);
     // The tree's depth there is 31 (30 + 1), the move's child 30; the refuting search 20: again at 30 + 2, and the
     // position after the game's reply one ply shallower.
     assert_eq!(searches, ["go depth 20", "go depth 32", "go depth 31"], "{searches:?}");
@@ -199,7 +209,15 @@ fn a_refuted_tree_move_is_searched_again_deeper_and_not_played_again() {
 /// A tree move refuted in play, whose deeper search does not confirm the refutation, is still played.
 #[test]
 fn a_tree_move_the_deeper_search_confirms_is_still_played() {
-    let (first, again, searches) = refuted_then_replayed(false);
+    let (first, again, searches) = refuted_then_replayed(false, &[]);
     assert_eq!(searches, ["go depth 20", "go depth 32", "go depth 31"], "{searches:?}");
     assert_eq!(again, first);
+}
+
+/// With `StoreSearches` off a grown book stays as it was grown: a refuted move is not searched again (that would
+/// write to the tree).
+#[test]
+fn with_store_searches_off_a_refuted_move_is_not_searched_again() {
+    let (_, _, searches) = refuted_then_replayed(true, &["StoreSearches value false"]);
+    assert_eq!(searches, ["go depth 20"], "{searches:?}");
 }

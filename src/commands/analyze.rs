@@ -348,7 +348,11 @@ pub fn run(db: Option<&Path>, config: &Config, args: AnalyzeArgs) -> CommandResu
                     label: format!("game {} ply {}", e.game, e.ply),
                     weight: e.games,
                 })
-                .collect();
+                .collect::<Vec<BookRoot>>();
+            if !chess960 && roots.iter().any(|r| r.line.chess960) {
+                // Games of Chess960 (their `Variant` tag): the engines read and write castling as king takes rook.
+                engine_config = engine_config.with_option("UCI_Chess960", "true");
+            }
             Some((roots, found.skipped))
         }
         (None, book) => book,

@@ -225,6 +225,16 @@ impl EngineIdentity {
     pub fn option(&self, name: &str) -> Option<&EngineOption> {
         self.options.iter().find(|o| o.name.eq_ignore_ascii_case(name))
     }
+
+    /// The option that counts the engine's threads: `Threads`, or for an engine without it a number option whose name
+    /// speaks of threads (Toga II's `Number of Threads`).
+    pub fn thread_option(&self) -> Option<&EngineOption> {
+        self.option("Threads").or_else(|| {
+            self.options
+                .iter()
+                .find(|o| o.name.to_ascii_lowercase().contains("thread") && matches!(o.kind, OptionKind::Spin { .. }))
+        })
+    }
 }
 
 /// The handle of one running engine process.
@@ -622,11 +632,18 @@ impl Engine {
         self.name = Arc::from(identity.name.as_str());
         self.identity = Arc::new(identity);
         for (name, value) in &config.options {
-            // An engine without `Threads` searches with one thread: asking for one is no reason to warn (at every
-            // start of such an engine, as Toga II's).
-            let single_thread = name.eq_ignore_ascii_case("Threads") && value == "1";
+            // deeptree's count of threads goes to the engine's own thread option, whatever its name.
+            let threads = name.eq_ignore_ascii_case("Threads");
+            let identity = Arc::clone(&self.identity);
+            let name = match identity.thread_option() {
+                Some(option) if threads => option.name.as_str(),
+                _ => name.as_str(),
+            };
+            // An engine with no thread option at all searches with one thread: asking for one is no reason to warn
+            // (at every start of such an engine).
+            let single_thread = threads && value == "1";
             match self.set_option(name, value) {
-                Err(e) if single_thread && self.identity.option(name).is_none() => debug!("{}: {e}", self.name),
+                Err(e) if single_thread && identity.thread_option().is_none() => debug!("{}: {e}", self.name),
                 Err(e) if !e.is_engine_fault() => note_option_not_set(&self.name, name, &e),
                 other => other?,
             }
@@ -1307,6 +1324,24 @@ impl Collector {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_thread_option_is_threads_or_the_engines_own_count_of_threads() {
+        let spin =
+            |name: &str| EngineOption { name: name.into(), kind: OptionKind::Spin { default: 1, min: 1, max: 8 } };
+        let identity = |options: Vec<EngineOption>| EngineIdentity {
+            name: "x".into(),
+            author: None,
+            options,
+            command: "x".into(),
+        };
+        let stockfish = identity(vec![spin("Hash"), spin("Threads")]);
+        assert_eq!(stockfish.thread_option().map(|o| o.name.as_str()), Some("Threads"));
+        let toga = identity(vec![spin("Hash"), spin("Number of Threads")]);
+        assert_eq!(toga.thread_option().map(|o| o.name.as_str()), Some("Number of Threads"));
+        let single = identity(vec![spin("Hash")]);
+        assert!(single.thread_option().is_none());
+    }
 
     #[test]
     fn one_program_by_name_or_by_path_is_one_engine_label() {

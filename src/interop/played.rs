@@ -98,7 +98,8 @@ pub fn exits(
     let mut reader = GameReader::new(pgn);
     while let Some(game) = reader.next_game().map_err(|e| InteropError::Invalid(format!("reading PGN: {e}")))? {
         found.games += 1;
-        let line = match main_line(&game, false) {
+        let chess960 = game.tag("Variant").is_some_and(|v| v.eq_ignore_ascii_case("chess960"));
+        let line = match main_line(&game, chess960) {
             Ok(line) => line,
             Err(error) => {
                 found.skipped.push(SkippedRoot { source: Source::Game(game.number), error });
@@ -193,6 +194,20 @@ pub struct Refutation {
     pub plies: usize,
 }
 
+/// The most plies a GUI's takeback undoes before the game goes on: a line that leaves the game's moves earlier is
+/// another game (a GUI that sends no `ucinewgame` between games from the same start).
+pub const TAKEBACK_PLIES: usize = 2;
+
+/// Whether `line` goes on with the game `recorded`: the same start, and the game's moves continued, or taken back
+/// by at most [`TAKEBACK_PLIES`] before it goes on.
+fn goes_on(recorded: &Line, line: &Line) -> bool {
+    if PositionKey::of(&recorded.start) != PositionKey::of(&line.start) {
+        return false;
+    }
+    let common = recorded.moves.iter().zip(&line.moves).take_while(|(a, b)| a == b).count();
+    recorded.moves.len() - common <= TAKEBACK_PLIES
+}
+
 /// One of deeptree's answers in the game.
 #[derive(Debug, Clone)]
 struct Answer {
@@ -221,10 +236,11 @@ pub struct GameRecord {
 }
 
 impl GameRecord {
-    /// The GUI set up `line`. A line that does not go on from the game's start (another start position) begins
-    /// another game: the one before is returned to be written.
+    /// The GUI set up `line`. A line that does not go on with the game (another start position, or moves that
+    /// neither continue the game's nor take back at most [`TAKEBACK_PLIES`] of them) begins another game: the one
+    /// before is returned to be written.
     pub fn position(&mut self, line: &Line) -> Option<GameRecord> {
-        let same_game = self.line.as_ref().is_some_and(|l| PositionKey::of(&l.start) == PositionKey::of(&line.start));
+        let same_game = self.line.as_ref().is_some_and(|recorded| goes_on(recorded, line));
         let ended = if same_game { None } else { self.take() };
         self.line = Some(line.clone());
         ended
@@ -253,7 +269,11 @@ impl GameRecord {
             let plies = ply - earlier.ply;
             // The same side moves every other ply; its scores compare without a sign flip.
             let same_side = plies % 2 == 0;
+            // A mate found sooner or later is no refutation of a mate (a longer mate differs by a few points only).
+            let mates =
+                earlier.score.is_mate() && score.is_mate() && (earlier.score.value() > 0) == (score.value() > 0);
             if earlier.from_tree
+                && !mates
                 && !earlier.refuted
                 && same_side
                 && plies <= REFUTATION_PLIES
@@ -299,6 +319,9 @@ impl GameRecord {
             name(Color::White),
             name(Color::Black)
         );
+        if line.chess960 {
+            text.push_str("[Variant \"Chess960\"]\n");
+        }
         if line.start != Chess::default() {
             text.push_str(&format!("[SetUp \"1\"]\n[FEN \"{fen}\"]\n"));
         }
@@ -405,6 +428,23 @@ mod tests {
         assert!(record.take().is_none());
         record.position(&Line::parse(None, "d2d4").unwrap());
         assert!(record.take().is_none(), "deeptree never moved");
+    }
+
+    #[test]
+    fn a_line_that_leaves_the_games_moves_is_another_game_and_a_short_takeback_is_not() {
+        let game = |moves: &str| Line::parse(None, moves).unwrap();
+        let mut record = GameRecord::default();
+        record.position(&game("a2a3 e7e5 b2b3"));
+        record.played();
+        // Two plies taken back, then on: the same game.
+        assert!(record.position(&game("a2a3 e7e6")).is_none());
+        assert!(record.position(&game("a2a3 e7e6 c2c3 d7d5")).is_none());
+        // From the same start, another opening: the game before ended.
+        let ended = record.position(&game("e2e4 a7a6 d2d4")).expect("a new game");
+        assert!(ended.pgn("?").contains("1. a3 e6 2. c3 d5 *"), "{}", ended.pgn("?"));
+        record.played();
+        let second = record.take().expect("the second game");
+        assert!(second.pgn("?").contains("[White \"?\"]\n[Black \"deeptree\"]"), "{}", second.pgn("?"));
     }
 
     #[test]

@@ -1,11 +1,12 @@
 //! What a game teaches the tree: a tree move that the game's own later searches refuted (they scored it
 //! [`REFUTATION_DROP_CP`](crate::interop::played::REFUTATION_DROP_CP) or more lower within
-//! [`REFUTATION_PLIES`](crate::interop::played::REFUTATION_PLIES) plies) is searched again, deeper, when the game
-//! ends, before another game can play it.
+//! [`REFUTATION_PLIES`](crate::interop::played::REFUTATION_PLIES) plies) is searched again, deeper, at the next
+//! `ucinewgame` (while the GUI waits for `readyok`, no clock running), before another game can play it. It writes to
+//! the tree, so it runs only with `StoreSearches` on (off keeps a grown book as it was grown).
 //!
 //! The search: the position after the move, by the direct engine, to the deeper of the tree's depth there (its
 //! combined depth less the move) and the refuting search's depth, plus [`EXTRA_DEPTH`] plies, for at most
-//! [`RESEARCH_CAP`] (it is stopped then, and what it reached counts); then the position after the reply the game
+//! the game end's [`RESEARCH_BUDGET`] (stopped then, and what it reached counts); then the position after the reply the game
 //! went on with, one ply shallower (the game's own search there, stored in play, is what the tree saw drop). Each
 //! principal variation is stored as a spine ([`crate::search::split::spine_changes`]): each position of the line at
 //! the depth the search saw it, down to the tree's engine depth. Stored records never lose depth, so the tree's minimax takes the deeper verdict: a refutation
@@ -13,7 +14,7 @@
 //! move where it was.
 
 use crate::game::play_uci;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use shakmaty::{Chess, uci::UciMove};
 
@@ -28,8 +29,9 @@ use crate::{
 /// Plies past the deeper of the tree's and the refuting search's depths.
 pub const EXTRA_DEPTH: u32 = 2;
 
-/// The longest a search again may take: it runs between games, while the GUI waits for `readyok`.
-pub const RESEARCH_CAP: Duration = Duration::from_secs(3);
+/// The longest all the searches again of one game's end may take together: they run at `ucinewgame`, while the
+/// GUI waits for `readyok` and no clock runs. What the budget leaves unsearched is dropped (and logged).
+pub const RESEARCH_BUDGET: Duration = Duration::from_secs(2);
 
 /// What a search again found.
 #[derive(Debug, Clone, Copy)]
@@ -51,15 +53,16 @@ pub fn research(
     store: &Store,
     refutation: &Refutation,
     engine_depth: u8,
+    until: Instant,
 ) -> Result<Researched, String> {
     let depth = research_depth(refutation);
     let mut moves = refutation.line.moves.clone();
     moves.push(refutation.best);
-    let (score, reached, mut stored) =
-        search_and_store(engine, store, &refutation.line.start, &moves, depth, engine_depth)?;
-    if let Some(reply) = refutation.reply {
+    let start = &refutation.line.start;
+    let (score, reached, mut stored) = search_and_store(engine, store, start, &moves, depth, engine_depth, until)?;
+    if let Some(reply) = refutation.reply.filter(|_| Instant::now() < until) {
         moves.push(reply);
-        stored += search_and_store(engine, store, &refutation.line.start, &moves, depth - 1, engine_depth)?.2;
+        stored += search_and_store(engine, store, start, &moves, depth - 1, engine_depth, until)?.2;
     }
     // Sign flip: the search scored the reply's side; the move's score is the mover's.
     Ok(Researched { depth: reached, score: score.back_up(), stored })
@@ -71,8 +74,8 @@ pub fn research_depth(refutation: &Refutation) -> u32 {
     refutation.depth.saturating_sub(1).max(refutation.later_depth) + EXTRA_DEPTH
 }
 
-/// One search of the position after `moves` from `start`, to `depth` or for [`RESEARCH_CAP`], its line stored as a
-/// spine: its score (the side to move's point of view), the depth it reached, the positions stored.
+/// One search of the position after `moves` from `start`, to `depth` or until `until` (stopped then), its line
+/// stored as a spine: its score (the side to move's point of view), the depth it reached, the positions stored.
 fn search_and_store(
     engine: &mut Engine,
     store: &Store,
@@ -80,6 +83,7 @@ fn search_and_store(
     moves: &[UciMove],
     depth: u32,
     engine_depth: u8,
+    until: Instant,
 ) -> Result<(Score, u32, usize), String> {
     let mut position = start.clone();
     for m in moves {
@@ -92,7 +96,7 @@ fn search_and_store(
     let stop = engine.stop_handle();
     let (done, finished) = crossbeam_channel::bounded::<()>(1);
     let watchdog = std::thread::spawn(move || {
-        if finished.recv_timeout(RESEARCH_CAP).is_err() {
+        if finished.recv_timeout(until.saturating_duration_since(Instant::now())).is_err() {
             stop.stop();
         }
     });

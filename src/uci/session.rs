@@ -29,7 +29,7 @@ use shakmaty::uci::UciMove;
 use crate::{
     config::{Config, ThinkMode},
     engine::{EngineConfig, EngineIdentity, STOP_ANSWER, protocol::EngineOption, spec::EngineSpec},
-    interop::played::GameRecord,
+    interop::played::{GameRecord, Refutation},
     notation::canonical_uci,
     store::{Store, StoreOptions},
 };
@@ -67,6 +67,8 @@ struct Running {
     /// arrives.
     until_released: bool,
     ponder: bool,
+    /// A `go ponder` that got its `ponderhit`: its answer is a move of the game (one stopped without it is not).
+    hit: bool,
     steer: Steer,
     answers: Receiver<Answered>,
     /// An answer that came before the GUI's `stop` (or `ponderhit` to a `go ponder`): written when it comes.
@@ -161,6 +163,9 @@ struct Session {
     direct_closed: u64,
     /// The game being played, written to the store's games.pgn when it ends (`LearnFromGames`).
     game: GameRecord,
+    /// Tree moves refuted in games that ended without `ucinewgame` (another game's position came): searched again
+    /// at the next `ucinewgame`, when no clock runs.
+    refuted: Vec<Refutation>,
 }
 
 /// The file in the store's folder where the games played are recorded (`LearnFromGames`).
@@ -240,6 +245,7 @@ pub fn run(config: &Config, tree_dir: PathBuf) {
         given_up: Vec::new(),
         direct_closed: 0,
         game: GameRecord::default(),
+        refuted: Vec::new(),
     };
     session.run(&rx);
 }
@@ -373,8 +379,9 @@ impl Session {
                 match Line::parse_in(fen.as_deref(), &moves.join(" "), self.options.chess960) {
                     Ok(line) => {
                         if let Some(ended) = self.game.position(&line) {
-                            self.learn_from(&ended);
-                            self.record_game(&ended);
+                            // The next `go`'s clock may be running: the refuted moves wait for `ucinewgame`.
+                            self.refuted.extend(ended.refutations.iter().cloned());
+                            self.record_game(&ended, false);
                         }
                         self.line = Some(line);
                     }
@@ -471,9 +478,10 @@ impl Session {
 
     fn new_game(&mut self) {
         if let Some(ended) = self.game.take() {
-            self.learn_from(&ended);
-            self.record_game(&ended);
+            self.refuted.extend(ended.refutations.iter().cloned());
+            self.record_game(&ended, false);
         }
+        self.learn_from_refutations();
         // `last_go_timed` stays: in a match the next game is timed too, and the opponent's clock is not ours.
         self.line = Some(Line::start_position());
         if self.released_only() {
@@ -485,31 +493,48 @@ impl Session {
     }
 
     /// Appends a game that ended to the store's games.pgn (with `LearnFromGames`), for `analyze --from-games`.
-    fn record_game(&mut self, game: &GameRecord) {
-        if !self.options.config.learn_from_games || !self.ensure_store() {
+    /// `quiet`: at `quit`, where nothing is written to the GUI any more (a problem is logged), and the store is not
+    /// opened for it.
+    fn record_game(&mut self, game: &GameRecord, quiet: bool) {
+        if !self.options.config.learn_from_games || (!quiet && !self.ensure_store()) {
             return;
         }
         let Some(store) = &self.store else { return };
         let path = store.dir().join(GAMES_FILE);
         if let Err(e) = game.append_to(&path, &pgn_date(std::time::SystemTime::now())) {
-            self.out.error(format!("the game was not recorded: {e}"));
+            if quiet {
+                log::warn!("the game was not recorded: {e}");
+            } else {
+                self.out.error(format!("the game was not recorded: {e}"));
+            }
         }
     }
 
-    /// Searches again, deeper, each tree move the game's later searches refuted (`LearnFromGames`), before another
-    /// game can play it (see `learn`). Not while a search holds the engines (`go infinite` across `ucinewgame`).
-    fn learn_from(&mut self, game: &GameRecord) {
-        if !self.options.config.learn_from_games || game.refutations.is_empty() || self.searching() {
+    /// Searches again, deeper, the tree moves refuted in the games that ended (`LearnFromGames`, with `StoreSearches`:
+    /// it writes to the tree), within [`learn::RESEARCH_BUDGET`] in all, at `ucinewgame` (see `learn`). Not while a
+    /// search holds the engines (`go infinite` across `ucinewgame`); what the budget leaves is dropped.
+    fn learn_from_refutations(&mut self) {
+        let refuted = std::mem::take(&mut self.refuted);
+        let config = &self.options.config;
+        if refuted.is_empty() || !config.learn_from_games || !config.store_searches || self.searching() {
             return;
         }
         if !self.ensure_store() {
             return;
         }
         let Some(store) = self.store.clone() else { return };
-        let (config, overhead) = (self.direct_config(), self.overhead());
+        let (engine_config, overhead) = (self.direct_config(), self.overhead());
         let engine_depth = self.options.config.engine_depth;
-        for refutation in &game.refutations {
-            let engine = match self.direct.prepare(&config, overhead) {
+        let until = Instant::now() + learn::RESEARCH_BUDGET;
+        for (done, refutation) in refuted.iter().enumerate() {
+            if Instant::now() >= until {
+                log::info!(
+                    "{} refuted tree moves left unsearched: the time between games is spent",
+                    refuted.len() - done
+                );
+                break;
+            }
+            let engine = match self.direct.prepare(&engine_config, overhead) {
                 Ok((engine, _)) => engine,
                 Err(e) => {
                     log::warn!("a refuted tree move was not searched again: {e}");
@@ -517,7 +542,7 @@ impl Session {
                 }
             };
             let san = crate::search::show::san_of(refutation.line.root(), &refutation.best);
-            match learn::research(engine, &store, refutation, engine_depth) {
+            match learn::research(engine, &store, refutation, engine_depth, until) {
                 Ok(found) => log::info!(
                     "tree move {san} scored {} at depth {}, and {} by the game's search {} plies later: searched again \
                      to depth {}, {} ({} positions stored)",
@@ -550,8 +575,9 @@ impl Session {
     /// `quit` or the end of input: nothing more is written (the answer of a search not told to `stop` included), the
     /// searches are stopped and what they found is stored, the engines end.
     fn shutdown(&mut self) {
+        // Recorded quietly (nothing is written after `quit`); refuted moves are not searched again (no delay).
         if let Some(ended) = self.game.take() {
-            self.record_game(&ended);
+            self.record_game(&ended, true);
         }
         // A search that has answered, or was told to stop, before `quit` owes its answer first; any other is ended
         // without one.
@@ -595,7 +621,7 @@ impl Session {
 
 /// The inner engine's options that deeptree offers under their own names: all but those it declares itself, and
 /// any other count of threads (Toga II's `Number of Threads`): the threads are deeptree's `Threads` budget, which it
-/// shares out among its engines itself.
+/// shares out among its engines itself and sends to each engine's own thread option, whatever its name.
 fn offered(identity: &EngineIdentity) -> Vec<EngineOption> {
     identity
         .options

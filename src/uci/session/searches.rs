@@ -20,7 +20,9 @@ impl Session {
 
     /// Writes a search's answer: its `info` lines, then its one `bestmove`; then learns what it measured. The only
     /// place a `bestmove` is written.
-    fn answer(&mut self, outcome: Outcome) {
+    /// Writes a search's answer; `played`: it is a move of the game (not a `go ponder` stopped before its
+    /// `ponderhit`), which the game record learns from.
+    fn answer(&mut self, outcome: Outcome, played: bool) {
         // What the game record learns: the move, and its score and depth: the direct search's, or those of the
         // line of multipv 1 whose PV starts with it.
         let learned = outcome.best.best().and_then(|best| {
@@ -41,7 +43,7 @@ impl Session {
         }
         self.out.bestmove(&outcome.best);
         let written = Instant::now();
-        if let Some((best, score, depth)) = learned {
+        if let Some((best, score, depth)) = learned.filter(|_| played) {
             self.game.answered(&best, outcome.by == Answerer::Tree, score, depth);
         }
         log::debug!("answered by {:?}", outcome.by);
@@ -74,7 +76,7 @@ impl Session {
             None => (Outcome::no_move(vec![Info::error("the search ended without an answer")]), None),
         };
         if running.released() {
-            self.answer(outcome);
+            self.answer(outcome, !running.ponder || running.hit);
         } else {
             running.held = Some(outcome);
         }
@@ -104,6 +106,7 @@ impl Session {
         match signal {
             Signal::Stop => running.stop(STOP_GRACE),
             Signal::PonderHit => {
+                running.hit = true;
                 running.steer.send(signal);
                 // The clock runs from here: the search gets the deadline of the same `go` without `ponder`.
                 if running.ponder && running.deadline.is_none() {
@@ -116,7 +119,7 @@ impl Session {
             && let Some(outcome) = running.held.take()
             && let Some(running) = self.search.take()
         {
-            self.answer(outcome);
+            self.answer(outcome, !running.ponder || running.hit);
             self.finished(running);
         }
     }
@@ -158,6 +161,7 @@ impl Session {
             if until_released {
                 let held = Some(outcome);
                 self.search = Some(Running {
+                    hit: false,
                     thread: None,
                     until_released,
                     ponder: go.ponder,
@@ -176,7 +180,7 @@ impl Session {
                     direct_closed: self.direct_closed,
                 });
             } else {
-                self.answer(outcome);
+                self.answer(outcome, false);
             }
             return;
         };
@@ -212,6 +216,7 @@ impl Session {
             Ok(thread) => {
                 let thread = Some(thread);
                 self.search = Some(Running {
+                    hit: false,
                     thread,
                     until_released,
                     ponder,
@@ -232,7 +237,7 @@ impl Session {
             }
             Err(e) => {
                 self.out.error(format!("cannot start a search: {e}"));
-                self.answer(Outcome::no_move(Vec::new()));
+                self.answer(Outcome::no_move(Vec::new()), false);
             }
         }
     }
@@ -268,7 +273,7 @@ impl Session {
             }
             None => Outcome::no_move(Vec::new()),
         };
-        self.answer(outcome);
+        self.answer(outcome, !running.ponder || running.hit);
         drop(running.written.take());
         self.given_up.push(running);
         if self.new_game_pending {
