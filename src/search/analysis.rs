@@ -240,27 +240,14 @@ pub struct Report {
 }
 
 /// Why an analysis could not run.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum AnalysisError {
-    Store(StoreError),
-    Trace(std::io::Error),
-}
-
-impl fmt::Display for AnalysisError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            AnalysisError::Store(e) => e.fmt(f),
-            AnalysisError::Trace(e) => write!(f, "cannot write the trace: {e}"),
-        }
-    }
-}
-
-impl std::error::Error for AnalysisError {}
-
-impl From<StoreError> for AnalysisError {
-    fn from(e: StoreError) -> AnalysisError {
-        AnalysisError::Store(e)
-    }
+    /// The store could not be read or written (its message as it is; `source()` is the store's error).
+    #[error("{0}")]
+    Store(#[from] StoreError),
+    /// The trace file could not be created.
+    #[error("cannot write the trace: {0}")]
+    Trace(#[source] std::io::Error),
 }
 
 /// One line per decision, so a user can tell why a position was or was not analysed.
@@ -758,4 +745,23 @@ fn change_for(plan: &Planned, answer: &Answer, engine: Option<u16>) -> Option<Ch
     }
     node.edges.push(edge);
     Change::merge(pos, node).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::error::Error;
+
+    use super::*;
+
+    #[test]
+    fn an_analysis_error_says_what_it_said_and_gives_its_source() {
+        let store = StoreError::Missing { path: "/nowhere".into() };
+        let e = AnalysisError::from(store.clone());
+        assert_eq!(e.to_string(), store.to_string());
+        assert_eq!(e.source().map(ToString::to_string), Some(store.to_string()));
+        let io = std::io::Error::new(std::io::ErrorKind::PermissionDenied, "denied");
+        let e = AnalysisError::Trace(io);
+        assert_eq!(e.to_string(), "cannot write the trace: denied");
+        assert_eq!(e.source().map(ToString::to_string).as_deref(), Some("denied"));
+    }
 }
