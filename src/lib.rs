@@ -12,7 +12,8 @@
 //! described in docs/design.md §8.
 //!
 //! - [`score`], [`notation`], [`logger`]: scores and bounds, the stored and written forms of moves (castling,
-//!   Chess960), logging. No chess engine, no store.
+//!   Chess960), logging, and the status line a command shows on stderr (handed to the search as a `Progress`,
+//!   so the search writes no terminal codes). No chess engine, no store.
 //! - [`engine`]: inner-engine processes. `process` owns one engine (the handle and its watchdog), `jobs` is the job
 //!   board, `worker` runs one engine's loop, `pool` hands jobs to workers. Takes its options as an `EngineConfig`.
 //! - [`store`]: keys, the record codecs, the LMDB environment, its transactions and the one writer. It knows bytes

@@ -2,6 +2,12 @@
 //!
 //! The level comes from the settings (`log_level`) and the `-v` flags; `DEEPTREE_LOG` takes `env_logger`'s filter
 //! syntax on top, for example `DEEPTREE_LOG=deeptree::engine=debug` to follow the inner engines alone.
+//!
+//! Beside the log, a command may show one live status line on stderr ([`StatusLine`]): the command makes it, where
+//! stderr is a terminal, and hands it to the search as a [`Progress`]; the search says what the line holds, never how
+//! it is drawn.
+
+use std::io::IsTerminal;
 
 use log::LevelFilter;
 
@@ -24,4 +30,37 @@ pub fn init(base: LevelFilter, verbosity: u8) {
     }
     // Only the first logger of a process is installed (tests may call this more than once).
     let _ = builder.try_init();
+}
+
+/// Where a long search shows how far it is: one line, written over in place.
+pub trait Progress: Send + Sync {
+    /// Shows `line` in place of the line shown before.
+    fn show(&self, line: &str);
+    /// Clears the line shown: before other output is written, and at the end.
+    fn clear(&self);
+}
+
+/// The status line on stderr, drawn with the terminal's escape codes (carriage return, erase the line): made only
+/// where stderr is a terminal.
+#[derive(Debug)]
+pub struct StatusLine(());
+
+/// Back to the start of the line, and the line erased.
+const ERASE_LINE: &str = "\r\x1b[2K";
+
+impl StatusLine {
+    /// The status line on stderr; `None` where stderr is not a terminal (a file or a pipe is shown no progress).
+    pub fn on_stderr() -> Option<StatusLine> {
+        std::io::stderr().is_terminal().then_some(StatusLine(()))
+    }
+}
+
+impl Progress for StatusLine {
+    fn show(&self, line: &str) {
+        eprint!("{ERASE_LINE}{line}");
+    }
+
+    fn clear(&self) {
+        eprint!("{ERASE_LINE}");
+    }
 }

@@ -296,6 +296,19 @@ fn submodules_do_not_import_each_other() {
     assert!(errors.is_empty(), "{} submodule import cycle(s):\n{}", errors.len(), errors.join("\n"));
 }
 
+/// The terminal is the command layer's: the status line it hands the search (`logger::StatusLine`) is the one place
+/// that writes terminal escape codes; the search says what a progress line holds, never how it is drawn.
+#[test]
+fn only_the_status_line_writes_terminal_escape_codes() {
+    let escapes = ["\\x1b", "\\u{1b}", "\\033"];
+    let offenders: Vec<String> = sources()
+        .into_iter()
+        .filter(|(file, _, code)| file != "src/logger.rs" && escapes.iter().any(|e| code.contains(e)))
+        .map(|(file, ..)| file)
+        .collect();
+    assert!(offenders.is_empty(), "terminal escape codes outside src/logger.rs: {}", offenders.join(", "));
+}
+
 /// Tests of the checker itself.
 mod self_tests {
     use super::*;

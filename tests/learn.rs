@@ -55,7 +55,7 @@ fn growth_goes_where_games_left_the_tree_the_heavier_first() {
     // One group: the steps come one at a time, in the order of the priority.
     let steps = Mutex::new(Vec::new());
     let stop = Arc::new(AtomicBool::new(false));
-    let report = grow(&store, vec![ScriptedEvaluator::new(1, 5)], &roots, &params(2), None, &stop, false, |p| {
+    let report = grow(&store, vec![ScriptedEvaluator::new(1, 5)], &roots, &params(2), None, &stop, None, |p| {
         steps.lock().unwrap().push((p.root, p.settled_depth))
     })
     .unwrap();

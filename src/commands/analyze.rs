@@ -2,12 +2,17 @@
 //! FILE`, grow the trees of many roots together (a book).
 
 use crate::game::{Line, quote};
-use std::{path::Path, sync::atomic::Ordering, time::Duration};
+use std::{
+    path::Path,
+    sync::{Arc, atomic::Ordering},
+    time::Duration,
+};
 
 use crate::{
     config::Config,
     engine::{EngineConfig, EnginePool, Limit, spec::EngineSpec},
     interop::{played::exits, roots::read_roots},
+    logger::{Progress, StatusLine},
     search::{
         analysis::{Analysis, Params, Trace},
         evaluator::PoolEvaluator,
@@ -400,7 +405,7 @@ pub fn run(db: Option<&Path>, config: &Config, args: AnalyzeArgs) -> CommandResu
     if let Some(path) = &trace {
         analysis.trace = Trace::to_file(path)?;
     }
-    analysis.progress = true;
+    analysis.progress = StatusLine::on_stderr().map(|line| Arc::new(line) as Arc<dyn Progress>);
     analysis.stop = stop;
     let engine_depth = analysis.params.engine_depth;
     if !json {
@@ -529,7 +534,9 @@ fn grow_book(store: &Store, configs: Vec<crate::engine::EngineConfig>, book: Boo
         );
         if json { eprintln!("{text}") } else { println!("{text}") }
     };
-    let report = grow(store, pools, &roots, &params, look_ahead, &stop, true, row)?;
+    let status = StatusLine::on_stderr();
+    let progress = status.as_ref().map(|line| line as &dyn Progress);
+    let report = grow(store, pools, &roots, &params, look_ahead, &stop, progress, row)?;
     if json {
         let mut value = serde_json::to_value(&report)?;
         value["skipped"] = serde_json::to_value(&skipped)?;

@@ -18,7 +18,7 @@ use std::{
     collections::HashMap,
     fmt,
     fs::File,
-    io::{BufWriter, IsTerminal, Write},
+    io::{BufWriter, Write},
     path::Path,
     sync::{
         Arc,
@@ -36,7 +36,7 @@ use crate::store::{
     node::{Edge, Eval, Node, PackedPosition, RestBound, ScreenBound},
 };
 
-use crate::{game::Line, score::Score, values::graph::StoreGraph};
+use crate::{game::Line, logger::Progress, score::Score, values::graph::StoreGraph};
 
 use super::{
     evaluator::{Answer, Evaluator, Job},
@@ -317,8 +317,8 @@ pub struct Analysis<'a, E: Evaluator> {
     pub trace: Trace,
     /// Set to stop cleanly (Ctrl-C).
     pub stop: Arc<AtomicBool>,
-    /// Show a live progress line on stderr (only when it is a terminal).
-    pub progress: bool,
+    /// Where a live progress line is shown (the command's status line); `None` shows none.
+    pub progress: Option<Arc<dyn Progress>>,
     /// Store the root's line as engine-scored edges first (off when the caller has stored the line itself).
     pub line_edges: bool,
     /// How many software depths past the one being settled the host may look for searches to run ahead of their
@@ -361,7 +361,7 @@ impl<'a, E: Evaluator> Analysis<'a, E> {
             params,
             trace: Trace::off(),
             stop: Arc::new(AtomicBool::new(false)),
-            progress: false,
+            progress: None,
             line_edges: true,
             look_ahead: Some(DEFAULT_LOOK_AHEAD),
             flights: Flights::default(),
@@ -514,8 +514,8 @@ impl<'a, E: Evaluator> Analysis<'a, E> {
             );
         }
         self.trace.flush();
-        if self.progress && std::io::stderr().is_terminal() {
-            eprint!("\r\x1b[2K");
+        if let Some(progress) = &self.progress {
+            progress.clear();
         }
         Ok(Report {
             evaluations: self.evaluations,
@@ -614,15 +614,15 @@ impl<'a, E: Evaluator> Analysis<'a, E> {
     }
 
     fn show_progress(&self, depth: u8, pass: u32, done: usize, total: usize) {
-        if self.progress && std::io::stderr().is_terminal() {
+        if let Some(progress) = &self.progress {
             let secs = self.started.elapsed().as_secs();
-            eprint!(
-                "\r\x1b[2Kdepth {depth} pass {pass}: {done}/{total} searches, {} evaluations, {}:{:02}:{:02}",
+            progress.show(&format!(
+                "depth {depth} pass {pass}: {done}/{total} searches, {} evaluations, {}:{:02}:{:02}",
                 self.evaluations,
                 secs / 3600,
                 secs / 60 % 60,
                 secs % 60
-            );
+            ));
         }
     }
 }

@@ -17,7 +17,7 @@
 //! // Two groups of engines, one scripted engine each: the two roots grow at once.
 //! let engines = vec![ScriptedEvaluator::new(1, 7), ScriptedEvaluator::new(1, 7)];
 //! let stop = Arc::new(AtomicBool::new(false));
-//! let report = grow(&store, engines, &roots, &params, None, &stop, false, |_| {})?;
+//! let report = grow(&store, engines, &roots, &params, None, &stop, None, |_| {})?;
 //! assert!(report.roots.iter().all(|root| root.settled_depth == Some(1)));
 //! # Ok::<_, Box<dyn std::error::Error>>(())
 //! ```
@@ -48,7 +48,10 @@ use std::{
 
 use parking_lot::{Condvar, Mutex};
 
-use crate::store::{Store, key::PositionKey};
+use crate::{
+    logger::Progress,
+    store::{Store, key::PositionKey},
+};
 
 use super::{
     analysis::{Analysis, AnalysisError, Params},
@@ -217,8 +220,7 @@ impl Schedule {
 
 /// Grows `roots` with the groups of engines in `groups` (each group grows one root at a time), up to
 /// `params.max_depth` or until `params.time` is spent or `stop` is set. `on_step` is called after each step with the
-/// root's progress. With `show_status`, a status line on stderr (when it is a terminal) names the roots being grown
-/// every second.
+/// root's progress. With `status`, a status line names the roots being grown, four times a second.
 #[allow(clippy::too_many_arguments)]
 pub fn grow<E: Evaluator + Send>(
     store: &Store,
@@ -227,7 +229,7 @@ pub fn grow<E: Evaluator + Send>(
     params: &Params,
     look_ahead: Option<u8>,
     stop: &Arc<AtomicBool>,
-    show_status: bool,
+    status: Option<&dyn Progress>,
     on_step: impl Fn(&RootProgress) + Sync,
 ) -> Result<BookReport, AnalysisError> {
     let started = Instant::now();
@@ -253,17 +255,16 @@ pub fn grow<E: Evaluator + Send>(
     let changed = Condvar::new();
     let out_of_time = || stop.load(Ordering::Relaxed) || params.time.is_some_and(|t| started.elapsed() >= t);
     let running = std::sync::atomic::AtomicUsize::new(group_count);
-    let terminal = show_status && std::io::IsTerminal::is_terminal(&std::io::stderr());
     std::thread::scope(|scope| {
-        if terminal {
+        if let Some(status) = status {
             let (schedule, running) = (&schedule, &running);
             scope.spawn(move || {
                 while running.load(Ordering::Relaxed) > 0 {
                     std::thread::sleep(Duration::from_millis(250));
                     let line = schedule.lock().status_line(started.elapsed());
-                    eprint!("\r\x1b[2K{line}");
+                    status.show(&line);
                 }
-                eprint!("\r\x1b[2K");
+                status.clear();
             });
         }
         for mut evaluator in groups {
@@ -322,8 +323,8 @@ pub fn grow<E: Evaluator + Send>(
                                 );
                                 entry.stuck = true;
                             }
-                            if terminal {
-                                eprint!("\r\x1b[2K");
+                            if let Some(status) = status {
+                                status.clear();
                             }
                             on_step(entry);
                             if timed_out {
