@@ -35,17 +35,17 @@
 //!
 //! (docs/design.md §9.4 and §9.5 say the same for users.)
 //!
-//! The persisted format is versioned by [`SCHEMA_VERSION`] (in `meta`) and by each record's own format byte
-//! ([`node`], [`links`]). A store of an older schema is upgraded by the first command that writes to it, in one
-//! transaction; commands that only read never write (a schema 4 store is read as it is). A newer schema is refused,
-//! naming the file. Schema 5 seals every value of every database with a checksum of its key and bytes
-//! ([`checksum`], CRC-32C): a record changed after it was written is an error naming the file and the key
-//! ([`StoreError::Checksum`]), never a changed value; [`Store::check`] lists every damaged record and
-//! [`Store::repair_with`] copies the intact ones into a new store. A data file shorter than its LMDB meta page says
-//! is refused when opened, before anything is read from it ([`StoreError::Truncated`]): LMDB maps the file, and a
-//! read past its end would kill the process. What checksums cannot see is LMDB's own page structure: a damaged key
-//! or branch page may hide a record (a lookup then finds nothing), and a damaged page number may point past the end
-//! of the file; `check` reads the file page by page (`pages`) and reports both.
+//! The persisted format is versioned by [`SCHEMA_VERSION`] (in `meta`) and by each record's own format byte ([`node`],
+//! [`links`]). A store of an older schema is upgraded by the first command that writes to it, in one transaction
+//! (`migrations`: every upgrade, and the tidies an open for writing runs); commands that only read never write (a
+//! schema 4 store is read as it is). A newer schema is refused, naming the file. Schema 5 seals every value of every
+//! database with a checksum of its key and bytes ([`checksum`], CRC-32C): a record changed after it was written is an
+//! error naming the file and the key ([`StoreError::Checksum`]), never a changed value; [`Store::check`] lists every
+//! damaged record and [`Store::repair_with`] copies the intact ones into a new store. A data file shorter than its LMDB
+//! meta page says is refused when opened, before anything is read from it ([`StoreError::Truncated`]): LMDB maps the
+//! file, and a read past its end would kill the process. What checksums cannot see is LMDB's own page structure: a
+//! damaged key or branch page may hide a record (a lookup then finds nothing), and a damaged page number may point past
+//! the end of the file; `check` reads the file page by page (`pages`) and reports both.
 
 pub mod answer;
 pub mod check;
@@ -56,6 +56,7 @@ mod engines;
 mod file;
 pub mod key;
 pub mod links;
+mod migrations;
 pub mod node;
 mod pages;
 pub mod upkeep;
@@ -69,7 +70,7 @@ use std::{
 };
 
 use heed::{
-    Database, DatabaseFlags, Env, EnvFlags, EnvOpenOptions, MdbError, PutFlags, RoTxn, RwTxn, WithoutTls,
+    Database, Env, EnvFlags, EnvOpenOptions, MdbError, PutFlags, RoTxn, RwTxn, WithoutTls,
     types::{Bytes, Str},
 };
 use parking_lot::{RwLock, RwLockReadGuard};
@@ -468,6 +469,86 @@ fn lock_store(dir: &Path, hold: Hold) -> Result<Option<File>, StoreError> {
     Ok(Some(file))
 }
 
+/// The LMDB environment of the store in `dir`, opened for writing, and its data file. LMDB's lock file is allocated
+/// first and the data file's length checked, before LMDB maps either.
+fn open_environment(dir: &Path, options: &StoreOptions) -> Result<(Env<WithoutTls>, PathBuf), StoreError> {
+    // Allocated before LMDB maps it: a full disk is then an error here, not a SIGBUS in LMDB (see `disk`).
+    disk::prepare_lock_file(dir).map_err(|(path, e)| StoreError::Io { path, source: Arc::new(e) })?;
+    let data_file = dir.join("data.mdb");
+    // Before LMDB maps the file: a page past its end would kill the process at the first read.
+    file::check_length(&data_file)?;
+    let page = page_size();
+    let map_size = options.initial_map_size.max(page).div_ceil(page) * page;
+    // SAFETY: the environment is opened once per store; deeptree never opens its data file otherwise.
+    let env = unsafe {
+        EnvOpenOptions::new().read_txn_without_tls().map_size(map_size).max_dbs(6).max_readers(254).open(dir)
+    }
+    .map_err(|source| StoreError::Lmdb { path: data_file.clone(), source: Arc::new(source) })?;
+    Ok((env, data_file))
+}
+
+/// The LMDB environment of the store in `dir` (its data file `data`), opened to read only. LMDB's lock file is
+/// allocated first, and made where it is missing; where it cannot be, the store is read without it (`MDB_NOLOCK`).
+fn open_read_only_environment(dir: &Path, data: &Path, options: &StoreOptions) -> Result<Env<WithoutTls>, StoreError> {
+    let mut flags = EnvFlags::READ_ONLY;
+    // LMDB's lock file, allocated first (see `disk`), made where it is missing; without it where it cannot be.
+    if let Err((path, e)) = disk::prepare_lock_file(dir) {
+        if !disk::cannot_write_here(&e) {
+            return Err(StoreError::Io { path, source: Arc::new(e) });
+        }
+        log::info!("{}: {e}; reading the store without LMDB's lock file", path.display());
+        flags |= EnvFlags::NO_LOCK;
+    }
+    let page = page_size();
+    let map_size = options.initial_map_size.max(page).div_ceil(page) * page;
+    // SAFETY: the environment is opened once per store; deeptree never opens its data file otherwise. Without the
+    // lock file, nothing can write the store while it is read (see above).
+    unsafe {
+        let mut open = EnvOpenOptions::new().read_txn_without_tls();
+        open.map_size(map_size).max_dbs(6).max_readers(254).flags(flags);
+        open.open(dir)
+    }
+    .map_err(|source| StoreError::Lmdb { path: data.to_owned(), source: Arc::new(source) })
+}
+
+/// The databases of a store opened to read only, its schema and whether a bulk load owes cached values. Nothing is
+/// created: a store deeptree never set up is [`StoreError::Missing`], a newer schema is refused, and one older than
+/// [`READABLE_SCHEMA`] is [`StoreError::NeedsMigration`].
+fn read_only_databases(
+    env: &Env<WithoutTls>,
+    dir: &Path,
+    data: &Path,
+) -> Result<(migrations::Databases, u32, bool), StoreError> {
+    let lmdb = |source| StoreError::Lmdb { path: data.to_owned(), source: Arc::new(source) };
+    let rtxn = env.read_txn().map_err(lmdb)?;
+    let meta: Option<Database<Str, Bytes>> = env.open_database(&rtxn, Some("meta")).map_err(lmdb)?;
+    let nodes: Option<Database<Bytes, Bytes>> = env.open_database(&rtxn, Some("nodes")).map_err(lmdb)?;
+    let links: Option<Database<Bytes, Bytes>> = env.open_database(&rtxn, Some("link_pages")).map_err(lmdb)?;
+    let corrupt = || StoreError::CorruptMeta { path: data.to_owned(), entry: META_SCHEMA };
+    let found = match meta.map(|meta| meta.get(&rtxn, META_SCHEMA)).transpose().map_err(lmdb)?.flatten() {
+        None => None,
+        Some(bytes) => Some(u32::from_be_bytes(bytes.try_into().map_err(|_| corrupt())?)),
+    };
+    let found = match found {
+        // An LMDB file that deeptree never set up.
+        None => return Err(StoreError::Missing { path: dir.to_owned() }),
+        Some(found) if found > SCHEMA_VERSION => {
+            return Err(StoreError::NewerSchema { path: data.to_owned(), found, supported: SCHEMA_VERSION });
+        }
+        Some(found) if found < READABLE_SCHEMA => {
+            return Err(StoreError::NeedsMigration { path: dir.to_owned(), found });
+        }
+        Some(found) => found,
+    };
+    let (Some(meta), Some(nodes), Some(links)) = (meta, nodes, links) else {
+        return Err(StoreError::Missing { path: dir.to_owned() });
+    };
+    let owed = meta.get(&rtxn, META_VALUES_OWED).map_err(lmdb)?.is_some();
+    // Committed, not dropped: LMDB closes the handles of databases opened in a transaction that aborts.
+    rtxn.commit().map_err(lmdb)?;
+    Ok(((nodes, links, meta), found, owed))
+}
+
 /// Makes a shared hold of `lock` exclusive where no other process holds the store; true where it did, or where the
 /// file system has no locks (as the schema upgrade takes it). A conversion that failed may have dropped the shared
 /// hold (flock drops it before it tries), which is taken again.
@@ -532,57 +613,10 @@ impl Store {
         let lock = lock_store(dir, Hold::ReadOnly)?;
         // Before LMDB maps the file: a page past its end would kill the process at the first read.
         file::check_length(&data)?;
-        let lmdb = |source| StoreError::Lmdb { path: data.clone(), source: Arc::new(source) };
-        let mut flags = EnvFlags::READ_ONLY;
-        // LMDB's lock file, allocated first (see `disk`), made where it is missing; without it where it cannot be.
-        if let Err((path, e)) = disk::prepare_lock_file(dir) {
-            if !disk::cannot_write_here(&e) {
-                return Err(StoreError::Io { path, source: Arc::new(e) });
-            }
-            log::info!("{}: {e}; reading the store without LMDB's lock file", path.display());
-            flags |= EnvFlags::NO_LOCK;
-        }
-        let page = page_size();
-        let map_size = options.initial_map_size.max(page).div_ceil(page) * page;
-        // SAFETY: the environment is opened once per store; deeptree never opens its data file otherwise. Without the
-        // lock file, nothing can write the store while it is read (see above).
-        let env = unsafe {
-            let mut open = EnvOpenOptions::new().read_txn_without_tls();
-            open.map_size(map_size).max_dbs(6).max_readers(254).flags(flags);
-            open.open(dir)
-        }
-        .map_err(lmdb)?;
-        let (nodes, links, meta, owed, found) = {
-            let rtxn = env.read_txn().map_err(lmdb)?;
-            let meta: Option<Database<Str, Bytes>> = env.open_database(&rtxn, Some("meta")).map_err(lmdb)?;
-            let nodes: Option<Database<Bytes, Bytes>> = env.open_database(&rtxn, Some("nodes")).map_err(lmdb)?;
-            let links: Option<Database<Bytes, Bytes>> = env.open_database(&rtxn, Some("link_pages")).map_err(lmdb)?;
-            let corrupt = || StoreError::CorruptMeta { path: data.clone(), entry: META_SCHEMA };
-            let found = match meta.map(|meta| meta.get(&rtxn, META_SCHEMA)).transpose().map_err(lmdb)?.flatten() {
-                None => None,
-                Some(bytes) => Some(u32::from_be_bytes(bytes.try_into().map_err(|_| corrupt())?)),
-            };
-            match found {
-                // An LMDB file that deeptree never set up.
-                None => return Err(StoreError::Missing { path: dir.to_owned() }),
-                Some(found) if found > SCHEMA_VERSION => {
-                    return Err(StoreError::NewerSchema { path: data.clone(), found, supported: SCHEMA_VERSION });
-                }
-                Some(found) if found < READABLE_SCHEMA => {
-                    return Err(StoreError::NeedsMigration { path: dir.to_owned(), found });
-                }
-                Some(_) => {}
-            }
-            let (Some(meta), Some(nodes), Some(links)) = (meta, nodes, links) else {
-                return Err(StoreError::Missing { path: dir.to_owned() });
-            };
-            let owed = meta.get(&rtxn, META_VALUES_OWED).map_err(lmdb)?.is_some();
-            // Committed, not dropped: LMDB closes the handles of databases opened in a transaction that aborts.
-            rtxn.commit().map_err(lmdb)?;
-            (nodes, links, meta, owed, found)
-        };
+        let env = open_read_only_environment(dir, &data, options)?;
+        let (databases, found, owed) = read_only_databases(&env, dir, &data)?;
         // Schema 4: bare records, read as they are.
-        let sealed = found == Some(SCHEMA_VERSION);
+        let sealed = found == SCHEMA_VERSION;
         if !sealed {
             log::warn!(
                 "{}: schema {READABLE_SCHEMA}: its records carry no checksums and are read as they are; the next \
@@ -597,24 +631,10 @@ impl Store {
                 dir.display()
             );
         }
-        let stopped = std::sync::OnceLock::new();
-        let _ = stopped.set(StoreError::ReadOnly { path: dir.to_owned() });
-        let shared = Arc::new(Shared {
-            env,
-            nodes,
-            links,
-            meta,
-            sealed,
-            dir: dir.to_owned(),
-            data_file: data,
-            last_update_nanos: Default::default(),
-            resize: RwLock::new(()),
-            claims: parking_lot::Mutex::new(None),
-            stopped,
-            stop_told: Default::default(),
-            trouble_told: Default::default(),
-            _lock: lock,
-        });
+        let mut shared = Shared::new(env, databases, dir, data, lock);
+        shared.sealed = sealed;
+        let _ = shared.stopped.set(StoreError::ReadOnly { path: dir.to_owned() });
+        let shared = Arc::new(shared);
         let writer = writer::WriterThread::spawn(shared.clone(), options.max_batch.max(1), upkeep);
         Ok(Store { shared, writer })
     }
@@ -665,124 +685,27 @@ impl Store {
         Ok(Compaction { bytes_before, bytes_after, positions })
     }
 
+    /// Opens the store in `dir` for writing, held as `hold`: the environment, its databases set up or upgraded
+    /// ([`migrations`]), the tidies of an open for writing, then the writer.
     fn open_dir(dir: &Path, options: &StoreOptions, hold: Hold, upkeep: Arc<dyn Upkeep>) -> Result<Store, StoreError> {
         let lock = lock_store(dir, hold)?;
-        // Allocated before LMDB maps it: a full disk is then an error here, not a SIGBUS in LMDB (see `disk`).
-        disk::prepare_lock_file(dir).map_err(|(path, e)| StoreError::Io { path, source: Arc::new(e) })?;
-        let data_file = dir.join("data.mdb");
-        // Before LMDB maps the file: a page past its end would kill the process at the first read.
-        file::check_length(&data_file)?;
-        let lmdb = |source| StoreError::Lmdb { path: data_file.clone(), source: Arc::new(source) };
-        let page = page_size();
-        let map_size = options.initial_map_size.max(page).div_ceil(page) * page;
-        // SAFETY: the environment is opened once per store; deeptree never opens its data file otherwise.
-        let env = unsafe {
-            EnvOpenOptions::new().read_txn_without_tls().map_size(map_size).max_dbs(6).max_readers(254).open(dir)
-        }
-        .map_err(lmdb)?;
-        let found = {
-            let rtxn = env.read_txn().map_err(lmdb)?;
-            let meta: Option<Database<Str, Bytes>> = env.open_database(&rtxn, Some("meta")).map_err(lmdb)?;
-            match meta.map(|meta| meta.get(&rtxn, META_SCHEMA)).transpose().map_err(lmdb)?.flatten() {
-                None => None,
-                Some(bytes) => Some(u32::from_be_bytes(
-                    bytes
-                        .try_into()
-                        .map_err(|_| StoreError::CorruptMeta { path: data_file.clone(), entry: META_SCHEMA })?,
-                )),
-            }
-        };
-        if let Some(found) = found
-            && found > SCHEMA_VERSION
-        {
-            return Err(StoreError::NewerSchema { path: data_file.clone(), found, supported: SCHEMA_VERSION });
-        }
-        // A new store (no schema yet) has nothing to upgrade.
-        let upgrade = found.filter(|&found| found < SCHEMA_VERSION);
-        if let Some(found) = upgrade {
-            // Another process (of an older build, say) may be writing bare records meanwhile: the upgrade waits
-            // for no one and runs only where no other process has the store open.
-            if hold == Hold::Shared
-                && let Some(lock) = &lock
-            {
-                match lock.try_lock() {
-                    Ok(()) => {}
-                    Err(std::fs::TryLockError::WouldBlock) => {
-                        return Err(StoreError::UpgradeInUse { path: data_file.clone(), found });
-                    }
-                    Err(std::fs::TryLockError::Error(e)) if e.kind() == io::ErrorKind::Unsupported => {}
-                    Err(std::fs::TryLockError::Error(e)) => {
-                        return Err(StoreError::Io { path: dir.join(LOCK_FILE), source: Arc::new(e) });
-                    }
-                }
-            }
-            // Room for a copy of every page beside the old ones until they are freed at the commit.
-            let bytes = std::fs::metadata(&data_file).map(|m| m.len() as usize).unwrap_or(0);
-            let needed = (env.info().map_size.max(bytes.saturating_mul(2)) + (64 << 20)).div_ceil(page) * page;
-            // SAFETY: no transaction of this environment is open here.
-            unsafe { env.resize(needed) }.map_err(lmdb)?;
-        }
-        let mut wtxn = env.write_txn().map_err(lmdb)?;
-        let nodes = env.create_database(&mut wtxn, Some("nodes")).map_err(lmdb)?;
-        let links: Database<Bytes, Bytes> = env.create_database(&mut wtxn, Some("link_pages")).map_err(lmdb)?;
-        let meta: Database<Str, Bytes> = env.create_database(&mut wtxn, Some("meta")).map_err(lmdb)?;
-        if let Some(found) = upgrade {
-            let started = std::time::Instant::now();
-            if found < 4 {
-                migrate_links(&env, &mut wtxn, links, meta, &data_file)?;
-            }
-            let sealed = seal_all(&mut wtxn, nodes, links, meta, &data_file)?;
-            log::info!(
-                "{}: upgraded from schema {found} to {SCHEMA_VERSION}: {sealed} values sealed with checksums in {:.2} s",
-                data_file.display(),
-                started.elapsed().as_secs_f64()
-            );
-        }
-        if found.is_none() || upgrade.is_some() {
-            // An earlier deeptree refuses the store instead of meeting data it cannot read.
-            meta.put(&mut wtxn, META_SCHEMA, &SCHEMA_VERSION.to_be_bytes()).map_err(lmdb)?;
-        }
-        wtxn.commit().map_err(lmdb)?;
-        if upgrade.is_some()
-            && hold == Hold::Shared
-            && let Some(lock) = &lock
-        {
-            // Back to sharing the store (a conversion without a gap: nobody else held it).
-            match lock.lock_shared() {
-                Ok(()) => {}
-                Err(e) if e.kind() == io::ErrorKind::Unsupported => {}
-                Err(e) => return Err(StoreError::Io { path: dir.join(LOCK_FILE), source: Arc::new(e) }),
-            }
-        }
+        let (env, data_file) = open_environment(dir, options)?;
+        let upgrade_lock = lock.as_ref().filter(|_| hold == Hold::Shared);
+        let databases = migrations::set_up(&env, dir, &data_file, upgrade_lock)?;
         // New, current or upgraded: its values carry checksums.
-        let sealed = true;
-        let shared = Arc::new(Shared {
-            env,
-            nodes,
-            links,
-            meta,
-            sealed,
-            dir: dir.to_owned(),
-            data_file,
-            last_update_nanos: Default::default(),
-            resize: RwLock::new(()),
-            claims: parking_lot::Mutex::new(None),
-            stopped: std::sync::OnceLock::new(),
-            stop_told: Default::default(),
-            trouble_told: Default::default(),
-            _lock: lock,
-        });
-        // One engine listed twice (a store written before programs were resolved) is merged into one entry.
-        let alone = || match (&shared._lock, hold) {
-            (_, Hold::Alone) | (None, _) => true,
-            (Some(lock), _) => try_alone(lock),
-        };
-        engines::tidy_at_open(&shared, alone);
-        if hold == Hold::Shared
-            && let Some(lock) = &shared._lock
-        {
-            share_again(lock);
-        }
+        let shared = Arc::new(Shared::new(env, databases, dir, data_file, lock));
+        migrations::tidy(&shared, hold);
+        Store::start(shared, options, upkeep, hold)
+    }
+
+    /// Starts the writer of a store just opened for writing. Where a bulk load left cached values owed, every value
+    /// is recomputed first (only where the store is shared: compaction copies records as they are).
+    fn start(
+        shared: Arc<Shared>,
+        options: &StoreOptions,
+        upkeep: Arc<dyn Upkeep>,
+        hold: Hold,
+    ) -> Result<Store, StoreError> {
         let owed = {
             let view = shared.read()?;
             shared.meta.get(&view.txn, META_VALUES_OWED).map_err(|e| shared.lmdb_error(e))?.is_some()
@@ -791,7 +714,7 @@ impl Store {
         let store = Store { shared, writer };
         if owed && hold == Hold::Shared {
             // A process stopped in a bulk load, its values not brought up to date: every value is recomputed.
-            log::info!("{}: cached values owed by an interrupted bulk load; recomputing", dir.display());
+            log::info!("{}: cached values owed by an interrupted bulk load; recomputing", store.shared.dir.display());
             store.writer().settle_all().wait()?;
         }
         Ok(store)
@@ -921,115 +844,36 @@ impl Store {
     }
 }
 
-/// Schema 3 and earlier: the parent links move into pages (bare, as schema 4 held them), in the upgrade's
-/// transaction. Schema 2 and earlier held one entry per link in `parents` (sorted duplicates); schema 3 one record per
-/// child in `links`.
-fn migrate_links(
-    env: &Env<WithoutTls>,
-    wtxn: &mut RwTxn,
-    links: Database<Bytes, Bytes>,
-    meta: Database<Str, Bytes>,
-    data_file: &Path,
-) -> Result<(), StoreError> {
-    let lmdb = |source| StoreError::Lmdb { path: data_file.to_owned(), source: Arc::new(source) };
-    let corrupt = |entry: &'static str| StoreError::CorruptMeta { path: data_file.to_owned(), entry };
-    let mut all: Vec<(PositionKey, PositionKey)> = Vec::new();
-    let parents = env
-        .database_options()
-        .types::<Bytes, Bytes>()
-        .name("parents")
-        .flags(DatabaseFlags::DUP_SORT | DatabaseFlags::DUP_FIXED)
-        .open(wtxn)
-        .map_err(lmdb)?;
-    if let Some(parents) = parents {
-        for item in parents.iter(wtxn).map_err(lmdb)? {
-            let (child, parent) = item.map_err(lmdb)?;
-            let child = PositionKey::from_slice(child).ok_or_else(|| corrupt("parents"))?;
-            let parent = PositionKey::from_slice(parent).ok_or_else(|| corrupt("parents"))?;
-            all.push((child, parent));
-        }
-        parents.clear(wtxn).map_err(lmdb)?;
-    }
-    let per_child: Option<Database<Bytes, Bytes>> = env.open_database(wtxn, Some("links")).map_err(lmdb)?;
-    if let Some(per_child) = per_child {
-        for item in per_child.iter(wtxn).map_err(lmdb)? {
-            let (child, record) = item.map_err(lmdb)?;
-            let child = PositionKey::from_slice(child).ok_or_else(|| corrupt("links"))?;
-            let parents = links::decode_list(record).map_err(|_| corrupt("links"))?;
-            all.extend(parents.into_iter().map(|parent| (child, parent)));
-        }
-        per_child.clear(wtxn).map_err(lmdb)?;
-    }
-    // Pages already there (none in a store written before them) are kept.
-    for item in links.iter(wtxn).map_err(lmdb)? {
-        let (_, page) = item.map_err(lmdb)?;
-        all.extend(links::decode_page(page).map_err(|_| corrupt("link_pages"))?);
-    }
-    links.clear(wtxn).map_err(lmdb)?;
-    let page = links::encode_page(&all);
-    let count = (page.len() / links::ENTRY) as u64;
-    for (key, piece) in links::split(&page).into_iter().filter(|(_, piece)| !piece.is_empty()) {
-        let key = key.unwrap_or(PositionKey::from_bytes([0; 8]));
-        links.put(wtxn, &key.to_bytes(), piece).map_err(lmdb)?;
-    }
-    log::info!("{}: {count} parent links moved into pages", data_file.display());
-    meta.put(wtxn, META_LINKS, &count.to_be_bytes()).map_err(lmdb)?;
-    Ok(())
-}
-
-/// Schema 4 and earlier: every value of `nodes`, `link_pages` and `meta` (but the schema version) is sealed with its
-/// checksum, in the upgrade's transaction, byte for byte as it was otherwise (a record that does not decode stays
-/// one, and is reported as such when read). Returns how many values were sealed.
-fn seal_all(
-    wtxn: &mut RwTxn,
-    nodes: Database<Bytes, Bytes>,
-    links: Database<Bytes, Bytes>,
-    meta: Database<Str, Bytes>,
-    data_file: &Path,
-) -> Result<u64, StoreError> {
-    let lmdb = |source| StoreError::Lmdb { path: data_file.to_owned(), source: Arc::new(source) };
-    // A store whose schema entry says older but whose records are sealed has a damaged schema entry: sealing them
-    // again would hide that. A bare record always decodes bare; a sealed one (with its 4 more bytes) never does.
-    if let Some((key, value)) = nodes.first(wtxn).map_err(lmdb)?
-        && let Some(key) = PositionKey::from_slice(key)
-        && Node::decode(value).is_err()
-        && Node::read(key, value).is_ok()
-    {
-        return Err(StoreError::CorruptMeta { path: data_file.to_owned(), entry: META_SCHEMA });
-    }
-    let mut sealed = 0u64;
-    let mut buffer = Vec::with_capacity(256);
-    for (database, table) in [(nodes, Table::Nodes), (links, Table::LinkPages)] {
-        let mut cursor = database.iter_mut(wtxn).map_err(lmdb)?;
-        while let Some(item) = cursor.next() {
-            let (key, value) = item.map_err(lmdb)?;
-            let key = key.to_vec();
-            buffer.clear();
-            buffer.extend_from_slice(value);
-            checksum::seal(table, &key, &mut buffer);
-            // SAFETY: the key and the value are owned copies: nothing borrowed from the database is alive while the
-            // cursor writes.
-            unsafe { cursor.put_current(&key, &buffer) }.map_err(lmdb)?;
-            sealed += 1;
-        }
-    }
-    let entries: Vec<(String, Vec<u8>)> = meta
-        .iter(wtxn)
-        .map_err(lmdb)?
-        .map(|item| item.map(|(name, value)| (name.to_owned(), value.to_vec())))
-        .collect::<Result<_, _>>()
-        .map_err(lmdb)?;
-    for (name, value) in entries.into_iter().filter(|(name, _)| name != META_SCHEMA) {
-        meta.put(wtxn, &name, &checksum::sealed(Table::Meta, name.as_bytes(), &value)).map_err(lmdb)?;
-        sealed += 1;
-    }
-    Ok(sealed)
-}
-
 /// A page of parent links: its key and its links (without its checksum).
 type LinkPage<'t> = (PositionKey, &'t [u8]);
 
 impl Shared {
+    /// A store's shared state over its environment and databases: sealed, and writing.
+    fn new(
+        env: Env<WithoutTls>,
+        (nodes, links, meta): migrations::Databases,
+        dir: &Path,
+        data_file: PathBuf,
+        lock: Option<File>,
+    ) -> Shared {
+        Shared {
+            env,
+            nodes,
+            links,
+            meta,
+            sealed: true,
+            dir: dir.to_owned(),
+            data_file,
+            last_update_nanos: Default::default(),
+            resize: RwLock::new(()),
+            claims: parking_lot::Mutex::new(None),
+            stopped: std::sync::OnceLock::new(),
+            stop_told: Default::default(),
+            trouble_told: Default::default(),
+            _lock: lock,
+        }
+    }
+
     /// The page of parent links that holds `child`'s, as `txn` sees it: its key and its links (checked).
     fn link_page<'t>(&self, txn: &'t heed::RoTxn<'_>, child: PositionKey) -> Result<Option<LinkPage<'t>>, StoreError> {
         match self.links.get_lower_than_or_equal_to(txn, &child.to_bytes()).map_err(|e| self.lmdb_error(e))? {
