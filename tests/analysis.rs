@@ -5,7 +5,7 @@ use std::{collections::HashSet, process::Command, time::Duration};
 use deeptree::{
     game::Line,
     search::{
-        analysis::{Analysis, Params, Report, Trace, move_distance_at},
+        analysis::{Analysis, AnalysisOptions, Params, Report, Trace, move_distance_at},
         evaluator::{Answer, Evaluator, Job, ScriptedEvaluator},
         show,
     },
@@ -54,10 +54,10 @@ fn run_scripted_report(store: &Store, workers: usize, seed: u64, max_depth: u8, 
     assert_eq!(report.settled_depth, Some(max_depth));
     assert_eq!(
         report.evaluations + report.abandoned + report.aborted,
-        analysis.evaluator.jobs.len() as u64,
+        analysis.evaluator().jobs.len() as u64,
         "the report counts every search, answered, abandoned or aborted"
     );
-    (report, analysis.evaluator.jobs)
+    (report, std::mem::take(&mut analysis.evaluator_mut().jobs))
 }
 
 fn tree_json(store: &Store, depth: u8) -> String {
@@ -194,8 +194,8 @@ fn a_trace_names_every_decision() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path(), &StoreOptions::default()).unwrap();
     let trace_path = dir.path().join("trace.txt");
-    let mut analysis = Analysis::new(&store, ScriptedEvaluator::new(1, 1), params(2));
-    analysis.trace = Trace::to_file(&trace_path).unwrap();
+    let options = AnalysisOptions { trace: Trace::to_file(&trace_path).unwrap(), ..AnalysisOptions::default() };
+    let mut analysis = Analysis::with_options(&store, ScriptedEvaluator::new(1, 1), params(2), options);
     analysis.run(&Line::parse(None, "").unwrap(), |_| {}).unwrap();
     drop(analysis);
     let trace = std::fs::read_to_string(&trace_path).unwrap();
@@ -250,8 +250,9 @@ fn no_progress_trace(no_progress: bool) -> String {
     }
     store.writer().submit(changes).wait().unwrap();
     let trace_path = dir.path().join("trace.txt");
-    let mut analysis = Analysis::new(&store, ScriptedEvaluator::new(1, 3), Params { no_progress, ..params(5) });
-    analysis.trace = Trace::to_file(&trace_path).unwrap();
+    let options = AnalysisOptions { trace: Trace::to_file(&trace_path).unwrap(), ..AnalysisOptions::default() };
+    let params = Params { no_progress, ..params(5) };
+    let mut analysis = Analysis::with_options(&store, ScriptedEvaluator::new(1, 3), params, options);
     let report = analysis.run(&Line::parse(None, "").unwrap(), |_| {}).unwrap();
     assert_eq!(report.settled_depth, Some(5));
     drop(analysis);
@@ -553,7 +554,7 @@ fn searches_ahead_that_the_tree_no_longer_leads_to_are_stopped_and_change_nothin
     let report = analysis.run(&Line::start_position(), |_| {}).unwrap();
     assert_eq!(report.settled_depth, Some(3));
     assert!(report.aborted > 0, "some searches ahead were stopped: {report:?}");
-    assert_eq!(report.evaluations + report.abandoned + report.aborted, analysis.evaluator.jobs, "{report:?}");
+    assert_eq!(report.evaluations + report.abandoned + report.aborted, analysis.evaluator().jobs, "{report:?}");
     assert_eq!(report.stored, serial.stored);
     assert_eq!(tree_json(&store, 6), tree_json(&serial_store, 6), "stopping searches changed the tree");
 }
@@ -703,16 +704,15 @@ fn a_time_budget_ends_a_tree_where_no_depth_needs_a_search() {
     let store = Store::open(dir.path(), &StoreOptions::default()).unwrap();
     let line = Line::parse(None, "f2f3 e7e5 g2g4 d8h4").unwrap();
     let budgeted = Params { time: Some(Duration::ZERO), ..params(250) };
-    let mut analysis = Analysis::new(&store, ScriptedEvaluator::new(1, 1), budgeted);
     // The game's moves are not searched (as in a think inside a game, where the session stores them).
-    analysis.line_edges = false;
+    let options = || AnalysisOptions { line_edges: false, ..AnalysisOptions::default() };
+    let mut analysis = Analysis::with_options(&store, ScriptedEvaluator::new(1, 1), budgeted, options());
     let report = analysis.run(&line, |_| {}).unwrap();
     assert!(report.stopped, "{report:?}");
     assert_eq!(report.settled_depth, Some(0), "{report:?}");
     assert_eq!(report.evaluations, 0);
     // Without a budget the same root settles every depth, still without a search.
-    let mut analysis = Analysis::new(&store, ScriptedEvaluator::new(1, 1), params(250));
-    analysis.line_edges = false;
+    let mut analysis = Analysis::with_options(&store, ScriptedEvaluator::new(1, 1), params(250), options());
     let report = analysis.run(&line, |_| {}).unwrap();
     assert!(!report.stopped, "{report:?}");
     assert_eq!(report.settled_depth, Some(250), "{report:?}");

@@ -16,7 +16,7 @@ use deeptree::{
     interop::polyglot::{book_key, polyglot_move, read_book},
     score::{Bound, Score},
     search::{
-        analysis::{Analysis, Params, Trace, move_distance_at},
+        analysis::{Analysis, AnalysisOptions, Params, Trace, move_distance_at},
         evaluator::ScriptedEvaluator,
         show,
     },
@@ -334,8 +334,8 @@ fn imported_lines_are_analysed_even_outside_the_move_distance() {
         deeptree::interop::pgn_import::import_pgn(&store, pgn.as_bytes(), &Default::default(), |_| {}).unwrap();
     assert_eq!(summary.edges, 2);
     let trace = dir.path().join("trace.txt");
-    let mut analysis = Analysis::new(&store, ScriptedEvaluator::new(2, 7), params(3));
-    analysis.trace = Trace::to_file(&trace).unwrap();
+    let options = AnalysisOptions { trace: Trace::to_file(&trace).unwrap(), ..AnalysisOptions::default() };
+    let mut analysis = Analysis::with_options(&store, ScriptedEvaluator::new(2, 7), params(3), options);
     analysis.run(&Line::parse(None, "").unwrap(), |_| {}).unwrap();
     drop(analysis);
     let trace = std::fs::read_to_string(&trace).unwrap();

@@ -7,7 +7,7 @@ use std::{collections::HashMap, path::Path, time::Duration};
 use deeptree::{
     game::Line,
     search::{
-        analysis::{Analysis, Params, Report, Screening, Trace},
+        analysis::{Analysis, AnalysisOptions, Params, Report, Screening, Trace},
         evaluator::{Answer, Evaluator, Job, ScriptedEvaluator},
         show,
     },
@@ -67,12 +67,12 @@ struct Run {
 fn run(store: &Store, params: Params, error: Option<fn(&Chess, &UciMove) -> i32>, trace: &Path) -> Run {
     let mut inner = ScriptedEvaluator::new(1, 3);
     inner.shallow_error = error;
-    let mut analysis = Analysis::new(store, Recording { inner, jobs: Vec::new() }, params.clone());
-    analysis.look_ahead = None;
-    analysis.trace = Trace::to_file(trace).unwrap();
+    let options =
+        AnalysisOptions { look_ahead: None, trace: Trace::to_file(trace).unwrap(), ..AnalysisOptions::default() };
+    let mut analysis = Analysis::with_options(store, Recording { inner, jobs: Vec::new() }, params.clone(), options);
     let report = analysis.run(&Line::start_position(), |_| {}).unwrap();
     assert_eq!(report.settled_depth, Some(params.max_depth));
-    let jobs = std::mem::take(&mut analysis.evaluator.jobs);
+    let jobs = std::mem::take(&mut analysis.evaluator_mut().jobs);
     drop(analysis);
     Run { report, jobs, trace: std::fs::read_to_string(trace).unwrap() }
 }

@@ -14,7 +14,7 @@ use crate::{
     interop::{played::exits, roots::read_roots},
     logger::{Progress, StatusLine},
     search::{
-        analysis::{Analysis, Params, Trace},
+        analysis::{Analysis, AnalysisOptions, Params, Trace},
         evaluator::PoolEvaluator,
         roots::{BookRoot, RootProgress, grow, priority},
         split::{SplitError, direct_first},
@@ -400,14 +400,18 @@ pub fn run(db: Option<&Path>, config: &Config, args: AnalyzeArgs) -> CommandResu
     };
     // What starting the engines took is spent: a run that is out of time now stops at once.
     let params = params.with_time(time.map(|t| t.saturating_sub(started.elapsed())));
-    let mut analysis = Analysis::new(&store, PoolEvaluator::new(pool), params);
-    analysis.look_ahead = look_ahead;
-    if let Some(path) = &trace {
-        analysis.trace = Trace::to_file(path)?;
-    }
-    analysis.progress = StatusLine::on_stderr().map(|line| Arc::new(line) as Arc<dyn Progress>);
-    analysis.stop = stop;
-    let engine_depth = analysis.params.engine_depth;
+    let options = AnalysisOptions {
+        look_ahead,
+        trace: match &trace {
+            Some(path) => Trace::to_file(path)?,
+            None => Trace::off(),
+        },
+        progress: StatusLine::on_stderr().map(|line| Arc::new(line) as Arc<dyn Progress>),
+        stop,
+        line_edges: true,
+    };
+    let mut analysis = Analysis::with_options(&store, PoolEvaluator::new(pool), params, options);
+    let engine_depth = analysis.params().engine_depth;
     if !json {
         println!(
             "{:>6} {:>9} {:>9} {:>11} {:>10} {:>9}",

@@ -11,11 +11,13 @@
 //! positions are searched and what the settled tree holds do not depend on how many workers run or in which order
 //! their answers arrive.
 //!
-//! Here: the parameters, the root's line, the report and the loop over depths and passes. The walk of a pass is in
-//! `walk`; how a pass runs its searches, and what the engines it leaves free do ahead of their turn, is in `ahead`.
+//! Here: the parameters and options, the report and the loop over depths and passes ([`Analysis`]). It owns three
+//! parts, one job each: `walk` plans the searches of a pass from the stored graph; `scheduler` runs them on the
+//! engines (and, on the engines a pass leaves free, searches ahead of their turn), shares them with other processes
+//! through claims and cancels those no longer needed; `recorder` turns the answers into store changes, writes them and
+//! counts what the run did.
 
 use std::{
-    collections::HashMap,
     fmt,
     fs::File,
     io::{BufWriter, Write},
@@ -27,23 +29,13 @@ use std::{
     time::{Duration, Instant},
 };
 
-use shakmaty::{Chess, Position, fen::Fen};
+use shakmaty::{Chess, fen::Fen};
 
-use crate::store::{
-    Change, Store, StoreError,
-    claims::{ClaimedAnswer, Claims},
-    key::{KeySet, PositionKey},
-    node::{Edge, Eval, Node, PackedPosition, RestBound, ScreenBound},
-};
+use crate::store::{Store, StoreError, key::PositionKey};
 
 use crate::{game::Line, logger::Progress, score::Score, values::graph::StoreGraph};
 
-use super::{
-    evaluator::{Answer, Evaluator, Job},
-    host::{Flights, Planned, Purpose},
-    overlay::Overlay,
-    show::san_of as san,
-};
+use super::{evaluator::Evaluator, host::Planned, show::san_of as san};
 
 /// The three parameters of the search, and its budget.
 #[derive(Debug, Clone)]
@@ -292,11 +284,13 @@ macro_rules! trace {
     };
 }
 
-mod ahead;
+mod recorder;
+mod scheduler;
 mod walk;
 
-use ahead::Speculation;
-use walk::{WalkResult, walk_tree};
+use recorder::Recorder;
+use scheduler::{Context, Scheduler};
+use walk::{WalkResult, Walker};
 
 fn fen(pos: &Chess) -> String {
     Fen::from_position(pos, shakmaty::EnPassantMode::Legal).to_string()
@@ -309,123 +303,139 @@ struct Root {
     history: Vec<PositionKey>,
 }
 
-/// The deep-analysis search of one root.
-pub struct Analysis<'a, E: Evaluator> {
-    pub store: &'a Store,
-    pub evaluator: E,
-    pub params: Params,
-    pub trace: Trace,
-    /// Set to stop cleanly (Ctrl-C).
-    pub stop: Arc<AtomicBool>,
-    /// Where a live progress line is shown (the command's status line); `None` shows none.
-    pub progress: Option<Arc<dyn Progress>>,
-    /// Store the root's line as engine-scored edges first (off when the caller has stored the line itself).
-    pub line_edges: bool,
-    /// How many software depths past the one being settled the host may look for searches to run ahead of their
-    /// turn when an engine is free. `None` runs nothing ahead: every pass waits for its slowest search.
-    pub look_ahead: Option<u8>,
-    /// Nodes the inner engines reported for the searches answered so far, readable while the run goes on (a GUI's
-    /// `info nodes` while the tree grows).
-    pub nodes_so_far: Arc<AtomicU64>,
-    flights: Flights,
-    speculation: Speculation,
-    root: Option<Root>,
-    failed: KeySet,
-    /// Engine searches answered this run, ahead of their turn or not.
-    evaluations: u64,
-    /// Nodes the inner engines reported for the answered searches.
-    engine_nodes: u64,
-    /// Answers the passes stored: what a run with one engine asks.
-    stored_answers: u64,
-    /// Searches stopped before their answer.
-    abandoned: u64,
-    /// Numbers of the engines in the store's list, by the names answers give.
-    engine_numbers: HashMap<String, u16>,
-    /// Engine time that searches stopped as no longer needed had run, and that stopping them saved.
-    aborted_ran: Duration,
-    aborted_saved: Duration,
-    failures: u64,
-    /// This run's claims on searches in the store, shared with other processes; `None` when they cannot be used
-    /// (the run then shares nothing).
-    claims: Option<Claims>,
-    /// Answers taken from other processes' searches.
-    shared: u64,
+impl Root {
+    fn of(line: &Line) -> Root {
+        Root { position: line.root().clone(), key: PositionKey::of(line.root()), history: line.history_keys() }
+    }
+}
+
+/// When a run must end: stopped from outside, or its time or node budget spent.
+struct Budget {
+    /// Set to stop cleanly.
+    stop: Arc<AtomicBool>,
+    time: Option<Duration>,
+    nodes: Option<u64>,
     started: Instant,
 }
 
-impl<'a, E: Evaluator> Analysis<'a, E> {
-    pub fn new(store: &'a Store, evaluator: E, params: Params) -> Self {
-        Analysis {
-            store,
-            evaluator,
-            params,
-            trace: Trace::off(),
-            stop: Arc::new(AtomicBool::new(false)),
-            progress: None,
-            line_edges: true,
+impl Budget {
+    /// The clock of the time budget starts now.
+    fn start(&mut self) {
+        self.started = Instant::now();
+    }
+
+    fn elapsed(&self) -> Duration {
+        self.started.elapsed()
+    }
+
+    /// The run must end: stopped, or its time spent, or the engines reported `engine_nodes` of a node budget.
+    fn spent(&self, engine_nodes: u64) -> bool {
+        self.stop.load(Ordering::Relaxed)
+            || self.time.is_some_and(|t| self.started.elapsed() >= t)
+            || self.nodes.is_some_and(|n| engine_nodes >= n)
+    }
+}
+
+/// How an analysis runs, beside its [`Params`]: all set when it is made ([`Analysis::with_options`]).
+pub struct AnalysisOptions {
+    /// How many software depths past the one being settled the host may look for searches to run ahead of their
+    /// turn when an engine is free. `None` runs nothing ahead: every pass waits for its slowest search.
+    pub look_ahead: Option<u8>,
+    /// One line per decision ([`Trace::to_file`]); off by default.
+    pub trace: Trace,
+    /// Where a live progress line is shown (a command's status line, [`StatusLine`](crate::logger::StatusLine));
+    /// `None` shows none.
+    pub progress: Option<Arc<dyn Progress>>,
+    /// Set to stop cleanly (Ctrl-C, a GUI's stop).
+    pub stop: Arc<AtomicBool>,
+    /// Store the root's line as engine-scored edges first (off when the caller has stored the line itself).
+    pub line_edges: bool,
+}
+
+impl Default for AnalysisOptions {
+    /// The default look ahead, no trace, no progress line, a stop flag of its own, the line stored as edges.
+    fn default() -> AnalysisOptions {
+        AnalysisOptions {
             look_ahead: Some(DEFAULT_LOOK_AHEAD),
-            flights: Flights::default(),
-            speculation: Speculation::default(),
-            root: None,
-            failed: KeySet::default(),
-            evaluations: 0,
-            engine_nodes: 0,
-            nodes_so_far: Arc::new(AtomicU64::new(0)),
-            stored_answers: 0,
-            abandoned: 0,
-            engine_numbers: HashMap::new(),
-            aborted_ran: Duration::ZERO,
-            aborted_saved: Duration::ZERO,
-            failures: 0,
-            claims: None,
-            shared: 0,
-            started: Instant::now(),
+            trace: Trace::off(),
+            progress: None,
+            stop: Arc::new(AtomicBool::new(false)),
+            line_edges: true,
         }
+    }
+}
+
+/// The deep-analysis search of one root: the loop over depths and passes. It owns the three parts that do the work:
+/// the walk, which plans the searches of a pass from the stored graph (`walk`); the scheduler, which runs them on
+/// the engines, ahead of their turn where engines are free, shared with other processes through claims
+/// (`scheduler`); and the recorder, which turns their answers into store changes and counts what the run did
+/// (`recorder`).
+pub struct Analysis<'a, E: Evaluator> {
+    walk: Walker<'a>,
+    scheduler: Scheduler<'a, E>,
+    recorder: Recorder<'a>,
+    store: &'a Store,
+    trace: Trace,
+    progress: Option<Arc<dyn Progress>>,
+    budget: Budget,
+    line_edges: bool,
+}
+
+impl<'a, E: Evaluator> Analysis<'a, E> {
+    /// An analysis with the default [`AnalysisOptions`].
+    pub fn new(store: &'a Store, evaluator: E, params: Params) -> Self {
+        Analysis::with_options(store, evaluator, params, AnalysisOptions::default())
+    }
+
+    /// An analysis of `store` with `evaluator`'s engines, everything about it set here: nothing is set after.
+    pub fn with_options(store: &'a Store, evaluator: E, params: Params, options: AnalysisOptions) -> Self {
+        let AnalysisOptions { look_ahead, trace, progress, stop, line_edges } = options;
+        Analysis {
+            budget: Budget { stop, time: params.time, nodes: params.nodes, started: Instant::now() },
+            walk: Walker::new(store, params),
+            scheduler: Scheduler::new(store, evaluator, look_ahead),
+            recorder: Recorder::new(store),
+            store,
+            trace,
+            progress,
+            line_edges,
+        }
+    }
+
+    /// The parameters it searches with.
+    pub fn params(&self) -> &Params {
+        self.walk.params()
+    }
+
+    /// Its evaluator (a test's recording of the searches asked, say).
+    pub fn evaluator(&self) -> &E {
+        self.scheduler.evaluator()
+    }
+
+    /// Its evaluator, to take what it recorded.
+    pub fn evaluator_mut(&mut self) -> &mut E {
+        self.scheduler.evaluator_mut()
+    }
+
+    /// Nodes the inner engines reported for the searches answered so far, readable while the run goes on (a GUI's
+    /// `info nodes` while the tree grows).
+    pub fn nodes_so_far(&self) -> Arc<AtomicU64> {
+        self.recorder.nodes_so_far()
     }
 
     /// The run must end: stopped, or its time or node budget is spent.
     fn out_of_time(&self) -> bool {
-        self.stop.load(Ordering::Relaxed)
-            || self.params.time.is_some_and(|t| self.started.elapsed() >= t)
-            || self.params.nodes.is_some_and(|n| self.engine_nodes >= n)
+        self.budget.spent(self.recorder.engine_nodes())
     }
 
     /// Runs the analysis of `line`'s root, calling `on_iteration` after each settled depth.
     pub fn run(&mut self, line: &Line, mut on_iteration: impl FnMut(&Iteration)) -> Result<Report, AnalysisError> {
-        self.started = Instant::now();
-        self.store.writer().submit(vec![Change::SetEngine(self.evaluator.identity())]).wait()?;
-        let names = self.evaluator.engine_names();
-        let numbers = self.store.engine_numbers(&names)?;
-        self.engine_numbers =
-            names.into_iter().zip(numbers).filter_map(|(name, number)| Some((name, number?))).collect();
-        let root = line.root().clone();
-        let root_key = PositionKey::of(&root);
-        self.root = Some(Root { position: root.clone(), key: root_key, history: line.history_keys() });
-        self.claims = match self.store.claims() {
-            Ok(claims) => Some(claims),
-            Err(e) => {
-                log::log!(crate::store::claims::level_of(&e), "searches are not shared with other processes: {e}");
-                None
-            }
-        };
-        self.speculation = Speculation::default();
-        if self.look_ahead.is_some() && self.evaluator.workers() > 1 {
-            self.speculation.overlay = Some(Overlay::default());
-        }
-        trace!(
-            self.trace,
-            "analysis of {} (key {root_key}) with {} history positions: engine depth {}, move distance {}, max depth {}",
-            fen(&root),
-            line.history_keys().len(),
-            self.params.engine_depth,
-            self.params.move_distance,
-            self.params.max_depth
-        );
+        self.begin(line)?;
         let mut stopped = self.line_edges && self.store_line(line)?;
         let mut iterations = Vec::new();
         let mut settled = None;
         let mut depth = 0u8;
-        while !stopped && depth <= self.params.max_depth {
+        while !stopped && depth <= self.walk.params().max_depth {
             // A depth that plans no search (every line ends in a mate or a repetition) settles without asking the
             // engines, which check the budget themselves: the budget is checked here too, or such a tree would run
             // on to the last depth whatever the clock.
@@ -433,146 +443,152 @@ impl<'a, E: Evaluator> Analysis<'a, E> {
                 stopped = true;
                 break;
             }
-            let stored_before = self.stored_answers;
-            let depth_started = Instant::now();
-            let mut passes = 0u32;
-            loop {
-                passes += 1;
-                let walk_started = Instant::now();
-                let WalkResult { planned, terminal, min_leaf, max_ply, skipped } = self.walk(depth, passes)?;
-                log::debug!(
-                    "depth {depth} pass {passes}: walk {:.1} ms, {} searches planned",
-                    walk_started.elapsed().as_secs_f64() * 1e3,
-                    planned.len()
-                );
-                if !terminal.is_empty() {
-                    self.lay_over(&terminal)?;
-                    self.store.writer().submit(terminal).wait()?;
-                }
-                if planned.is_empty() && skipped > 0 {
-                    // Positions whose searches failed are still missing: this depth is not settled, and deeper
-                    // ones cannot be; stop here (a later run retries them).
-                    log::warn!("depth {depth} cannot settle: {skipped} searches failed in this run");
-                    trace!(self.trace, "depth {depth} not settled: {skipped} searches failed; the analysis ends");
-                    stopped = true;
-                    break;
-                }
-                if planned.is_empty() {
-                    let mut mark = Node::new(PackedPosition::of(&root));
-                    mark.settled_depth = Some(depth);
-                    self.store
-                        .writer()
-                        .submit(vec![Change::Merge { key: root_key, node: mark, children: vec![] }])
-                        .wait()?;
+            match self.settle(depth)? {
+                Some(iteration) => {
                     settled = Some(depth);
-                    let iteration = Iteration {
-                        software_depth: depth,
-                        min_depth: min_leaf.min(max_ply),
-                        max_depth: max_ply,
-                        combined_min: u16::from(min_leaf.min(max_ply)) + u16::from(self.params.engine_depth),
-                        combined_max: u16::from(max_ply) + u16::from(self.params.engine_depth),
-                        evaluations: self.stored_answers - stored_before,
-                        passes,
-                        positions: self.store.stats()?.positions,
-                        elapsed_seconds: depth_started.elapsed().as_secs_f64(),
-                    };
-                    trace!(
-                        self.trace,
-                        "settled depth {depth} after {passes} passes, {} evaluations", iteration.evaluations
-                    );
                     on_iteration(&iteration);
                     iterations.push(iteration);
-                    break;
                 }
-                trace!(self.trace, "pass {passes} at depth {depth} planned {} searches", planned.len());
-                if self.run_pass(planned, depth, passes)? {
-                    stopped = true;
-                    break;
-                }
+                None => stopped = true,
             }
             depth = depth.saturating_add(1);
             if depth == u8::MAX {
                 break;
             }
         }
-        // Searches still running were started ahead of their turn and no pass will ask for them now.
-        self.abandon();
-        // Releases what is still claimed; answers stay for other processes.
-        self.claims = None;
-        let unused = self.speculation.started.saturating_sub(self.speculation.used);
-        // Answered here and never taken: the answers of other processes kept beside them are theirs.
-        let unasked = self.flights.waiting().filter(|job| !self.speculation.from_others.contains(*job)).count() as u64;
-        if self.speculation.started > 0 {
-            trace!(
-                self.trace,
-                "searches run ahead of their turn: {} started, {} taken by a pass, {unused} not needed; {} stopped when \
-                 the tree no longer led to them ({:.1} engine seconds saved)",
-                self.speculation.started,
-                self.speculation.used,
-                self.speculation.aborted,
-                self.aborted_saved.as_secs_f64()
+        self.finish(iterations, settled, stopped)
+    }
+
+    /// Starts a run from `line`'s root: the clock, the engines in the store, the root, the claims.
+    fn begin(&mut self, line: &Line) -> Result<(), AnalysisError> {
+        self.budget.start();
+        let evaluator = self.scheduler.evaluator();
+        self.recorder.begin(evaluator.identity(), evaluator.engine_names())?;
+        self.walk.begin(line);
+        self.scheduler.begin();
+        let params = self.walk.params();
+        trace!(
+            self.trace,
+            "analysis of {} (key {}) with {} history positions: engine depth {}, move distance {}, max depth {}",
+            fen(line.root()),
+            PositionKey::of(line.root()),
+            line.history_keys().len(),
+            params.engine_depth,
+            params.move_distance,
+            params.max_depth
+        );
+        Ok(())
+    }
+
+    /// Settles software depth `depth`: passes until one plans nothing. `None` where the run ends first: stopped, out
+    /// of budget, or a search failed so that the depth cannot settle.
+    fn settle(&mut self, depth: u8) -> Result<Option<Iteration>, AnalysisError> {
+        let stored_before = self.recorder.stored();
+        let depth_started = Instant::now();
+        let mut passes = 0u32;
+        loop {
+            passes += 1;
+            let walk_started = Instant::now();
+            let WalkResult { planned, terminal, min_leaf, max_ply, skipped } =
+                self.walk.pass(&mut self.trace, self.recorder.failed(), depth, passes)?;
+            log::debug!(
+                "depth {depth} pass {passes}: walk {:.1} ms, {} searches planned",
+                walk_started.elapsed().as_secs_f64() * 1e3,
+                planned.len()
             );
+            if !terminal.is_empty() {
+                self.scheduler.lay_over(&terminal)?;
+                self.recorder.write(terminal)?;
+            }
+            if planned.is_empty() && skipped > 0 {
+                // Positions whose searches failed are still missing: this depth is not settled, and deeper
+                // ones cannot be; stop here (a later run retries them).
+                log::warn!("depth {depth} cannot settle: {skipped} searches failed in this run");
+                trace!(self.trace, "depth {depth} not settled: {skipped} searches failed; the analysis ends");
+                return Ok(None);
+            }
+            if planned.is_empty() {
+                let plies = (min_leaf.min(max_ply), max_ply);
+                let evaluations = self.recorder.stored() - stored_before;
+                return self.settled(depth, passes, plies, evaluations, depth_started).map(Some);
+            }
+            trace!(self.trace, "pass {passes} at depth {depth} planned {} searches", planned.len());
+            if self.run_pass(planned, depth, passes)? {
+                return Ok(None);
+            }
         }
+    }
+
+    /// Depth `depth` settled after `passes`, its leaves at `plies` (shallowest, deepest): marked at the root, and
+    /// reported.
+    fn settled(
+        &mut self,
+        depth: u8,
+        passes: u32,
+        (min_depth, max_depth): (u8, u8),
+        evaluations: u64,
+        started: Instant,
+    ) -> Result<Iteration, AnalysisError> {
+        if let Some(root) = self.walk.root() {
+            self.recorder.settled(&root.position, root.key, depth)?;
+        }
+        let engine_depth = u16::from(self.walk.params().engine_depth);
+        let iteration = Iteration {
+            software_depth: depth,
+            min_depth,
+            max_depth,
+            combined_min: u16::from(min_depth) + engine_depth,
+            combined_max: u16::from(max_depth) + engine_depth,
+            evaluations,
+            passes,
+            positions: self.store.stats()?.positions,
+            elapsed_seconds: started.elapsed().as_secs_f64(),
+        };
+        trace!(self.trace, "settled depth {depth} after {passes} passes, {} evaluations", iteration.evaluations);
+        Ok(iteration)
+    }
+
+    /// Ends a run: what still runs is stopped, the claims released, the trace flushed, the progress line cleared.
+    fn finish(
+        &mut self,
+        iterations: Vec<Iteration>,
+        settled: Option<u8>,
+        stopped: bool,
+    ) -> Result<Report, AnalysisError> {
+        let scheduled = self.scheduler.end(&mut self.trace);
         self.trace.flush();
         if let Some(progress) = &self.progress {
             progress.clear();
         }
+        let (recorder, nodes) = (&self.recorder, self.walk.params().nodes);
         Ok(Report {
-            evaluations: self.evaluations,
-            engine_nodes: self.engine_nodes,
-            stored: self.stored_answers,
-            unasked,
-            ahead: self.speculation.started,
-            ahead_used: self.speculation.used,
-            abandoned: self.abandoned,
-            aborted: self.speculation.aborted,
-            aborted_seconds_ran: self.aborted_ran.as_secs_f64(),
-            aborted_seconds_saved: self.aborted_saved.as_secs_f64(),
+            evaluations: recorder.evaluations(),
+            engine_nodes: recorder.engine_nodes(),
+            stored: recorder.stored(),
+            unasked: scheduled.unasked,
+            ahead: scheduled.started,
+            ahead_used: scheduled.used,
+            abandoned: scheduled.abandoned,
+            aborted: scheduled.aborted,
+            aborted_seconds_ran: scheduled.aborted_ran.as_secs_f64(),
+            aborted_seconds_saved: scheduled.aborted_saved.as_secs_f64(),
             positions: self.store.stats()?.positions,
             settled_depth: settled,
             iterations,
             stopped,
-            node_budget: self.params.nodes,
-            node_overshoot: self.params.nodes.map(|n| self.engine_nodes.saturating_sub(n)),
-            failed: self.failures,
-            shared: self.shared,
+            node_budget: nodes,
+            node_overshoot: nodes.map(|n| recorder.engine_nodes().saturating_sub(n)),
+            failed: recorder.failures(),
+            shared: recorder.shared(),
         })
     }
 
     /// Stores the root's line as edges (one search of each line move it lacks). Returns true when stopped.
     fn store_line(&mut self, line: &Line) -> Result<bool, AnalysisError> {
-        let mut planned = Vec::new();
-        let mut marks = Vec::new();
-        {
-            let view = self.store.read()?;
-            for (pos, uci) in line.positions.iter().zip(&line.moves) {
-                let key = PositionKey::of(pos);
-                let stored = view.node(key)?.and_then(|n| n.edge(uci).cloned());
-                // A move already searched at the engine depth (by an earlier pass or run) is not asked again: a
-                // second answer at the same depth would only replace the first. It is marked as a line move.
-                match stored.filter(|e| e.depth >= self.params.engine_depth) {
-                    Some(edge) if edge.imported => {}
-                    Some(mut edge) => {
-                        trace!(self.trace, "line move {} in {key} {}: already searched, kept", san(pos, uci), fen(pos));
-                        edge.imported = true;
-                        let mut node = Node::new(PackedPosition::of(pos));
-                        node.edges.push(edge);
-                        marks.push(Change::merge(pos, node)?);
-                    }
-                    None => {
-                        trace!(self.trace, "line move {} in {key} {}: stored as an edge", san(pos, uci), fen(pos));
-                        planned.push(Planned {
-                            key,
-                            purpose: Purpose::LineMove,
-                            job: Job::new(pos.clone(), vec![*uci], self.params.engine_depth),
-                        });
-                    }
-                }
-            }
-        }
+        let (planned, marks) = self.walk.line(&mut self.trace, line)?;
         if !marks.is_empty() {
-            self.lay_over(&marks)?;
-            self.store.writer().submit(marks).wait()?;
+            self.scheduler.lay_over(&marks)?;
+            self.recorder.write(marks)?;
         }
         if planned.is_empty() {
             return Ok(false);
@@ -580,50 +596,27 @@ impl<'a, E: Evaluator> Analysis<'a, E> {
         self.run_pass(planned, 0, 0)
     }
 
-    /// One pass's walk of the store at software depth `depth`.
-    fn walk(&mut self, depth: u8, pass: u32) -> Result<WalkResult, AnalysisError> {
-        let Some(root) = &self.root else { return Ok(WalkResult::default()) };
-        let view = self.store.read()?;
-        let graph = StoreGraph::new(&view);
-        trace!(self.trace, "pass {pass} at software depth {depth}");
-        let result = walk_tree(&graph, &self.params, &mut self.trace, &self.failed, root, depth)?;
-        match graph.take_error() {
-            Some(e) => Err(e.into()),
-            None => Ok(result),
-        }
-    }
-
-    /// The number of the engine that gave `answer` in the store's list, adding an engine not seen at the start (one
-    /// whose name changed when it was started again).
-    fn engine_number(&mut self, answer: &Answer) -> Option<u16> {
-        let name = answer.engine.as_ref()?;
-        if let Some(number) = self.engine_numbers.get(name) {
-            return Some(*number);
-        }
-        match self.store.engine_numbers(std::slice::from_ref(name)) {
-            Ok(numbers) => {
-                let number = numbers.first().copied().flatten()?;
-                self.engine_numbers.insert(name.clone(), number);
-                Some(number)
-            }
-            Err(e) => {
-                log::warn!("engine {name} not added to the store's list: {e}");
-                None
-            }
-        }
-    }
-
-    fn show_progress(&self, depth: u8, pass: u32, done: usize, total: usize) {
-        if let Some(progress) = &self.progress {
-            let secs = self.started.elapsed().as_secs();
-            progress.show(&format!(
-                "depth {depth} pass {pass}: {done}/{total} searches, {} evaluations, {}:{:02}:{:02}",
-                self.evaluations,
-                secs / 3600,
-                secs / 60 % 60,
-                secs % 60
-            ));
-        }
+    /// Runs a pass's planned searches on the engines and stores every answer, together. Returns true when stopped.
+    fn run_pass(&mut self, planned: Vec<Planned>, depth: u8, pass_number: u32) -> Result<bool, AnalysisError> {
+        let pass_started = Instant::now();
+        let mut ctx = Context {
+            walk: &self.walk,
+            recorder: &mut self.recorder,
+            trace: &mut self.trace,
+            budget: &self.budget,
+            progress: self.progress.as_deref(),
+        };
+        let (answers, stopped) = self.scheduler.answer_pass(&mut ctx, &planned, depth, pass_number)?;
+        let answers_done = Instant::now();
+        self.recorder.record_pass(&planned, answers, stopped, &mut self.trace)?;
+        log::debug!(
+            "depth {depth} pass {pass_number}: {} searches answered after {:.1} ms, stored {:.1} ms later",
+            planned.len(),
+            (answers_done - pass_started).as_secs_f64() * 1e3,
+            answers_done.elapsed().as_secs_f64() * 1e3
+        );
+        self.trace.flush();
+        Ok(stopped)
     }
 }
 
@@ -649,9 +642,7 @@ pub struct SettledInStore<'v, 's> {
 
 impl<'v, 's> SettledInStore<'v, 's> {
     pub fn new(view: &'v crate::store::ReadView<'s>, line: &Line) -> Self {
-        let root =
-            Root { position: line.root().clone(), key: PositionKey::of(line.root()), history: line.history_keys() };
-        SettledInStore { graph: StoreGraph::new(view), root }
+        SettledInStore { graph: StoreGraph::new(view), root: Root::of(line) }
     }
 
     /// Whether a pass at software depth `depth` with `params` would plan no search.
@@ -675,76 +666,6 @@ impl<'v, 's> SettledInStore<'v, 's> {
         }
         Ok(settled)
     }
-}
-
-/// An answer as claims keep it for other processes.
-fn claimed(answer: &Answer) -> ClaimedAnswer {
-    ClaimedAnswer {
-        best: answer.best,
-        score: answer.score,
-        bound: answer.bound,
-        depth: answer.depth,
-        nodes: answer.nodes,
-        engine: answer.engine.clone(),
-    }
-}
-
-/// An answer another process found.
-fn from_claim(answer: ClaimedAnswer) -> Answer {
-    Answer {
-        best: answer.best,
-        score: answer.score,
-        bound: answer.bound,
-        depth: answer.depth,
-        nodes: answer.nodes,
-        engine: answer.engine,
-    }
-}
-
-/// The change that stores an answer; `engine` is the number of the engine that gave it in the store's list.
-fn change_for(plan: &Planned, answer: &Answer, engine: Option<u16>) -> Option<Change> {
-    let pos = &plan.job.position;
-    if !plan.job.searchmoves.is_empty() && !plan.job.searchmoves.contains(&answer.best) {
-        return None;
-    }
-    let mut node = Node::new(PackedPosition::of(pos));
-    let mut edge = Edge::new(answer.best, answer.score, answer.bound, answer.depth);
-    edge.engine = engine;
-    match plan.purpose {
-        Purpose::Evaluate => {
-            node.eval = Some(Eval {
-                score: answer.score,
-                bound: answer.bound,
-                depth: answer.depth,
-                best: Some(answer.best),
-                nodes: answer.nodes,
-                engine,
-            });
-            // The best move bounds every other move from above.
-            if pos.legal_moves().len() > 1 {
-                node.rest = Some(RestBound { score: answer.score, depth: answer.depth });
-            }
-        }
-        Purpose::Alternatives { unsearched }
-            if plan.job.screen.is_some_and(|cut| u32::from(answer.depth) >= cut.from_depth)
-                && answer.depth < plan.job.depth =>
-        {
-            // Cut by its screen: a shallower bound for every unsearched move, kept apart from depth-D values.
-            node.screen =
-                Some(ScreenBound { score: answer.score, depth: answer.depth, moves: unsearched.min(255) as u8 });
-            return Change::merge(pos, node).ok();
-        }
-        Purpose::Alternatives { unsearched } => {
-            // The best of the unsearched moves bounds the ones still unsearched.
-            if unsearched > 1 {
-                node.rest = Some(RestBound { score: answer.score, depth: answer.depth });
-            }
-        }
-        Purpose::LineMove => edge.imported = true,
-        Purpose::Single => {}
-    }
-    node.edges.push(edge);
-    Change::merge(pos, node).ok()
 }
 
 #[cfg(test)]

@@ -25,7 +25,7 @@ use serde::Serialize;
 use crate::{
     engine::{EngineConfig, EnginePool},
     search::{
-        analysis::{Analysis, Params},
+        analysis::{Analysis, AnalysisOptions, DEFAULT_LOOK_AHEAD, Params},
         evaluator::PoolEvaluator,
     },
     store::{Store, StoreOptions},
@@ -77,10 +77,9 @@ fn settle(
     let config = EngineConfig::new(format!("{} --mode {scores} --latency-ms {latency_ms}", fake.display()));
     let pool = EnginePool::uniform(&config, workers).map_err(|e| e.to_string())?;
     let params = Params::new(10, 20).with_max_depth(depth);
-    let mut analysis = Analysis::new(&store, PoolEvaluator::new(pool), params);
-    if !look_ahead {
-        analysis.look_ahead = None;
-    }
+    let options =
+        AnalysisOptions { look_ahead: look_ahead.then_some(DEFAULT_LOOK_AHEAD), ..AnalysisOptions::default() };
+    let mut analysis = Analysis::with_options(&store, PoolEvaluator::new(pool), params, options);
     let line = Line::start_position();
     let started = Instant::now();
     let report = analysis.run(&line, |_| {}).map_err(|e| e.to_string())?;

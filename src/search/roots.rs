@@ -54,7 +54,7 @@ use crate::{
 };
 
 use super::{
-    analysis::{Analysis, AnalysisError, Params},
+    analysis::{Analysis, AnalysisError, AnalysisOptions, Params},
     evaluator::Evaluator,
 };
 
@@ -298,9 +298,8 @@ pub fn grow<E: Evaluator + Send>(
                     let step_started = Instant::now();
                     let time = params.time.map(|t| t.saturating_sub(started.elapsed()));
                     let step = params.clone().with_max_depth(depth).with_time(time);
-                    let mut analysis = Analysis::new(store, &mut evaluator, step);
-                    analysis.look_ahead = look_ahead;
-                    analysis.stop = stop.clone();
+                    let options = AnalysisOptions { look_ahead, stop: stop.clone(), ..AnalysisOptions::default() };
+                    let mut analysis = Analysis::with_options(store, &mut evaluator, step, options);
                     let result = analysis.run(&roots[root].line, |_| {});
                     drop(analysis);
                     let mut guard = schedule.lock();

@@ -8,7 +8,7 @@ use crate::game::Line;
 use std::{
     sync::{
         Arc,
-        atomic::{AtomicBool, AtomicU64, Ordering},
+        atomic::{AtomicBool, Ordering},
     },
     time::{Duration, Instant},
 };
@@ -26,7 +26,7 @@ use crate::{
     notation::{canonical, in_notation, legal_line},
     score::{Bound, Score},
     search::{
-        analysis::{Analysis, AnalysisError, Params},
+        analysis::{Analysis, AnalysisError, AnalysisOptions, Params},
         evaluator::PoolEvaluator,
         tree::{self, TreeView},
     },
@@ -108,13 +108,21 @@ pub fn grow_tree(
         return Grown::default();
     }
     let analysis_stop = Arc::new(AtomicBool::new(false));
-    let nodes = Arc::new(AtomicU64::new(0));
     let (done, finished) = bounded::<()>(0);
     let started = control.received;
     std::thread::scope(|scope| {
+        let store = &store;
+        let options = AnalysisOptions {
+            look_ahead: ctx.options.look_ahead(),
+            stop: analysis_stop.clone(),
+            // The session stores the game's moves itself; the engine time goes to the position.
+            line_edges: false,
+            ..AnalysisOptions::default()
+        };
+        let mut analysis = Analysis::with_options(store, &mut *evaluator, params, options);
+        let nodes = analysis.nodes_so_far();
         // The listener: turns stop (or ponderhit) into the analysis' stop, and reports the tree while it grows.
         let listener_stop = analysis_stop.clone();
-        let store = &store;
         let listener_nodes = nodes.clone();
         let listener = scope.spawn(move || {
             let mut next_report = Instant::now() + FIRST_REPORT;
@@ -139,12 +147,6 @@ pub fn grow_tree(
                 }
             }
         });
-        let mut analysis = Analysis::new(store, &mut *evaluator, params);
-        analysis.look_ahead = ctx.options.look_ahead();
-        analysis.stop = analysis_stop.clone();
-        analysis.nodes_so_far = nodes.clone();
-        // The session stores the game's moves itself; the engine time goes to the position.
-        analysis.line_edges = false;
         let evaluations = match analysis.run(line, |_| {}) {
             Ok(report) => report.evaluations,
             // The store's disk failed in this growth: said once, as growth pauses.

@@ -1,26 +1,154 @@
 //! The walk of one pass: alpha-beta over the stored graph (or the graph with answers laid over it), planning a
 //! search for every position it reaches that needs one (docs/design.md §3.3; beta cuts from ply 2, §3.4).
+//!
+//! [`Walker`] is the analysis' planner: it walks from the run's root with the run's parameters, over the store for a
+//! pass, over the store with a pass's answers laid over it to predict the next pass, and over the overlay of every
+//! answer for the searches to run ahead of their turn. It plans; it neither runs searches nor writes.
 
-use crate::game::play_uci;
+use crate::game::{Line, play_uci};
 use shakmaty::{Chess, Position, uci::UciMove};
 
 use crate::{
     engine::ScreenCut,
     score::{Bound, Score},
     store::{
-        Change, StoreError,
+        Change, ReadView, Store, StoreError,
         key::{KeyMap, KeySet, PositionKey},
         node::{Eval, Node, PackedPosition, RestBound},
     },
 };
 
-use super::{Params, Root, Trace, fen, move_distance_at, san};
+use super::{AnalysisError, Params, Root, Trace, fen, move_distance_at, san};
 use crate::search::{
     alpha::{alpha_of_edge, alpha_of_node, loses_tempo},
     evaluator::Job,
     host::{Planned, Purpose},
+    overlay::Overlay,
 };
-use crate::values::graph::{GraphNode, Records};
+use crate::values::graph::{GraphNode, Records, StoreGraph};
+
+/// The planner of an analysis: the walks from its root (docs/design.md §3.3).
+pub(super) struct Walker<'a> {
+    store: &'a Store,
+    params: Params,
+    /// The run's root; `None` before the run begins.
+    root: Option<Root>,
+}
+
+impl<'a> Walker<'a> {
+    pub(super) fn new(store: &'a Store, params: Params) -> Self {
+        Walker { store, params, root: None }
+    }
+
+    pub(super) fn params(&self) -> &Params {
+        &self.params
+    }
+
+    /// Walks from `line`'s root from now on.
+    pub(super) fn begin(&mut self, line: &Line) {
+        self.root = Some(Root::of(line));
+    }
+
+    /// The run's root, once it began.
+    pub(super) fn root(&self) -> Option<&Root> {
+        self.root.as_ref()
+    }
+
+    /// One pass's walk of the store at software depth `depth`.
+    pub(super) fn pass(
+        &self,
+        trace: &mut Trace,
+        failed: &KeySet,
+        depth: u8,
+        pass: u32,
+    ) -> Result<WalkResult, AnalysisError> {
+        let Some(root) = &self.root else { return Ok(WalkResult::default()) };
+        let view = self.store.read()?;
+        let graph = StoreGraph::new(&view);
+        trace!(trace, "pass {pass} at software depth {depth}");
+        let result = walk_tree(&graph, &self.params, trace, failed, root, depth)?;
+        match graph.take_error() {
+            Some(e) => Err(e.into()),
+            None => Ok(result),
+        }
+    }
+
+    /// What a pass at `depth` would ask for with `changes` (answers not stored yet) laid over the store.
+    pub(super) fn pass_with(
+        &self,
+        changes: &[Change],
+        failed: &KeySet,
+        depth: u8,
+    ) -> Result<Vec<Planned>, AnalysisError> {
+        let Some(root) = &self.root else { return Ok(Vec::new()) };
+        let view = self.store.read()?;
+        let mut next = Overlay::default();
+        next.apply(&view, changes)?;
+        let graph = StoreGraph::new(&view);
+        let result = walk_tree(&next.over(&graph), &self.params, &mut Trace::off(), failed, root, depth)?;
+        if let Some(e) = graph.take_error() {
+            return Err(e.into());
+        }
+        Ok(result.planned)
+    }
+
+    /// The walks of the store in `view` with `overlay` laid over it, at each software depth from `depth` up to
+    /// `look_ahead` depths past it (no deeper than the deepest to settle), shallowest first.
+    pub(super) fn ahead(
+        &self,
+        view: &ReadView<'_>,
+        overlay: &Overlay,
+        failed: &KeySet,
+        depth: u8,
+        look_ahead: u8,
+    ) -> Result<Vec<WalkResult>, AnalysisError> {
+        let Some(root) = &self.root else { return Ok(Vec::new()) };
+        let last = depth.saturating_add(look_ahead).min(self.params.max_depth);
+        let graph = StoreGraph::new(view);
+        let tree = overlay.over(&graph);
+        let mut quiet = Trace::off();
+        let walks = (depth..=last)
+            .map(|ahead| walk_tree(&tree, &self.params, &mut quiet, failed, root, ahead))
+            .collect::<Result<Vec<_>, _>>()?;
+        match graph.take_error() {
+            Some(e) => Err(e.into()),
+            None => Ok(walks),
+        }
+    }
+
+    /// The searches that store `line`'s moves as edges (one search of each line move the store lacks at the engine
+    /// depth), and the changes that mark as line moves those it already has.
+    pub(super) fn line(&self, trace: &mut Trace, line: &Line) -> Result<(Vec<Planned>, Vec<Change>), AnalysisError> {
+        let mut planned = Vec::new();
+        let mut marks = Vec::new();
+        let view = self.store.read()?;
+        for (pos, uci) in line.positions.iter().zip(&line.moves) {
+            let key = PositionKey::of(pos);
+            let stored = view.node(key)?.and_then(|n| n.edge(uci).cloned());
+            // A move already searched at the engine depth (by an earlier pass or run) is not asked again: a second
+            // answer at the same depth would only replace the first. It is marked as a line move.
+            match stored.filter(|e| e.depth >= self.params.engine_depth) {
+                Some(edge) if edge.imported => {}
+                Some(mut edge) => {
+                    trace!(trace, "line move {} in {key} {}: already searched, kept", san(pos, uci), fen(pos));
+                    edge.imported = true;
+                    let mut node = Node::new(PackedPosition::of(pos));
+                    node.edges.push(edge);
+                    marks.push(Change::merge(pos, node)?);
+                }
+                None => {
+                    trace!(trace, "line move {} in {key} {}: stored as an edge", san(pos, uci), fen(pos));
+                    planned.push(Planned {
+                        key,
+                        purpose: Purpose::LineMove,
+                        job: Job::new(pos.clone(), vec![*uci], self.params.engine_depth),
+                    });
+                }
+            }
+        }
+        Ok((planned, marks))
+    }
+}
 
 /// Most nodes the alpha estimates at one node of the walk may unroll in cyclic regions before they fall back to
 /// cached idea values. The estimates order the moves and set the window; the walk itself then goes down the moves
@@ -114,10 +242,23 @@ impl<G: Records> Walk<'_, G> {
         let best_estimate = moves.first().map_or(MINUS_INFINITY, |m| m.1);
         let distance = move_distance_at(self.params.move_distance, ply);
         let threshold = best_estimate.minus_cp(distance);
-        self.search_alternatives(pos, key, ply, &node, Window { best_estimate, distance, threshold });
+        let window = Window { best_estimate, distance, threshold };
+        self.search_alternatives(pos, key, ply, &node, window);
+        self.walk_moves(&At { pos, key, ply, node: &node, gnode: &gnode }, moves, window, (alpha, beta), path)
+    }
 
+    /// Walks the moves of a node, best estimate first, within the move distance `window` and the alpha-beta window
+    /// `(alpha, beta)`; returns the node's value. After a beta cut (from ply 2) only imported moves are still walked.
+    fn walk_moves(
+        &mut self,
+        at: &At<'_>,
+        moves: Vec<(usize, Score)>,
+        Window { best_estimate, distance, threshold }: Window,
+        (mut alpha, beta): (Score, Score),
+        path: &mut Vec<PositionKey>,
+    ) -> Result<Option<Score>, StoreError> {
+        let &At { pos, key, ply, node, gnode } = at;
         let mut best: Option<Score> = None;
-        let mut alpha = alpha;
         let mut cut = false;
         for (index, estimate) in moves {
             let edge = &gnode.edges[index];
@@ -328,6 +469,15 @@ impl<G: Records> Walk<'_, G> {
         };
         self.walked.insert(key, entry);
     }
+}
+
+/// The node a walk is at: its position, key and ply, its record and its edges in the graph.
+struct At<'n> {
+    pos: &'n Chess,
+    key: PositionKey,
+    ply: u8,
+    node: &'n Node,
+    gnode: &'n GraphNode,
 }
 
 /// The move distance window at a node: its best estimate, the distance at its ply and the threshold below which a

@@ -1,28 +1,76 @@
-//! Searches ahead of their turn: how a pass runs its searches on the engines, and what the engines it leaves free do.
+//! The scheduler: how a pass runs its searches on the engines, and what the engines it leaves free do.
 //!
-//! A pass still plans from the store and stores its answers together, so what is stored is a one-engine run's.
-//! Engines the pass leaves free run the searches the next passes will likely ask for; a pass takes an answer that is
-//! already in, waits for a search already running, and answers a search for alternatives from its moves searched
-//! alone. See [`Speculation`].
+//! It submits the searches a pass planned, shares them with other processes through the store's claims, runs
+//! searches ahead of their turn on engines a pass leaves free, stops those the tree no longer leads to, and hands
+//! each pass its answers. A pass still plans from the store and stores its answers together, so what is stored is a
+//! one-engine run's. Engines the pass leaves free run the searches the next passes will likely ask for; a pass takes
+//! an answer that is already in, waits for a search already running, and answers a search for alternatives from its
+//! moves searched alone. See [`Speculation`].
+//!
+//! It plans nothing itself (the [`Walker`] does) and writes nothing to the tree (the [`Recorder`] does): both are
+//! lent to it, with the trace, the budget and the progress line, as a [`Context`].
 
 use std::{
     collections::{HashMap, HashSet, VecDeque},
-    sync::atomic::Ordering,
     time::{Duration, Instant},
 };
 
 use crate::store::{
-    Change,
-    claims::{Claim, ClaimedAnswer, LEASE, Seen},
+    Change, Store,
+    claims::{Claim, ClaimedAnswer, Claims, LEASE, Seen},
 };
 
-use super::{Analysis, AnalysisError, Trace, change_for, claimed, from_claim, walk::walk_tree};
+use super::{AnalysisError, Budget, Trace, recorder::Recorder, recorder::change_for, walk::Walker};
+use crate::logger::Progress;
 use crate::search::{
     evaluator::{Answer, Evaluator, Job},
-    host::{JobKey, Planned, Purpose},
+    host::{Flights, JobKey, Planned, Purpose},
     overlay::Overlay,
 };
-use crate::values::graph::StoreGraph;
+
+/// The answers of a pass's planned searches, in their order: `None` for a search stopped before its answer.
+pub(super) type Answers = Vec<Option<Result<Answer, String>>>;
+
+/// What the scheduler works with beside its own state, lent by the analysis: the walk that plans, the recorder that
+/// counts, the trace, the run's budget and its progress line.
+pub(super) struct Context<'c, 'a> {
+    pub(super) walk: &'c Walker<'a>,
+    pub(super) recorder: &'c mut Recorder<'a>,
+    pub(super) trace: &'c mut Trace,
+    pub(super) budget: &'c Budget,
+    pub(super) progress: Option<&'c dyn Progress>,
+}
+
+/// The searches of a run on its engines: those running, those answered ahead of their turn, the claims shared with
+/// other processes.
+pub(super) struct Scheduler<'a, E: Evaluator> {
+    store: &'a Store,
+    evaluator: E,
+    /// Software depths past the one being settled in which searches may run ahead of their turn; `None`: none.
+    look_ahead: Option<u8>,
+    flights: Flights,
+    speculation: Speculation,
+    /// This run's claims on searches in the store, shared with other processes; `None` when they cannot be used
+    /// (the run then shares nothing).
+    claims: Option<Claims>,
+    /// Searches stopped before their answer.
+    abandoned: u64,
+    /// Engine time that searches stopped as no longer needed had run, and that stopping them saved.
+    aborted_ran: Duration,
+    aborted_saved: Duration,
+}
+
+/// What ran ahead of its turn in a run, and what was stopped, for its report.
+pub(super) struct Scheduled {
+    pub(super) started: u64,
+    pub(super) used: u64,
+    /// Answered here and never asked for by a pass.
+    pub(super) unasked: u64,
+    pub(super) abandoned: u64,
+    pub(super) aborted: u64,
+    pub(super) aborted_ran: Duration,
+    pub(super) aborted_saved: Duration,
+}
 
 /// Searches run ahead of their turn, so that no engine waits while a pass waits for its slowest search
 /// (docs/design.md §5.2).
@@ -40,27 +88,27 @@ use crate::values::graph::StoreGraph;
 /// running search that the tree no longer leads to is stopped; a search no pass asked for is dropped at the end of
 /// the run. Both are counted.
 #[derive(Default)]
-pub(super) struct Speculation {
+struct Speculation {
     /// The tree with every answer of this run in it; `None` when nothing is run ahead.
-    pub(super) overlay: Option<Overlay>,
+    overlay: Option<Overlay>,
     /// Searches the last look ahead found, most useful first.
-    pub(super) queue: VecDeque<Planned>,
+    queue: VecDeque<Planned>,
     /// The overlay generation the queue was planned from.
-    pub(super) planned_at: Option<u64>,
+    planned_at: Option<u64>,
     /// Searches started ahead of their turn.
-    pub(super) started: u64,
+    started: u64,
     /// Of those, searches a pass took.
-    pub(super) used: u64,
+    used: u64,
     /// Every search the last look ahead reached, running or not: one running ahead that is not among them is
     /// stopped.
-    pub(super) wanted: HashSet<JobKey>,
+    wanted: HashSet<JobKey>,
     /// Searches stopped because no look ahead reached them any more.
-    pub(super) aborted: u64,
+    aborted: u64,
     /// Engine time of answered searches and their count, for the time an aborted search would have taken.
-    pub(super) answered_time: Duration,
-    pub(super) answered: u64,
+    answered_time: Duration,
+    answered: u64,
     /// Answers waiting for their turn that another process found (not counted as started or used here).
-    pub(super) from_others: HashSet<JobKey>,
+    from_others: HashSet<JobKey>,
 }
 
 impl Speculation {
@@ -89,12 +137,37 @@ struct Pass {
     /// Planned searches another process runs (its claim holds): their answers are read from the claims.
     foreign: Vec<usize>,
     last_poll: Instant,
+    /// Planned searches to start, first first.
+    to_start: VecDeque<usize>,
 }
 
 /// How often a pass looks for the answers of searches another process runs.
 const POLL: Duration = Duration::from_millis(20);
 
 impl Pass {
+    /// A pass of `total` planned searches, none answered yet.
+    fn new(total: usize) -> Pass {
+        Pass {
+            answers: vec![None; total],
+            waiting: HashMap::with_capacity(total),
+            composites: Vec::new(),
+            outstanding: 0,
+            known: 0,
+            predicted_at: None,
+            next: VecDeque::new(),
+            predicted: HashSet::new(),
+            foreign: Vec::new(),
+            last_poll: Instant::now(),
+            to_start: VecDeque::new(),
+        }
+    }
+
+    /// Planned search `i` waits for the search `job`.
+    fn wait_for(&mut self, job: JobKey, i: usize) {
+        self.waiting.entry(job).or_default().push(Waiter::Plan(i));
+        self.outstanding += 1;
+    }
+
     /// The answer of planned search `i`.
     fn answer(&mut self, i: usize, answer: Result<Answer, String>) {
         self.answers[i] = Some(answer);
@@ -138,166 +211,205 @@ fn singles(plan: Planned) -> Vec<Planned> {
         .collect()
 }
 
-impl<E: Evaluator> Analysis<'_, E> {
-    /// Runs a pass's planned searches and stores every answer, together; engines the pass leaves free run searches
-    /// ahead of their turn. Returns true when stopped.
+impl<'a, E: Evaluator> Scheduler<'a, E> {
+    pub(super) fn new(store: &'a Store, evaluator: E, look_ahead: Option<u8>) -> Self {
+        Scheduler {
+            store,
+            evaluator,
+            look_ahead,
+            flights: Flights::default(),
+            speculation: Speculation::default(),
+            claims: None,
+            abandoned: 0,
+            aborted_ran: Duration::ZERO,
+            aborted_saved: Duration::ZERO,
+        }
+    }
+
+    pub(super) fn evaluator(&self) -> &E {
+        &self.evaluator
+    }
+
+    pub(super) fn evaluator_mut(&mut self) -> &mut E {
+        &mut self.evaluator
+    }
+
+    /// Sets up a run: its claims in the store (a run that cannot use them shares nothing), and the overlay of its
+    /// answers where searches run ahead of their turn (several engines and a look ahead).
+    pub(super) fn begin(&mut self) {
+        self.claims = match self.store.claims() {
+            Ok(claims) => Some(claims),
+            Err(e) => {
+                log::log!(crate::store::claims::level_of(&e), "searches are not shared with other processes: {e}");
+                None
+            }
+        };
+        self.speculation = Speculation::default();
+        if self.look_ahead.is_some() && self.evaluator.workers() > 1 {
+            self.speculation.overlay = Some(Overlay::default());
+        }
+    }
+
+    /// Ends a run: every search still running is stopped (it ran ahead of its turn, and no pass will ask for it now)
+    /// and the claims are released (answers stay for other processes). Returns what ran ahead, and traces it.
+    pub(super) fn end(&mut self, trace: &mut Trace) -> Scheduled {
+        self.abandon();
+        self.claims = None;
+        let speculation = &self.speculation;
+        let unused = speculation.started.saturating_sub(speculation.used);
+        // Answered here and never taken: the answers of other processes kept beside them are theirs.
+        let unasked = self.flights.waiting().filter(|job| !speculation.from_others.contains(*job)).count() as u64;
+        if speculation.started > 0 {
+            trace!(
+                trace,
+                "searches run ahead of their turn: {} started, {} taken by a pass, {unused} not needed; {} stopped when \
+                 the tree no longer led to them ({:.1} engine seconds saved)",
+                speculation.started,
+                speculation.used,
+                speculation.aborted,
+                self.aborted_saved.as_secs_f64()
+            );
+        }
+        Scheduled {
+            started: speculation.started,
+            used: speculation.used,
+            unasked,
+            abandoned: self.abandoned,
+            aborted: speculation.aborted,
+            aborted_ran: self.aborted_ran,
+            aborted_saved: self.aborted_saved,
+        }
+    }
+
+    /// Runs a pass's planned searches and returns their answers, and whether the run must end (its searches still
+    /// running are then abandoned); engines the pass leaves free run searches ahead of their turn.
     ///
     /// A planned search that already ran ahead is not asked again: its answer is taken, or awaited while it runs. A
     /// search for alternatives whose every move was searched alone ahead of its turn is answered by the best of them.
-    pub(super) fn run_pass(
+    pub(super) fn answer_pass(
         &mut self,
-        planned: Vec<Planned>,
+        ctx: &mut Context<'_, 'a>,
+        planned: &[Planned],
         depth: u8,
         pass_number: u32,
-    ) -> Result<bool, AnalysisError> {
-        let pass_started = Instant::now();
-        let total = planned.len();
-        let mut pass = Pass {
-            answers: vec![None; total],
-            waiting: HashMap::with_capacity(total),
-            composites: Vec::new(),
-            outstanding: 0,
-            known: 0,
-            predicted_at: None,
-            next: VecDeque::new(),
-            predicted: HashSet::new(),
-            foreign: Vec::new(),
-            last_poll: Instant::now(),
-        };
+    ) -> Result<(Answers, bool), AnalysisError> {
+        let mut pass = Pass::new(planned.len());
         let mut from_others = Vec::new();
-        let mut to_start: VecDeque<usize> = VecDeque::new();
         for (i, plan) in planned.iter().enumerate() {
             let job = JobKey::of(plan);
-            if let Some(answer) = self.flights.take(&job) {
-                trace!(self.trace, "adopt {} {:?}: answered ahead of its turn", plan.key, plan.purpose);
-                if !self.speculation.from_others.remove(&job) {
-                    self.speculation.used += 1;
-                }
-                pass.answer(i, Ok(answer));
-                continue;
+            if !self.adopt(ctx.trace, i, plan, &job, &mut pass) {
+                from_others.extend(self.wait_or_queue(ctx, i, plan, job, &mut pass));
             }
-            if let Some(parts) = self.composable(plan) {
-                trace!(
-                    self.trace,
-                    "compose {} {:?}: every move searched alone ahead of its turn", plan.key, plan.purpose
-                );
-                let composite = pass.composites.len();
-                let mut missing = 0;
-                for part in &parts {
-                    if !self.flights.has_answer(part) {
-                        missing += 1;
-                        pass.waiting.entry(part.clone()).or_default().push(Waiter::Part(composite));
-                    }
-                }
-                if missing == 0 {
-                    pass.answer(i, self.compose(&parts));
-                } else {
-                    pass.outstanding += 1;
-                }
-                pass.composites.push(Composite { index: i, parts, missing, failure: None });
-                continue;
-            }
-            match self.flights.claim(&job) {
-                Some(true) => {
-                    trace!(self.trace, "adopt {} {:?}: running ahead of its turn", plan.key, plan.purpose);
-                    self.speculation.used += 1;
-                }
-                Some(false) => {}
-                None => match self.seen_elsewhere(&job) {
-                    Seen::Answered(answer) => {
-                        pass.waiting.entry(job).or_default().push(Waiter::Plan(i));
-                        pass.outstanding += 1;
-                        from_others.extend(self.take_from_other(plan, answer, &mut pass));
-                        continue;
-                    }
-                    Seen::Held { pid } => {
-                        trace!(self.trace, "wait {} {:?}: process {pid} runs it", plan.key, plan.purpose);
-                        pass.foreign.push(i);
-                    }
-                    Seen::Free | Seen::Mine => to_start.push_back(i),
-                },
-            }
-            pass.waiting.entry(job).or_default().push(Waiter::Plan(i));
-            pass.outstanding += 1;
         }
         self.lay_over(&from_others)?;
         // Engines this pass leaves free look ahead, even when it has everything it needs.
-        self.start_searches(&planned, &mut to_start, &mut pass, depth)?;
-        let mut stopped = false;
+        self.start_searches(ctx, planned, &mut pass, depth)?;
+        let stopped = self.wait_for_pass(ctx, planned, &mut pass, depth, pass_number)?;
+        Ok((pass.answers, stopped))
+    }
+
+    /// Takes planned search `i` from searches run ahead of its turn: its own answer, or the moves of a search for
+    /// alternatives each searched alone (composed once all are in). Returns false where neither ran ahead.
+    fn adopt(&mut self, trace: &mut Trace, i: usize, plan: &Planned, job: &JobKey, pass: &mut Pass) -> bool {
+        if let Some(answer) = self.flights.take(job) {
+            trace!(trace, "adopt {} {:?}: answered ahead of its turn", plan.key, plan.purpose);
+            if !self.speculation.from_others.remove(job) {
+                self.speculation.used += 1;
+            }
+            pass.answer(i, Ok(answer));
+            return true;
+        }
+        let Some(parts) = self.composable(plan) else { return false };
+        trace!(trace, "compose {} {:?}: every move searched alone ahead of its turn", plan.key, plan.purpose);
+        let composite = pass.composites.len();
+        let mut missing = 0;
+        for part in &parts {
+            if !self.flights.has_answer(part) {
+                missing += 1;
+                pass.waiting.entry(part.clone()).or_default().push(Waiter::Part(composite));
+            }
+        }
+        if missing == 0 {
+            pass.answer(i, self.compose(&parts));
+        } else {
+            pass.outstanding += 1;
+        }
+        pass.composites.push(Composite { index: i, parts, missing, failure: None });
+        true
+    }
+
+    /// Planned search `i`, which did not run ahead: awaited where it runs (ahead of its turn here, or in another
+    /// process), taken where another process answered it, else queued to start. Returns the change that lays an
+    /// answer of another process over the tree.
+    fn wait_or_queue(
+        &mut self,
+        ctx: &mut Context<'_, 'a>,
+        i: usize,
+        plan: &Planned,
+        job: JobKey,
+        pass: &mut Pass,
+    ) -> Option<Change> {
+        match self.flights.claim(&job) {
+            Some(true) => {
+                trace!(ctx.trace, "adopt {} {:?}: running ahead of its turn", plan.key, plan.purpose);
+                self.speculation.used += 1;
+            }
+            Some(false) => {}
+            None => match self.seen_elsewhere(&job) {
+                Seen::Answered(answer) => {
+                    pass.wait_for(job, i);
+                    return self.take_from_other(ctx, plan, answer, pass);
+                }
+                Seen::Held { pid } => {
+                    trace!(ctx.trace, "wait {} {:?}: process {pid} runs it", plan.key, plan.purpose);
+                    pass.foreign.push(i);
+                }
+                Seen::Free | Seen::Mine => pass.to_start.push_back(i),
+            },
+        }
+        pass.wait_for(job, i);
+        None
+    }
+
+    /// Waits for a pass's answers, engines kept busy, until every planned search is answered or the run must end.
+    /// Returns true when it must end: the searches still running are abandoned.
+    fn wait_for_pass(
+        &mut self,
+        ctx: &mut Context<'_, 'a>,
+        planned: &[Planned],
+        pass: &mut Pass,
+        depth: u8,
+        pass_number: u32,
+    ) -> Result<bool, AnalysisError> {
+        let total = planned.len();
         let mut renewed = Instant::now();
         while pass.outstanding > 0 {
-            if self.out_of_time() {
+            if ctx.budget.spent(ctx.recorder.engine_nodes()) {
                 self.abandon();
-                stopped = true;
-                break;
+                return Ok(true);
             }
             if !pass.foreign.is_empty() && pass.last_poll.elapsed() >= POLL {
-                self.poll_others(&planned, &mut to_start, &mut pass)?;
+                self.poll_others(ctx, planned, pass)?;
             }
             if renewed.elapsed() >= LEASE / 3 {
                 self.renew_claims();
                 renewed = Instant::now();
             }
-            self.start_searches(&planned, &mut to_start, &mut pass, depth)?;
-            self.show_progress(depth, pass_number, total - pass.outstanding, total);
+            self.start_searches(ctx, planned, pass, depth)?;
+            show_progress(ctx, depth, pass_number, total - pass.outstanding, total);
             let wait = if pass.foreign.is_empty() { Duration::from_millis(100) } else { POLL };
             let Some(first) = self.evaluator.next(wait) else { continue };
             // Every answer that is in now, before the next look ahead.
             let mut overlay_changes = Vec::new();
             let mut next = Some(first);
             while let Some((id, result)) = next.take() {
-                overlay_changes.extend(self.land(id, result, &mut pass));
+                overlay_changes.extend(self.land(ctx.recorder, id, result, pass));
                 next = self.evaluator.next(Duration::ZERO);
             }
             self.lay_over(&overlay_changes)?;
-            self.stop_unwanted(depth, &pass)?;
+            self.stop_unwanted(ctx, depth, pass)?;
         }
-        let answers_done = Instant::now();
-        let mut changes = Vec::with_capacity(total);
-        for (plan, answer) in planned.iter().zip(pass.answers) {
-            match answer {
-                None => {} // stopped before it was answered
-                Some(Ok(answer)) => {
-                    self.stored_answers += 1;
-                    trace!(
-                        self.trace,
-                        "answer {} {:?}: {} {} depth {}",
-                        plan.key,
-                        plan.purpose,
-                        answer.best,
-                        answer.score,
-                        answer.depth
-                    );
-                    let engine = self.engine_number(&answer);
-                    match change_for(plan, &answer, engine) {
-                        Some(change) => changes.push(change),
-                        None => {
-                            log::warn!("answer for {} does not fit its position; left out", plan.key);
-                            self.failed.insert(plan.key);
-                            self.failures += 1;
-                        }
-                    }
-                }
-                Some(Err(e)) if stopped => {
-                    log::debug!("engine search of {} ended with the analysis: {e}", plan.key);
-                    self.failed.insert(plan.key);
-                }
-                Some(Err(e)) => {
-                    log::warn!("engine search of {} failed: {e}", plan.key);
-                    trace!(self.trace, "failed {} {:?}: {e}", plan.key, plan.purpose);
-                    self.failed.insert(plan.key);
-                    self.failures += 1;
-                }
-            }
-        }
-        self.store_pass(changes)?;
-        log::debug!(
-            "depth {depth} pass {pass_number}: {total} searches answered after {:.1} ms, stored {:.1} ms later",
-            (answers_done - pass_started).as_secs_f64() * 1e3,
-            answers_done.elapsed().as_secs_f64() * 1e3
-        );
-        self.trace.flush();
-        Ok(stopped)
+        Ok(false)
     }
 
     /// The searches of each move alone that answer `plan`, a search for the best of several alternatives, when every
@@ -333,55 +445,75 @@ impl<E: Evaluator> Analysis<'_, E> {
     /// Fills free engines: first with the pass's own searches, then with searches ahead of their turn.
     fn start_searches(
         &mut self,
+        ctx: &mut Context<'_, 'a>,
         planned: &[Planned],
-        to_start: &mut VecDeque<usize>,
         pass: &mut Pass,
         depth: u8,
     ) -> Result<(), AnalysisError> {
         let workers = self.evaluator.workers();
         while self.flights.running() < workers {
-            if let Some(i) = to_start.pop_front() {
-                let plan = planned[i].clone();
-                let job = JobKey::of(&plan);
-                match self.claim(&job) {
-                    Claim::Granted => {}
-                    Claim::Held { pid } => {
-                        trace!(self.trace, "wait {} {:?}: process {pid} runs it", plan.key, plan.purpose);
-                        pass.foreign.push(i);
-                        continue;
-                    }
-                    Claim::Answered(answer) => {
-                        let change = self.take_from_other(&plan, answer, pass);
-                        self.lay_over(&Vec::from_iter(change))?;
-                        continue;
-                    }
-                }
-                let id = self.flights.book(plan.clone(), false);
-                if let Err(e) = self.evaluator.submit(id, plan.job) {
-                    log::warn!("search of {} not started: {e}", plan.key);
-                    if let Some(flight) = self.flights.land(id) {
-                        self.release(&flight.job);
-                        pass.waiting.remove(&flight.job);
-                    }
-                    pass.answer(i, Err(e));
-                    pass.outstanding -= 1;
-                }
+            if let Some(i) = pass.to_start.pop_front() {
+                self.start_planned(ctx, planned, i, pass)?;
                 continue;
             }
-            let Some(plan) = self.next_ahead(depth, planned, pass)? else { break };
-            trace!(self.trace, "ahead {} {:?}: started ahead of its turn", plan.key, plan.purpose);
-            let id = self.flights.book(plan.clone(), true);
-            self.speculation.started += 1;
-            if let Err(e) = self.evaluator.submit(id, plan.job) {
-                log::debug!("search ahead of {} not started: {e}", plan.key);
-                if let Some(flight) = self.flights.land(id) {
-                    self.release(&flight.job);
-                }
-                self.speculation.started -= 1;
+            let Some(plan) = self.next_ahead(ctx, depth, planned, pass)? else { break };
+            if !self.start_ahead(ctx.trace, plan) {
                 break;
             }
         }
         Ok(())
+    }
+
+    /// Starts planned search `i`, once claimed for this run: where another process runs it, the pass waits for its
+    /// answer; where another process answered it, the answer is taken.
+    fn start_planned(
+        &mut self,
+        ctx: &mut Context<'_, 'a>,
+        planned: &[Planned],
+        i: usize,
+        pass: &mut Pass,
+    ) -> Result<(), AnalysisError> {
+        let plan = planned[i].clone();
+        let job = JobKey::of(&plan);
+        match self.claim(&job) {
+            Claim::Granted => {}
+            Claim::Held { pid } => {
+                trace!(ctx.trace, "wait {} {:?}: process {pid} runs it", plan.key, plan.purpose);
+                pass.foreign.push(i);
+                return Ok(());
+            }
+            Claim::Answered(answer) => {
+                let change = self.take_from_other(ctx, &plan, answer, pass);
+                return self.lay_over(&Vec::from_iter(change));
+            }
+        }
+        let id = self.flights.book(plan.clone(), false);
+        if let Err(e) = self.evaluator.submit(id, plan.job) {
+            log::warn!("search of {} not started: {e}", plan.key);
+            if let Some(flight) = self.flights.land(id) {
+                self.release(&flight.job);
+                pass.waiting.remove(&flight.job);
+            }
+            pass.answer(i, Err(e));
+            pass.outstanding -= 1;
+        }
+        Ok(())
+    }
+
+    /// Starts `plan` ahead of its turn; false where it could not start (nothing more is started now).
+    fn start_ahead(&mut self, trace: &mut Trace, plan: Planned) -> bool {
+        trace!(trace, "ahead {} {:?}: started ahead of its turn", plan.key, plan.purpose);
+        let id = self.flights.book(plan.clone(), true);
+        self.speculation.started += 1;
+        if let Err(e) = self.evaluator.submit(id, plan.job) {
+            log::debug!("search ahead of {} not started: {e}", plan.key);
+            if let Some(flight) = self.flights.land(id) {
+                self.release(&flight.job);
+            }
+            self.speculation.started -= 1;
+            return false;
+        }
+        true
     }
 
     /// The most useful search to run ahead of its turn, if any. First what the next pass will likely ask for, as far
@@ -389,27 +521,28 @@ impl<E: Evaluator> Analysis<'_, E> {
     /// answered. Each walk is made again whenever answers came in since the last one.
     fn next_ahead(
         &mut self,
+        ctx: &mut Context<'_, 'a>,
         depth: u8,
         planned: &[Planned],
         pass: &mut Pass,
     ) -> Result<Option<Planned>, AnalysisError> {
         let Some(generation) = self.speculation.overlay.as_ref().map(Overlay::generation) else { return Ok(None) };
         if pass.predicted_at != Some(pass.known) {
-            let predicted = self.predict_next_pass(depth, planned, pass)?;
+            let predicted = predict_next_pass(ctx, depth, planned, pass)?;
             pass.predicted = predicted.iter().map(JobKey::of).collect();
             pass.next = predicted.into_iter().filter(|plan| self.flights.is_new(&JobKey::of(plan))).collect();
             pass.predicted_at = Some(pass.known);
         }
         while let Some(plan) = pass.next.pop_front() {
-            if self.claim_ahead(&plan)? {
+            if self.claim_ahead(ctx.recorder, &plan)? {
                 return Ok(Some(plan));
             }
         }
         if self.speculation.planned_at != Some(generation) {
-            self.look_ahead_walk(depth)?;
+            self.look_ahead_walk(ctx, depth)?;
         }
         while let Some(plan) = self.speculation.queue.pop_front() {
-            if self.claim_ahead(&plan)? {
+            if self.claim_ahead(ctx.recorder, &plan)? {
                 return Ok(Some(plan));
             }
         }
@@ -418,7 +551,7 @@ impl<E: Evaluator> Analysis<'_, E> {
 
     /// Whether `plan`, a search to run ahead of its turn, is to start now: neither running nor answered here, and
     /// claimed for this run. An answer another process found waits for its turn like one found here.
-    fn claim_ahead(&mut self, plan: &Planned) -> Result<bool, AnalysisError> {
+    fn claim_ahead(&mut self, recorder: &mut Recorder<'a>, plan: &Planned) -> Result<bool, AnalysisError> {
         let job = JobKey::of(plan);
         if !self.flights.is_new(&job) {
             return Ok(false);
@@ -427,7 +560,7 @@ impl<E: Evaluator> Analysis<'_, E> {
             Claim::Granted => Ok(true),
             Claim::Held { .. } => Ok(false),
             Claim::Answered(answer) => {
-                self.shared += 1;
+                recorder.took_shared();
                 let answer = from_claim(answer);
                 if let Some(change) = change_for(plan, &answer, None) {
                     self.speculation.from_others.insert(job.clone());
@@ -441,9 +574,15 @@ impl<E: Evaluator> Analysis<'_, E> {
 
     /// The answer another process found for a planned search, handed to whoever waits for it in this pass.
     /// Returns the change that lays it over the tree.
-    fn take_from_other(&mut self, plan: &Planned, answer: ClaimedAnswer, pass: &mut Pass) -> Option<Change> {
-        trace!(self.trace, "shared {} {:?}: answered by another process", plan.key, plan.purpose);
-        self.shared += 1;
+    fn take_from_other(
+        &mut self,
+        ctx: &mut Context<'_, 'a>,
+        plan: &Planned,
+        answer: ClaimedAnswer,
+        pass: &mut Pass,
+    ) -> Option<Change> {
+        trace!(ctx.trace, "shared {} {:?}: answered by another process", plan.key, plan.purpose);
+        ctx.recorder.took_shared();
         self.deliver(JobKey::of(plan), plan, Ok(from_claim(answer)), pass)
     }
 
@@ -490,13 +629,13 @@ impl<E: Evaluator> Analysis<'_, E> {
     /// holds (stopped, or its process died) is this run's to start.
     fn poll_others(
         &mut self,
+        ctx: &mut Context<'_, 'a>,
         planned: &[Planned],
-        to_start: &mut VecDeque<usize>,
         pass: &mut Pass,
     ) -> Result<(), AnalysisError> {
         pass.last_poll = Instant::now();
         let Some(claims) = &self.claims else {
-            to_start.extend(pass.foreign.drain(..));
+            pass.to_start.extend(pass.foreign.drain(..));
             return Ok(());
         };
         let jobs: Vec<Vec<u8>> = pass.foreign.iter().map(|&i| JobKey::of(&planned[i]).bytes()).collect();
@@ -505,81 +644,25 @@ impl<E: Evaluator> Analysis<'_, E> {
         for (i, seen) in std::mem::take(&mut pass.foreign).into_iter().zip(seen) {
             match seen {
                 Seen::Held { .. } => pass.foreign.push(i),
-                Seen::Answered(answer) => changes.extend(self.take_from_other(&planned[i], answer, pass)),
-                Seen::Free | Seen::Mine => to_start.push_front(i),
+                Seen::Answered(answer) => changes.extend(self.take_from_other(ctx, &planned[i], answer, pass)),
+                Seen::Free | Seen::Mine => pass.to_start.push_front(i),
             }
         }
         self.lay_over(&changes)
-    }
-
-    /// Stores a pass's answers in one transaction, so that another process sharing the store never plans from half
-    /// a pass. Should the store refuse the whole (a change that does not fit), each change is stored alone; a store
-    /// that takes no more writes (its disk failed) ends the run with that error.
-    fn store_pass(&mut self, changes: Vec<Change>) -> Result<(), AnalysisError> {
-        if changes.is_empty() {
-            return Ok(());
-        }
-        match self.store.writer().submit(changes.clone()).wait() {
-            Ok(()) => Ok(()),
-            // The disk failed (no space, an I/O error): the run ends with it, once; nothing is tried again.
-            Err(e) if e.stops_writes() => Err(e.into()),
-            Err(e) => {
-                log::warn!("a pass's answers were refused together ({e}); storing them one by one");
-                let receipts: Vec<_> = changes.into_iter().map(|c| self.store.writer().submit(vec![c])).collect();
-                for receipt in receipts {
-                    match receipt.wait() {
-                        Ok(()) => {}
-                        Err(e) if e.stops_writes() => return Err(e.into()),
-                        Err(e) => {
-                            log::warn!("an answer was not stored: {e}");
-                            self.failures += 1;
-                        }
-                    }
-                }
-                Ok(())
-            }
-        }
-    }
-
-    /// What the next pass will ask for where it depends only on this pass's answers in so far: the walk of the store
-    /// with them laid over it.
-    fn predict_next_pass(&self, depth: u8, planned: &[Planned], pass: &Pass) -> Result<Vec<Planned>, AnalysisError> {
-        let Some(root) = &self.root else { return Ok(Vec::new()) };
-        let changes: Vec<Change> = planned
-            .iter()
-            .zip(&pass.answers)
-            .filter_map(|(plan, answer)| change_for(plan, answer.as_ref()?.as_ref().ok()?, None))
-            .collect();
-        if changes.is_empty() {
-            return Ok(Vec::new());
-        }
-        let view = self.store.read()?;
-        let mut next = Overlay::default();
-        next.apply(&view, &changes)?;
-        let graph = StoreGraph::new(&view);
-        let mut quiet = Trace::off();
-        let result = walk_tree(&next.over(&graph), &self.params, &mut quiet, &self.failed, root, depth)?;
-        if let Some(e) = graph.take_error() {
-            return Err(e.into());
-        }
-        Ok(result.planned)
     }
 
     /// Walks the overlaid tree at `depth` and at each depth after it up to the look ahead, and queues the new
     /// searches they plan, shallowest depth first. Where engines would still be left free, the searches for
     /// alternatives it planned are split into searches of each move alone, queued last. Every search the walks reach
     /// (new, running or answered), and the moves of every search for alternatives, are the wanted ones.
-    fn look_ahead_walk(&mut self, depth: u8) -> Result<(), AnalysisError> {
-        let (Some(root), Some(overlay)) = (&self.root, &self.speculation.overlay) else { return Ok(()) };
+    fn look_ahead_walk(&mut self, ctx: &Context<'_, 'a>, depth: u8) -> Result<(), AnalysisError> {
+        let Some(overlay) = &self.speculation.overlay else { return Ok(()) };
         let free = self.evaluator.workers().saturating_sub(self.flights.running());
-        let last = depth.saturating_add(self.look_ahead.unwrap_or(0)).min(self.params.max_depth);
         let view = self.store.read()?;
-        let graph = StoreGraph::new(&view);
-        let tree = overlay.over(&graph);
+        let walks = ctx.walk.ahead(&view, overlay, ctx.recorder.failed(), depth, self.look_ahead.unwrap_or(0))?;
         let mut queue = VecDeque::new();
         let mut wanted: HashSet<JobKey> = HashSet::new();
         let mut terminal = Vec::new();
-        let mut quiet = Trace::off();
         let flights = &self.flights;
         let enqueue = |plan: Planned, queue: &mut VecDeque<Planned>, wanted: &mut HashSet<JobKey>| {
             let job = JobKey::of(&plan);
@@ -588,8 +671,7 @@ impl<E: Evaluator> Analysis<'_, E> {
             }
         };
         let mut alternatives = Vec::new();
-        for ahead in depth..=last {
-            let result = walk_tree(&tree, &self.params, &mut quiet, &self.failed, root, ahead)?;
+        for result in walks {
             terminal.extend(result.terminal);
             for plan in result.planned {
                 if plan.splits() {
@@ -605,9 +687,6 @@ impl<E: Evaluator> Analysis<'_, E> {
                 enqueue(plan, &mut queue, &mut wanted);
             }
         }
-        if let Some(e) = graph.take_error() {
-            return Err(e.into());
-        }
         self.speculation.queue = queue;
         self.speculation.wanted = wanted;
         if let Some(overlay) = &mut self.speculation.overlay {
@@ -619,7 +698,13 @@ impl<E: Evaluator> Analysis<'_, E> {
 
     /// Takes in the answer of search `id`: a pass's answer goes to the pass, one that ran ahead waits for its turn.
     /// Returns the change that lays the answer over the tree for the next look ahead.
-    fn land(&mut self, id: u64, result: Result<Answer, String>, pass: &mut Pass) -> Option<Change> {
+    fn land(
+        &mut self,
+        recorder: &mut Recorder<'a>,
+        id: u64,
+        result: Result<Answer, String>,
+        pass: &mut Pass,
+    ) -> Option<Change> {
         let flight = self.flights.land(id)?;
         if let Some(claims) = &self.claims {
             let job = flight.job.bytes();
@@ -632,9 +717,7 @@ impl<E: Evaluator> Analysis<'_, E> {
             }
         }
         if let Ok(answer) = &result {
-            self.evaluations += 1;
-            self.engine_nodes += answer.nodes;
-            self.nodes_so_far.store(self.engine_nodes, Ordering::Relaxed);
+            recorder.answered(answer);
             self.speculation.answered_time += flight.started.elapsed();
             self.speculation.answered += 1;
         }
@@ -652,28 +735,7 @@ impl<E: Evaluator> Analysis<'_, E> {
         pass: &mut Pass,
     ) -> Option<Change> {
         let waiters = pass.waiting.remove(&job).unwrap_or_default();
-        let mut taken = false;
-        let mut complete = Vec::new();
-        for waiter in &waiters {
-            match waiter {
-                Waiter::Plan(i) => {
-                    pass.answer(*i, result.clone());
-                    pass.outstanding -= 1;
-                    taken = true;
-                }
-                Waiter::Part(c) => {
-                    let composite = &mut pass.composites[*c];
-                    if let Err(e) = &result {
-                        composite.failure.get_or_insert_with(|| e.clone());
-                    }
-                    composite.missing -= 1;
-                    if composite.missing == 0 {
-                        pass.outstanding -= 1;
-                        complete.push(*c);
-                    }
-                }
-            }
-        }
+        let (taken, complete) = hand_to(&waiters, &result, pass);
         let laid_over = self.speculation.overlay.is_some();
         let change = match result {
             Ok(answer) => {
@@ -709,13 +771,13 @@ impl<E: Evaluator> Analysis<'_, E> {
 
     /// Stops the searches running ahead of their turn that the tree, with every answer in so far, no longer leads to
     /// (their node was cut off or left the window), unless this pass waits for them or predicts them for the next.
-    fn stop_unwanted(&mut self, depth: u8, pass: &Pass) -> Result<(), AnalysisError> {
+    fn stop_unwanted(&mut self, ctx: &mut Context<'_, 'a>, depth: u8, pass: &Pass) -> Result<(), AnalysisError> {
         let Some(generation) = self.speculation.overlay.as_ref().map(Overlay::generation) else { return Ok(()) };
         if self.flights.speculative().next().is_none() {
             return Ok(());
         }
         if self.speculation.planned_at != Some(generation) {
-            self.look_ahead_walk(depth)?;
+            self.look_ahead_walk(ctx, depth)?;
         }
         let unwanted: Vec<u64> = self
             .flights
@@ -735,7 +797,7 @@ impl<E: Evaluator> Analysis<'_, E> {
             self.release(&flight.job);
             let ran = flight.started.elapsed();
             trace!(
-                self.trace,
+                ctx.trace,
                 "abort {} {:?}: the tree no longer leads to it; ran {:.1} ms",
                 flight.plan.key,
                 flight.plan.purpose,
@@ -760,7 +822,7 @@ impl<E: Evaluator> Analysis<'_, E> {
     }
 
     /// Stops every running search; their answers, if they still come, are ignored.
-    pub(super) fn abandon(&mut self) {
+    fn abandon(&mut self) {
         if self.flights.running() > 0 {
             if let Some(claims) = &self.claims {
                 let jobs: Vec<Vec<u8>> = self.flights.jobs().map(JobKey::bytes).collect();
@@ -772,5 +834,90 @@ impl<E: Evaluator> Analysis<'_, E> {
             self.evaluator.cancel_all();
             self.flights.abandon_all();
         }
+    }
+}
+
+/// Hands `result` to the `waiters` of its search in `pass`: a planned search takes it, a composite counts its part
+/// in. Returns whether a planned search took it, and the composites it completed.
+fn hand_to(waiters: &[Waiter], result: &Result<Answer, String>, pass: &mut Pass) -> (bool, Vec<usize>) {
+    let mut taken = false;
+    let mut complete = Vec::new();
+    for waiter in waiters {
+        match waiter {
+            Waiter::Plan(i) => {
+                pass.answer(*i, result.clone());
+                pass.outstanding -= 1;
+                taken = true;
+            }
+            Waiter::Part(c) => {
+                let composite = &mut pass.composites[*c];
+                if let Err(e) = result {
+                    composite.failure.get_or_insert_with(|| e.clone());
+                }
+                composite.missing -= 1;
+                if composite.missing == 0 {
+                    pass.outstanding -= 1;
+                    complete.push(*c);
+                }
+            }
+        }
+    }
+    (taken, complete)
+}
+
+/// What the next pass will ask for where it depends only on this pass's answers in so far: the walk of the store
+/// with them laid over it.
+fn predict_next_pass(
+    ctx: &Context<'_, '_>,
+    depth: u8,
+    planned: &[Planned],
+    pass: &Pass,
+) -> Result<Vec<Planned>, AnalysisError> {
+    let changes: Vec<Change> = planned
+        .iter()
+        .zip(&pass.answers)
+        .filter_map(|(plan, answer)| change_for(plan, answer.as_ref()?.as_ref().ok()?, None))
+        .collect();
+    if changes.is_empty() {
+        return Ok(Vec::new());
+    }
+    ctx.walk.pass_with(&changes, ctx.recorder.failed(), depth)
+}
+
+/// The progress line of a pass: its searches answered, the run's evaluations and time.
+fn show_progress(ctx: &Context<'_, '_>, depth: u8, pass: u32, done: usize, total: usize) {
+    if let Some(progress) = ctx.progress {
+        let secs = ctx.budget.elapsed().as_secs();
+        progress.show(&format!(
+            "depth {depth} pass {pass}: {done}/{total} searches, {} evaluations, {}:{:02}:{:02}",
+            ctx.recorder.evaluations(),
+            secs / 3600,
+            secs / 60 % 60,
+            secs % 60
+        ));
+    }
+}
+
+/// An answer as claims keep it for other processes.
+fn claimed(answer: &Answer) -> ClaimedAnswer {
+    ClaimedAnswer {
+        best: answer.best,
+        score: answer.score,
+        bound: answer.bound,
+        depth: answer.depth,
+        nodes: answer.nodes,
+        engine: answer.engine.clone(),
+    }
+}
+
+/// An answer another process found.
+fn from_claim(answer: ClaimedAnswer) -> Answer {
+    Answer {
+        best: answer.best,
+        score: answer.score,
+        bound: answer.bound,
+        depth: answer.depth,
+        nodes: answer.nodes,
+        engine: answer.engine,
     }
 }
