@@ -4,20 +4,26 @@
 use crate::game::{Line, quote};
 use std::{
     path::Path,
-    sync::{Arc, atomic::Ordering},
-    time::Duration,
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::{Duration, Instant},
 };
 
 use crate::{
     config::Config,
     engine::{EngineConfig, EnginePool, Limit, spec::EngineSpec},
-    interop::{played::exits, roots::read_roots},
+    interop::{
+        played::{Exits, exits},
+        roots::{SkippedRoot, read_roots},
+    },
     logger::{Progress, StatusLine},
     search::{
-        analysis::{Analysis, AnalysisOptions, Params, Trace},
+        analysis::{Analysis, AnalysisError, AnalysisOptions, Params, Report, Trace},
         evaluator::PoolEvaluator,
-        roots::{BookRoot, RootProgress, grow, priority},
-        split::{SplitError, direct_first},
+        roots::{BookReport, BookRoot, RootProgress, grow, priority},
+        split::{Spine, SplitError, direct_first},
     },
     store::Store,
 };
@@ -180,54 +186,105 @@ impl AnalyzeArgs {
     }
 }
 
-/// Runs `deeptree analyze` on the store in `db` (created when absent).
 /// Most inner-engine workers per core of this machine that `analyze` starts without `--insist-workers`.
 pub const MAX_WORKERS_PER_CORE: usize = 4;
 
+/// Runs `deeptree analyze` on the store in `db` (created when absent). Everything that can be refused is refused
+/// before anything starts: the arguments, the roots, the budget, the engines, then the store.
 pub fn run(db: Option<&Path>, config: &Config, args: AnalyzeArgs) -> CommandResult {
     // The time budget counts from here: starting the engines is part of it.
-    let started = std::time::Instant::now();
+    let started = Instant::now();
     let config = &args.over(config);
-    let AnalyzeArgs {
-        fen,
-        roots,
-        moves,
-        max_depth,
-        time,
-        nodes,
-        trace,
-        json,
-        chess960,
-        insist_workers,
-        split,
-        from_games,
-        ..
-    } = args;
-    if nodes == Some(0) {
+    let play_depth = check_args(&args, config)?;
+    let (line, book) = roots_of(&args)?;
+    let chess960 = args.chess960 || book.as_ref().map_or(line.chess960, |(b, _)| b.iter().any(|r| r.line.chess960));
+    let time = time_budget(args.time)?;
+    let engines = Engines::check(config, args.insist_workers)?;
+    let store = open_store(db, config)?;
+    let stop = stop_on_ctrl_c();
+    let params = params_of(config, &args, time, play_depth);
+    let book = match &args.from_games {
+        Some(path) => match exits_book(&store, path, &params, play_depth, args.player.as_deref(), args.json)? {
+            Some(book) => Some(book),
+            // No game left the tree: nothing to grow.
+            None => return Ok(()),
+        },
+        None => book,
+    };
+    // Games of Chess960 too (a `Variant` tag of --from-games).
+    let chess960 = chess960 || book.as_ref().is_some_and(|(roots, _)| roots.iter().any(|r| r.line.chess960));
+    let engine_config = engine_config_of(config, chess960);
+    let (look_ahead, json) = (config.look_ahead(), args.json);
+    if let Some((roots, skipped)) = book {
+        let book = Book { roots, skipped, params, look_ahead, json, stop, started };
+        return grow_book(&store, engines.configs(&engine_config), book);
+    }
+    let pool = engines.start(&engine_config)?;
+    let nodes = args.nodes;
+    let (params, spine) = match args.split {
+        None => (params, None),
+        Some(share) => spine_first(&pool, &store, &line, params, Split { share, nodes, time, started }, &stop)?,
+    };
+    // What starting the engines took is spent: a run that is out of time now stops at once.
+    let params = params.with_time(time.map(|t| t.saturating_sub(started.elapsed())));
+    let options = AnalysisOptions {
+        look_ahead,
+        trace: match &args.trace {
+            Some(path) => Trace::to_file(path)?,
+            None => Trace::off(),
+        },
+        progress: StatusLine::on_stderr().map(|line| Arc::new(line) as Arc<dyn Progress>),
+        stop,
+        line_edges: true,
+    };
+    let engine_depth = params.engine_depth;
+    let analysis = Analysis::with_options(&store, PoolEvaluator::new(pool), params, options);
+    let report = analyze_root(analysis, &line, json)?;
+    if json {
+        print_json(&report, spine.as_ref(), nodes)
+    } else {
+        print_summary(&report, spine.as_ref(), engine_depth);
+        Ok(())
+    }
+}
+
+/// Refuses arguments that cannot run, before anything starts: a node budget of 0, a split that is not a share of a
+/// budget, a play depth not deeper than the engine depth. Returns the play depth.
+fn check_args(args: &AnalyzeArgs, config: &Config) -> Result<u8, Box<dyn std::error::Error>> {
+    if args.nodes == Some(0) {
         return Err("--nodes 0: give a positive number of nodes".into());
     }
-    match split {
+    match args.split {
         Some(share) if !(share > 0.0 && share < 1.0) => {
             return Err(format!("--split {share}: give a share of the budget between 0 and 1").into());
         }
-        Some(_) if nodes.is_none() && time.is_none() => {
+        Some(_) if args.nodes.is_none() && args.time.is_none() => {
             return Err("--split shares a budget: give --nodes or --time too".into());
         }
         _ => {}
     }
     let play_depth = args.play_depth.unwrap_or(DEFAULT_PLAY_DEPTH);
-    if from_games.is_some() && play_depth <= config.engine_depth {
+    if args.from_games.is_some() && play_depth <= config.engine_depth {
         return Err(format!(
             "--play-depth {play_depth}: give a depth deeper than the engine depth {}",
             config.engine_depth
         )
         .into());
     }
-    let (line, book) = match &roots {
-        None if from_games.is_some() => (Line::start_position(), Some((Vec::new(), Vec::new()))),
-        None => (Line::parse_in(fen.as_deref(), &moves, chess960)?, None),
+    Ok(play_depth)
+}
+
+/// Roots of a book, and the entries of its file that were skipped.
+type BookRoots = (Vec<BookRoot>, Vec<SkippedRoot>);
+
+/// The root to analyse (the first of a book), and the book's roots where there are many: `--roots FILE` (its
+/// skipped entries said on stderr), or none yet with `--from-games` (they are the games' exits).
+fn roots_of(args: &AnalyzeArgs) -> Result<(Line, Option<BookRoots>), Box<dyn std::error::Error>> {
+    match &args.roots {
+        None if args.from_games.is_some() => Ok((Line::start_position(), Some((Vec::new(), Vec::new())))),
+        None => Ok((Line::parse_in(args.fen.as_deref(), &args.moves, args.chess960)?, None)),
         Some(path) => {
-            let (roots, skipped) = read_roots(path, chess960)?;
+            let (roots, skipped) = read_roots(path, args.chess960)?;
             for skip in &skipped {
                 eprintln!("{}: {} skipped: {}", path.display(), skip.source, skip.error);
             }
@@ -236,56 +293,100 @@ pub fn run(db: Option<&Path>, config: &Config, args: AnalyzeArgs) -> CommandResu
             }
             let first = roots[0].line.clone();
             let book: Vec<BookRoot> = roots.into_iter().map(|r| BookRoot::new(r.line, r.source.to_string())).collect();
-            (first, Some((book, skipped)))
+            Ok((first, Some((book, skipped))))
         }
-    };
-    let chess960 = chess960 || book.as_ref().map_or(line.chess960, |(b, _)| b.iter().any(|r| r.line.chess960));
-    // Refused before anything starts: a budget of zero (or one that is not a duration) would otherwise
-    // mean no budget at all, and the analysis would run for ever.
-    let time = match time {
-        None => None,
+    }
+}
+
+/// `--time` as a budget. Refused before anything starts: a budget of zero (or one that is not a duration) would
+/// otherwise mean no budget at all, and the analysis would run for ever.
+fn time_budget(time: Option<f64>) -> Result<Option<Duration>, Box<dyn std::error::Error>> {
+    match time {
+        None => Ok(None),
         Some(seconds) if seconds.is_finite() && seconds > 0.0 => {
             // Past what a Duration holds, a budget is as good as none.
-            Some(Duration::try_from_secs_f64(seconds).unwrap_or(Duration::MAX))
+            Ok(Some(Duration::try_from_secs_f64(seconds).unwrap_or(Duration::MAX)))
         }
-        Some(seconds) => return Err(format!("--time {seconds}: give a positive number of seconds").into()),
-    };
-    let specs = EngineSpec::parse_list(&config.engines).map_err(|e| format!("--engines: {e}"))?;
-    let workers = if config.workers > 0 { config.workers } else { crate::engine::default_workers() };
-    // Refused before anything starts, the store included.
-    let total = if specs.is_empty() { workers } else { specs.iter().map(|s| s.workers).sum() };
-    let cores = crate::engine::default_workers();
-    if total > MAX_WORKERS_PER_CORE * cores && !insist_workers {
-        return Err(format!(
-            "{total} workers: more than {MAX_WORKERS_PER_CORE} per core of this machine ({cores} cores, at most {}); \
-             --insist-workers runs them anyway",
-            MAX_WORKERS_PER_CORE * cores
-        )
-        .into());
+        Some(seconds) => Err(format!("--time {seconds}: give a positive number of seconds").into()),
     }
-    // An engine that cannot start is refused before the store is created.
-    let commands: Vec<&str> = if specs.is_empty() {
-        vec![config.engine.as_str()]
-    } else {
-        specs.iter().map(|s| s.command.as_str()).collect()
-    };
-    if let Some(missing) = commands.iter().find(|c| !crate::engine::program_exists(c)) {
-        return Err(format!("cannot start the inner engine {}: no such program", quote(missing)).into());
+}
+
+/// The engines of a run: the kinds of `--engines` (or the settings' list), else `workers` of the one engine.
+struct Engines {
+    specs: Vec<EngineSpec>,
+    workers: usize,
+}
+
+impl Engines {
+    /// The engines the settings name, refused before anything starts (the store included): more workers than
+    /// [`MAX_WORKERS_PER_CORE`] per core without `insist`, or a program that is not there.
+    fn check(config: &Config, insist: bool) -> Result<Engines, Box<dyn std::error::Error>> {
+        let specs = EngineSpec::parse_list(&config.engines).map_err(|e| format!("--engines: {e}"))?;
+        let workers = if config.workers > 0 { config.workers } else { crate::engine::default_workers() };
+        let total = if specs.is_empty() { workers } else { specs.iter().map(|s| s.workers).sum() };
+        let cores = crate::engine::default_workers();
+        if total > MAX_WORKERS_PER_CORE * cores && !insist {
+            return Err(format!(
+                "{total} workers: more than {MAX_WORKERS_PER_CORE} per core of this machine ({cores} cores, at most \
+                 {}); --insist-workers runs them anyway",
+                MAX_WORKERS_PER_CORE * cores
+            )
+            .into());
+        }
+        // An engine that cannot start is refused before the store is created.
+        let commands: Vec<&str> = if specs.is_empty() {
+            vec![config.engine.as_str()]
+        } else {
+            specs.iter().map(|s| s.command.as_str()).collect()
+        };
+        if let Some(missing) = commands.iter().find(|c| !crate::engine::program_exists(c)) {
+            return Err(format!("cannot start the inner engine {}: no such program", quote(missing)).into());
+        }
+        Ok(Engines { specs, workers })
     }
-    let store = open_store(db, config)?;
-    let mut engine_config = EngineConfig::from(config);
-    if chess960 {
-        // The engines read and write castling as king takes rook.
-        engine_config = engine_config.with_option("UCI_Chess960", "true");
+
+    /// The configuration of every worker, each kind's options over `base`.
+    fn configs(&self, base: &EngineConfig) -> Vec<EngineConfig> {
+        if self.specs.is_empty() {
+            vec![base.clone(); self.workers.max(1)]
+        } else {
+            EngineSpec::configs(&self.specs, base)
+        }
     }
-    // Ctrl-C from here on stops the analysis cleanly (engines run in their own process groups).
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+
+    /// Starts them all, in one pool.
+    fn start(&self, base: &EngineConfig) -> Result<EnginePool, String> {
+        if self.specs.is_empty() {
+            EnginePool::uniform(base, self.workers)
+                .map_err(|e| format!("cannot start the inner engine {}: {e}", quote(&base.command)))
+        } else {
+            EnginePool::start(EngineSpec::configs(&self.specs, base))
+                .map_err(|e| format!("cannot start the inner engines: {e}"))
+        }
+    }
+}
+
+/// The engines' settings; for Chess960 they read and write castling as king takes rook.
+fn engine_config_of(config: &Config, chess960: bool) -> EngineConfig {
+    let engine_config = EngineConfig::from(config);
+    if chess960 { engine_config.with_option("UCI_Chess960", "true") } else { engine_config }
+}
+
+/// A stop flag that Ctrl-C sets from now on: it stops the analysis cleanly (engines run in their own process groups).
+fn stop_on_ctrl_c() -> Arc<AtomicBool> {
+    let stop = Arc::new(AtomicBool::new(false));
     let handler_stop = stop.clone();
     if let Err(e) = ctrlc::set_handler(move || handler_stop.store(true, Ordering::Relaxed)) {
         log::warn!("Ctrl-C will not stop the analysis cleanly: {e}");
     }
-    let budget = time.is_some() || nodes.is_some();
-    let default_max = if from_games.is_some() {
+    stop
+}
+
+/// The search's parameters: the settings', and the deepest software depth (by default 4, every depth with a budget,
+/// and with `--from-games` the depth at which an exit's combined depth reaches the play depth).
+fn params_of(config: &Config, args: &AnalyzeArgs, time: Option<Duration>, play_depth: u8) -> Params {
+    let budget = time.is_some() || args.nodes.is_some();
+    let default_max = if args.from_games.is_some() {
         // Each exit grows until the tree answers there: its combined depth reaches the play depth.
         play_depth - config.engine_depth
     } else if budget {
@@ -293,132 +394,126 @@ pub fn run(db: Option<&Path>, config: &Config, args: AnalyzeArgs) -> CommandResu
     } else {
         4
     };
-    let params =
-        Params::from(config).with_max_depth(max_depth.unwrap_or(default_max)).with_time(time).with_nodes(nodes);
-    let look_ahead = config.look_ahead();
-    let book = match (&from_games, book) {
-        (Some(path), _) => {
-            let file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
-            let found = {
-                let view = store.read()?;
-                exits(&view, std::io::BufReader::new(file), &params, play_depth, args.player.as_deref())?
-            };
-            let text = format!(
-                "{} games: {} left the tree at {} positions, {} stayed in it{}; play depth {play_depth}, engine depth \
-                 {}: each position grown to software depth {}, the positions more games reached first",
-                found.games,
-                found.exits.iter().map(|e| u64::from(e.games)).sum::<u64>(),
-                found.exits.len(),
-                found.stayed,
-                if found.without_player > 0 {
-                    format!(", {} without the player", found.without_player)
-                } else {
-                    String::new()
-                },
-                params.engine_depth,
-                params.max_depth
-            );
-            if json {
-                eprintln!("{text}")
-            } else {
-                println!("{text}")
-            }
-            for (i, exit) in found.exits.iter().enumerate() {
-                let text = format!(
-                    "exit {:>3}: {:>3} games (priority {}), first game {} ply {}, known depth {}: {}",
-                    i + 1,
-                    exit.games,
-                    priority(exit.games),
-                    exit.game,
-                    exit.ply,
-                    exit.known_depth.map_or("-".to_owned(), |d| d.to_string()),
-                    exit.fen
-                );
-                if json { eprintln!("{text}") } else { println!("{text}") }
-            }
-            for skip in &found.skipped {
-                eprintln!("{}: {} skipped: {}", path.display(), skip.source, skip.error);
-            }
-            if found.exits.is_empty() {
-                if json {
-                    println!("{}", serde_json::json!({ "exits": found }));
-                }
-                return Ok(());
-            }
-            let roots = found
-                .exits
-                .iter()
-                .map(|e| BookRoot {
-                    line: e.line.clone(),
-                    label: format!("game {} ply {}", e.game, e.ply),
-                    weight: e.games,
-                })
-                .collect::<Vec<BookRoot>>();
-            if !chess960 && roots.iter().any(|r| r.line.chess960) {
-                // Games of Chess960 (their `Variant` tag): the engines read and write castling as king takes rook.
-                engine_config = engine_config.with_option("UCI_Chess960", "true");
-            }
-            Some((roots, found.skipped))
-        }
-        (None, book) => book,
+    Params::from(config).with_max_depth(args.max_depth.unwrap_or(default_max)).with_time(time).with_nodes(args.nodes)
+}
+
+/// A line of text: on stdout, or on stderr where stdout holds the one JSON object.
+fn say(json: bool, text: &str) {
+    if json { eprintln!("{text}") } else { println!("{text}") }
+}
+
+/// The roots of growth that follows play: the positions where the games of the PGN file at `path` left the tree,
+/// said one a line. `None` where no game left it (with `--json`, the exits are the JSON object).
+fn exits_book(
+    store: &Store,
+    path: &Path,
+    params: &Params,
+    play_depth: u8,
+    player: Option<&str>,
+    json: bool,
+) -> Result<Option<BookRoots>, Box<dyn std::error::Error>> {
+    let file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let found = {
+        let view = store.read()?;
+        exits(&view, std::io::BufReader::new(file), params, play_depth, player)?
     };
-    if let Some((book, skipped)) = book {
-        let configs = if specs.is_empty() {
-            vec![engine_config.clone(); workers.max(1)]
-        } else {
-            EngineSpec::configs(&specs, &engine_config)
-        };
-        let book = Book { roots: book, skipped, params, look_ahead, json, stop, started };
-        return grow_book(&store, configs, book);
+    say_exits(&found, params, play_depth, json);
+    for skip in &found.skipped {
+        eprintln!("{}: {} skipped: {}", path.display(), skip.source, skip.error);
     }
-    let pool = if specs.is_empty() {
-        EnginePool::uniform(&engine_config, workers)
-            .map_err(|e| format!("cannot start the inner engine {}: {e}", quote(&engine_config.command)))?
-    } else {
-        EnginePool::start(EngineSpec::configs(&specs, &engine_config))
-            .map_err(|e| format!("cannot start the inner engines: {e}"))?
-    };
-    // Deep Blue's split: the direct search's share of the budget is spent first, and its nodes and time count.
-    let (params, spine) = match split {
-        None => (params, None),
-        Some(share) => {
-            let limit = match (nodes, time) {
-                (Some(n), _) => Limit::Nodes(((n as f64 * share) as u64).max(1)),
-                (None, Some(t)) => Limit::MoveTime(t.saturating_sub(started.elapsed()).mul_f64(share)),
-                (None, None) => return Err("--split shares a budget: give --nodes or --time too".into()),
-            };
-            match direct_first(&pool, &store, &line, limit, params.engine_depth, &stop) {
-                Ok(spine) => {
-                    let rest = nodes.map(|n| n.saturating_sub(spine.nodes));
-                    (params.with_nodes(rest), Some(spine))
-                }
-                // Ctrl-C: the analysis below stops at once and reports what is stored.
-                Err(SplitError::Stopped) => (params, None),
-                Err(e) => return Err(format!("--split: {e}").into()),
-            }
+    if found.exits.is_empty() {
+        if json {
+            println!("{}", serde_json::json!({ "exits": found }));
         }
+        return Ok(None);
+    }
+    let roots = found
+        .exits
+        .iter()
+        .map(|e| BookRoot { line: e.line.clone(), label: format!("game {} ply {}", e.game, e.ply), weight: e.games })
+        .collect();
+    Ok(Some((roots, found.skipped)))
+}
+
+/// What the games say: how many left the tree where, one line, then each exit.
+fn say_exits(found: &Exits, params: &Params, play_depth: u8, json: bool) {
+    let text = format!(
+        "{} games: {} left the tree at {} positions, {} stayed in it{}; play depth {play_depth}, engine depth {}: \
+         each position grown to software depth {}, the positions more games reached first",
+        found.games,
+        found.exits.iter().map(|e| u64::from(e.games)).sum::<u64>(),
+        found.exits.len(),
+        found.stayed,
+        if found.without_player > 0 { format!(", {} without the player", found.without_player) } else { String::new() },
+        params.engine_depth,
+        params.max_depth
+    );
+    say(json, &text);
+    for (i, exit) in found.exits.iter().enumerate() {
+        let text = format!(
+            "exit {:>3}: {:>3} games (priority {}), first game {} ply {}, known depth {}: {}",
+            i + 1,
+            exit.games,
+            priority(exit.games),
+            exit.game,
+            exit.ply,
+            exit.known_depth.map_or("-".to_owned(), |d| d.to_string()),
+            exit.fen
+        );
+        say(json, &text);
+    }
+}
+
+/// Deep Blue's split: the share of the node or time budget the direct search spends first.
+struct Split {
+    share: f64,
+    nodes: Option<u64>,
+    time: Option<Duration>,
+    /// When the command began.
+    started: Instant,
+}
+
+/// Deep Blue's split: the direct search's share of the budget is spent first, and its nodes and time count. Returns
+/// the parameters for the rest of the budget, and the spine the direct search stored.
+fn spine_first(
+    pool: &EnginePool,
+    store: &Store,
+    line: &Line,
+    params: Params,
+    split: Split,
+    stop: &Arc<AtomicBool>,
+) -> Result<(Params, Option<Spine>), Box<dyn std::error::Error>> {
+    let Split { share, nodes, time, started } = split;
+    let limit = match (nodes, time) {
+        (Some(n), _) => Limit::Nodes(((n as f64 * share) as u64).max(1)),
+        (None, Some(t)) => Limit::MoveTime(t.saturating_sub(started.elapsed()).mul_f64(share)),
+        (None, None) => return Err("--split shares a budget: give --nodes or --time too".into()),
     };
-    // What starting the engines took is spent: a run that is out of time now stops at once.
-    let params = params.with_time(time.map(|t| t.saturating_sub(started.elapsed())));
-    let options = AnalysisOptions {
-        look_ahead,
-        trace: match &trace {
-            Some(path) => Trace::to_file(path)?,
-            None => Trace::off(),
-        },
-        progress: StatusLine::on_stderr().map(|line| Arc::new(line) as Arc<dyn Progress>),
-        stop,
-        line_edges: true,
-    };
-    let mut analysis = Analysis::with_options(&store, PoolEvaluator::new(pool), params, options);
-    let engine_depth = analysis.params().engine_depth;
+    match direct_first(pool, store, line, limit, params.engine_depth, stop) {
+        Ok(spine) => {
+            let rest = nodes.map(|n| n.saturating_sub(spine.nodes));
+            Ok((params.with_nodes(rest), Some(spine)))
+        }
+        // Ctrl-C: the analysis below stops at once and reports what is stored.
+        Err(SplitError::Stopped) => Ok((params, None)),
+        Err(e) => Err(format!("--split: {e}").into()),
+    }
+}
+
+/// Runs the analysis of `line`'s root, a row for each settled depth (on stdout under a header, or on stderr with
+/// `--json`).
+fn analyze_root<E: crate::search::evaluator::Evaluator>(
+    mut analysis: Analysis<'_, E>,
+    line: &Line,
+    json: bool,
+) -> Result<Report, AnalysisError> {
     if !json {
         println!(
             "{:>6} {:>9} {:>9} {:>11} {:>10} {:>9}",
             "depth", "software", "combined", "evaluations", "positions", "seconds"
         );
     }
-    let report = analysis.run(&line, |row| {
+    analysis.run(line, |row| {
         let text = format!(
             "{:>6} {:>9} {:>9} {:>11} {:>10} {:>9.1}",
             row.software_depth,
@@ -428,92 +523,87 @@ pub fn run(db: Option<&Path>, config: &Config, args: AnalyzeArgs) -> CommandResu
             row.positions,
             row.elapsed_seconds
         );
-        if json { eprintln!("{text}") } else { println!("{text}") }
-    })?;
-    if json {
-        let mut value = serde_json::to_value(&report)?;
-        if let Some(spine) = &spine {
-            // The direct search's nodes are the run's too.
-            let all = report.engine_nodes + spine.nodes;
-            value["engine_nodes"] = all.into();
-            if let Some(budget) = nodes {
-                value["node_budget"] = budget.into();
-                value["node_overshoot"] = all.saturating_sub(budget).into();
-            }
-            value["split"] = serde_json::to_value(spine)?;
+        say(json, &text);
+    })
+}
+
+/// The report as one JSON object on stdout; with a split, the direct search's nodes count as the run's.
+fn print_json(report: &Report, spine: Option<&Spine>, nodes: Option<u64>) -> CommandResult {
+    let mut value = serde_json::to_value(report)?;
+    if let Some(spine) = spine {
+        // The direct search's nodes are the run's too.
+        let all = report.engine_nodes + spine.nodes;
+        value["engine_nodes"] = all.into();
+        if let Some(budget) = nodes {
+            value["node_budget"] = budget.into();
+            value["node_overshoot"] = all.saturating_sub(budget).into();
         }
-        println!("{value}");
-    } else {
-        if let Some(spine) = &spine {
-            println!(
-                "split: a direct search of {} nodes to depth {} chose {} ({}); {} positions of its line stored",
-                spine.nodes, spine.depth, spine.best, spine.score, spine.stored
-            );
-        }
-        // What `stats` counts is what was stored: the searches a pass asked for. The rest of the searches answered
-        // ran ahead of their turn and no pass asked for them (or came from other processes).
-        let unasked = if report.unasked > 0 {
-            format!(", {} answered ahead of their turn and not asked for (kept for other processes)", report.unasked)
-        } else {
-            String::new()
-        };
-        println!(
-            "{} evaluations at engine depth {engine_depth} ({} stored in the tree, as stats counts them{unasked}), {} \
-             positions in the tree, settled depth {}{}",
-            report.evaluations,
-            report.stored,
-            report.positions,
-            report.settled_depth.map_or("none".to_owned(), |d| d.to_string()),
-            if report.stopped { " (stopped before the last depth settled)" } else { "" }
-        );
-        if let (Some(budget), Some(over)) = (report.node_budget, report.node_overshoot) {
-            println!("{} engine nodes against a budget of {budget} ({over} over it)", report.engine_nodes);
-        }
-        if report.ahead > 0 {
-            println!(
-                "{} searches ran ahead of their turn on engines a pass left free: {} of them were asked for, {} \
-                 stopped when the tree no longer led to them, {} stopped when the run ended",
-                report.ahead, report.ahead_used, report.aborted, report.abandoned
-            );
-        }
-        if report.shared > 0 {
-            println!(
-                "{} answers were taken from searches another process sharing the tree ran (not asked again)",
-                report.shared
-            );
-        }
+        value["split"] = serde_json::to_value(spine)?;
     }
+    println!("{value}");
     Ok(())
+}
+
+/// The report in words on stdout.
+fn print_summary(report: &Report, spine: Option<&Spine>, engine_depth: u8) {
+    if let Some(spine) = spine {
+        println!(
+            "split: a direct search of {} nodes to depth {} chose {} ({}); {} positions of its line stored",
+            spine.nodes, spine.depth, spine.best, spine.score, spine.stored
+        );
+    }
+    // What `stats` counts is what was stored: the searches a pass asked for. The rest of the searches answered
+    // ran ahead of their turn and no pass asked for them (or came from other processes).
+    let unasked = if report.unasked > 0 {
+        format!(", {} answered ahead of their turn and not asked for (kept for other processes)", report.unasked)
+    } else {
+        String::new()
+    };
+    println!(
+        "{} evaluations at engine depth {engine_depth} ({} stored in the tree, as stats counts them{unasked}), {} \
+         positions in the tree, settled depth {}{}",
+        report.evaluations,
+        report.stored,
+        report.positions,
+        report.settled_depth.map_or("none".to_owned(), |d| d.to_string()),
+        if report.stopped { " (stopped before the last depth settled)" } else { "" }
+    );
+    if let (Some(budget), Some(over)) = (report.node_budget, report.node_overshoot) {
+        println!("{} engine nodes against a budget of {budget} ({over} over it)", report.engine_nodes);
+    }
+    if report.ahead > 0 {
+        println!(
+            "{} searches ran ahead of their turn on engines a pass left free: {} of them were asked for, {} \
+             stopped when the tree no longer led to them, {} stopped when the run ended",
+            report.ahead, report.ahead_used, report.aborted, report.abandoned
+        );
+    }
+    if report.shared > 0 {
+        println!(
+            "{} answers were taken from searches another process sharing the tree ran (not asked again)",
+            report.shared
+        );
+    }
 }
 
 /// A run of `analyze --roots`.
 struct Book {
     roots: Vec<BookRoot>,
-    skipped: Vec<crate::interop::roots::SkippedRoot>,
+    skipped: Vec<SkippedRoot>,
     params: Params,
     look_ahead: Option<u8>,
     json: bool,
-    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    stop: Arc<AtomicBool>,
     /// When the command began: the time budget counts from there.
-    started: std::time::Instant,
+    started: Instant,
 }
 
 /// Grows the roots of a book with the engines of `configs`, split into as many groups as there are roots (at most
 /// one per engine).
-fn grow_book(store: &Store, configs: Vec<crate::engine::EngineConfig>, book: Book) -> CommandResult {
+fn grow_book(store: &Store, configs: Vec<EngineConfig>, book: Book) -> CommandResult {
     let Book { roots, skipped, params, look_ahead, json, stop, started } = book;
-    let groups = configs.len().min(roots.len()).max(1);
-    let mut split: Vec<Vec<EngineConfig>> = vec![Vec::new(); groups];
-    for (i, config) in configs.into_iter().enumerate() {
-        split[i % groups].push(config);
-    }
-    let mut pools = Vec::with_capacity(groups);
-    for configs in split {
-        let command = configs.first().map(|c| c.command.clone()).unwrap_or_default();
-        let pool = EnginePool::start(configs)
-            .map_err(|e| format!("cannot start the inner engine {}: {e}", quote(&command)))?;
-        pools.push(PoolEvaluator::new(pool));
-    }
+    let pools = start_groups(configs, roots.len())?;
+    let groups = pools.len();
     // What starting the engines took is spent.
     let params = params.clone().with_time(params.time.map(|t| t.saturating_sub(started.elapsed())));
     let total = roots.len();
@@ -536,29 +626,52 @@ fn grow_book(store: &Store, configs: Vec<crate::engine::EngineConfig>, book: Boo
             p.seconds,
             if p.stuck { "  (searches failed; left for a later run)" } else { "" }
         );
-        if json { eprintln!("{text}") } else { println!("{text}") }
+        say(json, &text);
     };
     let status = StatusLine::on_stderr();
     let progress = status.as_ref().map(|line| line as &dyn Progress);
     let report = grow(store, pools, &roots, &params, look_ahead, &stop, progress, row)?;
-    if json {
-        let mut value = serde_json::to_value(&report)?;
-        value["skipped"] = serde_json::to_value(&skipped)?;
-        println!("{value}");
-    } else {
-        let settled: Vec<u8> = report.roots.iter().filter_map(|r| r.settled_depth).collect();
-        println!(
-            "{} evaluations ({} taken from other roots' searches), {} positions in the tree; settled depth {} to {} over \
-             {} roots{}{}",
-            report.evaluations,
-            report.shared,
-            report.positions,
-            settled.iter().min().map_or("-".to_owned(), ToString::to_string),
-            settled.iter().max().map_or("-".to_owned(), ToString::to_string),
-            report.roots.len(),
-            if skipped.is_empty() { String::new() } else { format!(" ({} skipped)", skipped.len()) },
-            if report.stopped { "; stopped: run the command again to resume" } else { "" }
-        );
+    print_book_report(&report, &skipped, json)
+}
+
+/// The engines of `configs` started in as many groups as there are `roots` (at most one per engine), dealt out in
+/// turn.
+fn start_groups(configs: Vec<EngineConfig>, roots: usize) -> Result<Vec<PoolEvaluator>, String> {
+    let groups = configs.len().min(roots).max(1);
+    let mut split: Vec<Vec<EngineConfig>> = vec![Vec::new(); groups];
+    for (i, config) in configs.into_iter().enumerate() {
+        split[i % groups].push(config);
     }
+    let mut pools = Vec::with_capacity(groups);
+    for configs in split {
+        let command = configs.first().map(|c| c.command.clone()).unwrap_or_default();
+        let pool = EnginePool::start(configs)
+            .map_err(|e| format!("cannot start the inner engine {}: {e}", quote(&command)))?;
+        pools.push(PoolEvaluator::new(pool));
+    }
+    Ok(pools)
+}
+
+/// What growing a book did: one JSON object on stdout (with the roots skipped), or a line in words.
+fn print_book_report(report: &BookReport, skipped: &[SkippedRoot], json: bool) -> CommandResult {
+    if json {
+        let mut value = serde_json::to_value(report)?;
+        value["skipped"] = serde_json::to_value(skipped)?;
+        println!("{value}");
+        return Ok(());
+    }
+    let settled: Vec<u8> = report.roots.iter().filter_map(|r| r.settled_depth).collect();
+    println!(
+        "{} evaluations ({} taken from other roots' searches), {} positions in the tree; settled depth {} to {} over {} \
+         roots{}{}",
+        report.evaluations,
+        report.shared,
+        report.positions,
+        settled.iter().min().map_or("-".to_owned(), ToString::to_string),
+        settled.iter().max().map_or("-".to_owned(), ToString::to_string),
+        report.roots.len(),
+        if skipped.is_empty() { String::new() } else { format!(" ({} skipped)", skipped.len()) },
+        if report.stopped { "; stopped: run the command again to resume" } else { "" }
+    );
     Ok(())
 }

@@ -41,7 +41,7 @@ use crate::game::Line;
 use std::{
     sync::{
         Arc,
-        atomic::{AtomicBool, Ordering},
+        atomic::{AtomicBool, AtomicUsize, Ordering},
     },
     time::{Duration, Instant},
 };
@@ -54,7 +54,7 @@ use crate::{
 };
 
 use super::{
-    analysis::{Analysis, AnalysisError, AnalysisOptions, Params},
+    analysis::{Analysis, AnalysisError, AnalysisOptions, Params, Report},
     evaluator::Evaluator,
 };
 
@@ -149,7 +149,7 @@ struct Schedule {
 }
 
 /// Counts a group down when it ends.
-struct Countdown<'a>(&'a std::sync::atomic::AtomicUsize);
+struct Countdown<'a>(&'a AtomicUsize);
 
 impl Drop for Countdown<'_> {
     fn drop(&mut self) {
@@ -164,6 +164,11 @@ enum Next {
 }
 
 impl Schedule {
+    /// Roots as `progress` has them, of `weights`, none busy.
+    fn new(progress: Vec<RootProgress>, weights: Vec<u32>) -> Schedule {
+        Schedule { busy: vec![false; progress.len()], progress, weights, stopped: false, error: None }
+    }
+
     /// The next depth to settle at root `i`.
     fn level(&self, i: usize) -> u8 {
         self.progress[i].settled_depth.map_or(0, |d| d.saturating_add(1))
@@ -233,114 +238,31 @@ pub fn grow<E: Evaluator + Send>(
     on_step: impl Fn(&RootProgress) + Sync,
 ) -> Result<BookReport, AnalysisError> {
     let started = Instant::now();
-    let mut progress = Vec::with_capacity(roots.len());
-    {
-        let view = store.read()?;
-        for (i, root) in roots.iter().enumerate() {
-            let position = root.line.root();
-            let settled_depth = view.node(PositionKey::of(position))?.and_then(|node| node.settled_depth);
-            progress.push(RootProgress::new(
-                i + 1,
-                root.label.clone(),
-                shakmaty::fen::Fen::from_position(position, shakmaty::EnPassantMode::Legal).to_string(),
-                root.line.moves.iter().map(ToString::to_string).collect(),
-                settled_depth,
-            ));
-        }
-    }
     let group_count = groups.len();
     let weights = roots.iter().map(|r| r.weight).collect();
-    let schedule =
-        Mutex::new(Schedule { busy: vec![false; roots.len()], progress, weights, stopped: false, error: None });
-    let changed = Condvar::new();
-    let out_of_time = || stop.load(Ordering::Relaxed) || params.time.is_some_and(|t| started.elapsed() >= t);
-    let running = std::sync::atomic::AtomicUsize::new(group_count);
+    let grower = Grower {
+        store,
+        roots,
+        params,
+        look_ahead,
+        stop,
+        started,
+        schedule: Mutex::new(Schedule::new(progress_of(store, roots)?, weights)),
+        changed: Condvar::new(),
+        running: AtomicUsize::new(group_count),
+        on_step,
+        status,
+    };
     std::thread::scope(|scope| {
+        let grower = &grower;
         if let Some(status) = status {
-            let (schedule, running) = (&schedule, &running);
-            scope.spawn(move || {
-                while running.load(Ordering::Relaxed) > 0 {
-                    std::thread::sleep(Duration::from_millis(250));
-                    let line = schedule.lock().status_line(started.elapsed());
-                    status.show(&line);
-                }
-                status.clear();
-            });
+            scope.spawn(move || grower.show_status(status));
         }
-        for mut evaluator in groups {
-            let (schedule, changed, on_step, out_of_time) = (&schedule, &changed, &on_step, &out_of_time);
-            let running = &running;
-            scope.spawn(move || {
-                // Counted down however the group ends, so that the status line stops.
-                let _done = Countdown(running);
-                loop {
-                    let (root, depth) = {
-                        let mut guard = schedule.lock();
-                        loop {
-                            if out_of_time() {
-                                guard.stopped = true;
-                            }
-                            match guard.next(params.max_depth) {
-                                Next::Grow { root, depth } => {
-                                    guard.busy[root] = true;
-                                    break (root, depth);
-                                }
-                                Next::Wait => {
-                                    changed.wait_for(&mut guard, Duration::from_millis(100));
-                                }
-                                Next::Done => {
-                                    changed.notify_all();
-                                    return;
-                                }
-                            }
-                        }
-                    };
-                    let step_started = Instant::now();
-                    let time = params.time.map(|t| t.saturating_sub(started.elapsed()));
-                    let step = params.clone().with_max_depth(depth).with_time(time);
-                    let options = AnalysisOptions { look_ahead, stop: stop.clone(), ..AnalysisOptions::default() };
-                    let mut analysis = Analysis::with_options(store, &mut evaluator, step, options);
-                    let result = analysis.run(&roots[root].line, |_| {});
-                    drop(analysis);
-                    let mut guard = schedule.lock();
-                    guard.busy[root] = false;
-                    match result {
-                        Ok(report) => {
-                            let timed_out = out_of_time();
-                            let entry = &mut guard.progress[root];
-                            entry.settled_depth = entry.settled_depth.max(report.settled_depth);
-                            entry.evaluations += report.evaluations;
-                            entry.shared += report.shared;
-                            entry.failed += report.failed;
-                            entry.seconds += step_started.elapsed().as_secs_f64();
-                            if report.settled_depth.is_none_or(|d| d < depth) && !timed_out {
-                                log::warn!(
-                                    "root {} ({}): depth {depth} did not settle (searches failed); it is left for a \
-                                     later run",
-                                    entry.root,
-                                    entry.label
-                                );
-                                entry.stuck = true;
-                            }
-                            if let Some(status) = status {
-                                status.clear();
-                            }
-                            on_step(entry);
-                            if timed_out {
-                                guard.stopped = true;
-                            }
-                        }
-                        Err(e) => {
-                            guard.error.get_or_insert(e);
-                            guard.stopped = true;
-                        }
-                    }
-                    changed.notify_all();
-                }
-            });
+        for evaluator in groups {
+            scope.spawn(move || grower.run_group(evaluator));
         }
     });
-    let schedule = schedule.into_inner();
+    let schedule = grower.schedule.into_inner();
     if let Some(e) = schedule.error {
         return Err(e);
     }
@@ -356,6 +278,141 @@ pub fn grow<E: Evaluator + Send>(
         seconds: started.elapsed().as_secs_f64(),
         roots: schedule.progress,
     })
+}
+
+/// Where each root stands before this run: its settled depth as the store says.
+fn progress_of(store: &Store, roots: &[BookRoot]) -> Result<Vec<RootProgress>, AnalysisError> {
+    let view = store.read()?;
+    let mut progress = Vec::with_capacity(roots.len());
+    for (i, root) in roots.iter().enumerate() {
+        let position = root.line.root();
+        let settled_depth = view.node(PositionKey::of(position))?.and_then(|node| node.settled_depth);
+        progress.push(RootProgress::new(
+            i + 1,
+            root.label.clone(),
+            shakmaty::fen::Fen::from_position(position, shakmaty::EnPassantMode::Legal).to_string(),
+            root.line.moves.iter().map(ToString::to_string).collect(),
+            settled_depth,
+        ));
+    }
+    Ok(progress)
+}
+
+/// What the groups of a run share: the roots, the budget, the schedule and how to report.
+struct Grower<'g, F> {
+    store: &'g Store,
+    roots: &'g [BookRoot],
+    params: &'g Params,
+    look_ahead: Option<u8>,
+    stop: &'g Arc<AtomicBool>,
+    /// When the run began: the time budget counts from there.
+    started: Instant,
+    schedule: Mutex<Schedule>,
+    /// Signalled when a root is taken or let go.
+    changed: Condvar,
+    /// Groups still growing.
+    running: AtomicUsize,
+    on_step: F,
+    status: Option<&'g dyn Progress>,
+}
+
+impl<F: Fn(&RootProgress) + Sync> Grower<'_, F> {
+    /// The run must end: stopped, or its time spent.
+    fn out_of_time(&self) -> bool {
+        self.stop.load(Ordering::Relaxed) || self.params.time.is_some_and(|t| self.started.elapsed() >= t)
+    }
+
+    /// One group: takes a root and settles its next depth, until there is none to take.
+    fn run_group<E: Evaluator>(&self, mut evaluator: E) {
+        // Counted down however the group ends, so that the status line stops.
+        let _done = Countdown(&self.running);
+        while let Some((root, depth)) = self.take() {
+            let step_started = Instant::now();
+            let result = self.step(&mut evaluator, root, depth);
+            self.record(root, depth, result, step_started);
+        }
+    }
+
+    /// The next root to grow and the depth to settle there, marked busy; waits while the roots open are all busy.
+    /// `None` when the run is over (every root done, or out of time).
+    fn take(&self) -> Option<(usize, u8)> {
+        let mut guard = self.schedule.lock();
+        loop {
+            if self.out_of_time() {
+                guard.stopped = true;
+            }
+            match guard.next(self.params.max_depth) {
+                Next::Grow { root, depth } => {
+                    guard.busy[root] = true;
+                    return Some((root, depth));
+                }
+                Next::Wait => {
+                    self.changed.wait_for(&mut guard, Duration::from_millis(100));
+                }
+                Next::Done => {
+                    self.changed.notify_all();
+                    return None;
+                }
+            }
+        }
+    }
+
+    /// Settles software depth `depth` at root `root` with `evaluator`'s engines, within what is left of the budget.
+    fn step<E: Evaluator>(&self, evaluator: &mut E, root: usize, depth: u8) -> Result<Report, AnalysisError> {
+        let time = self.params.time.map(|t| t.saturating_sub(self.started.elapsed()));
+        let step = self.params.clone().with_max_depth(depth).with_time(time);
+        let options =
+            AnalysisOptions { look_ahead: self.look_ahead, stop: self.stop.clone(), ..AnalysisOptions::default() };
+        Analysis::with_options(self.store, evaluator, step, options).run(&self.roots[root].line, |_| {})
+    }
+
+    /// Records a step at root `root`: its progress (a depth that did not settle, but for the budget, leaves the root
+    /// stuck), said by `on_step`; an error ends the run.
+    fn record(&self, root: usize, depth: u8, result: Result<Report, AnalysisError>, step_started: Instant) {
+        let mut guard = self.schedule.lock();
+        guard.busy[root] = false;
+        match result {
+            Ok(report) => {
+                let timed_out = self.out_of_time();
+                let entry = &mut guard.progress[root];
+                entry.settled_depth = entry.settled_depth.max(report.settled_depth);
+                entry.evaluations += report.evaluations;
+                entry.shared += report.shared;
+                entry.failed += report.failed;
+                entry.seconds += step_started.elapsed().as_secs_f64();
+                if report.settled_depth.is_none_or(|d| d < depth) && !timed_out {
+                    log::warn!(
+                        "root {} ({}): depth {depth} did not settle (searches failed); it is left for a later run",
+                        entry.root,
+                        entry.label
+                    );
+                    entry.stuck = true;
+                }
+                if let Some(status) = self.status {
+                    status.clear();
+                }
+                (self.on_step)(entry);
+                if timed_out {
+                    guard.stopped = true;
+                }
+            }
+            Err(e) => {
+                guard.error.get_or_insert(e);
+                guard.stopped = true;
+            }
+        }
+        self.changed.notify_all();
+    }
+
+    /// The status line, every quarter of a second while a group still grows; cleared at the end.
+    fn show_status(&self, status: &dyn Progress) {
+        while self.running.load(Ordering::Relaxed) > 0 {
+            std::thread::sleep(Duration::from_millis(250));
+            let line = self.schedule.lock().status_line(self.started.elapsed());
+            status.show(&line);
+        }
+        status.clear();
+    }
 }
 
 #[cfg(test)]
