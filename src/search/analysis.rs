@@ -128,11 +128,11 @@ impl Params {
 ///
 /// The search for alternatives is asked at depth `D` as always, but screened: it stops at the first iteration of depth
 /// `D - reduction` or deeper whose score, plus `margin`, is below the node's threshold (best - move distance), and that
-/// shallower score is stored as the node's [`ScreenBound`], never as a depth-`D` value. The walk closes a node whose
-/// screen bound, plus the margin, is below its threshold, and searches its alternatives at `D` (unscreened) once a
-/// wider window, or a best move that dropped, lets the screened score reach it. A screen bounds the moves that had no
-/// edge when it was found: once one of them gains an edge, the rest are screened again before any further search at `D`
-/// (Muller's "more drastic IID").
+/// shallower score is stored as the node's [`ScreenBound`](crate::store::node::ScreenBound), never as a depth-`D`
+/// value. The walk closes a node whose screen bound, plus the margin, is below its threshold, and searches its
+/// alternatives at `D` (unscreened) once a wider window, or a best move that dropped, lets the screened score reach it.
+/// A screen bounds the moves that had no edge when it was found: once one of them gains an edge, the rest are screened
+/// again before any further search at `D` (Muller's "more drastic IID").
 ///
 /// An inner engine deepens one iteration after another, so a screen that does not cut costs the engine nothing: its
 /// shallower iterations are those the search at `D` runs anyway. With several engines, a screened search runs whole
