@@ -6,7 +6,7 @@ use deeptree::{
     game::Line,
     search::{
         analysis::{Analysis, AnalysisOptions, Params, Report, Trace, move_distance_at},
-        evaluator::{Answer, Evaluator, Job, ScriptedEvaluator},
+        evaluator::{Answer, EvalError, Evaluator, Job, ScriptedEvaluator},
         show,
     },
     store::{Store, StoreOptions, key::PositionKey},
@@ -23,11 +23,11 @@ impl Evaluator for Recording {
     fn workers(&self) -> usize {
         self.inner.workers()
     }
-    fn submit(&mut self, id: u64, job: Job) -> Result<(), String> {
+    fn submit(&mut self, id: u64, job: Job) -> Result<(), EvalError> {
         self.jobs.push(job.clone());
         self.inner.submit(id, job)
     }
-    fn next(&mut self, timeout: Duration) -> Option<(u64, Result<Answer, String>)> {
+    fn next(&mut self, timeout: Duration) -> Option<(u64, Result<Answer, EvalError>)> {
         self.inner.next(timeout)
     }
     fn cancel_all(&mut self) {
@@ -404,12 +404,12 @@ impl Evaluator for Failing {
     fn workers(&self) -> usize {
         1
     }
-    fn submit(&mut self, id: u64, _job: Job) -> Result<(), String> {
+    fn submit(&mut self, id: u64, _job: Job) -> Result<(), EvalError> {
         FAILED.with(|f| f.borrow_mut().push(id));
         Ok(())
     }
-    fn next(&mut self, _timeout: Duration) -> Option<(u64, Result<Answer, String>)> {
-        FAILED.with(|f| f.borrow_mut().pop()).map(|id| (id, Err("engine crashed".to_owned())))
+    fn next(&mut self, _timeout: Duration) -> Option<(u64, Result<Answer, EvalError>)> {
+        FAILED.with(|f| f.borrow_mut().pop()).map(|id| (id, Err(EvalError::Engine("engine crashed".to_owned()))))
     }
     fn cancel_all(&mut self) {}
     fn identity(&self) -> String {
@@ -419,6 +419,41 @@ impl Evaluator for Failing {
 
 thread_local! {
     static FAILED: std::cell::RefCell<Vec<u64>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// An evaluator whose every search is cancelled before its answer (no engine at fault).
+struct Cancelling(Vec<u64>);
+
+impl Evaluator for Cancelling {
+    fn workers(&self) -> usize {
+        1
+    }
+    fn submit(&mut self, id: u64, _job: Job) -> Result<(), EvalError> {
+        self.0.push(id);
+        Ok(())
+    }
+    fn next(&mut self, _timeout: Duration) -> Option<(u64, Result<Answer, EvalError>)> {
+        self.0.pop().map(|id| (id, Err(EvalError::Cancelled)))
+    }
+    fn cancel_all(&mut self) {}
+    fn identity(&self) -> String {
+        "cancelling".to_owned()
+    }
+}
+
+/// The kind of a search's failure reaches the search: a cancelled search settles nothing, as a failed one, but is no
+/// engine failure.
+#[test]
+fn a_cancelled_search_is_no_failure() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), &StoreOptions::default()).unwrap();
+    let mut analysis = Analysis::new(&store, Cancelling(Vec::new()), params(5));
+    let report = analysis.run(&Line::parse(None, "").unwrap(), |_| {}).unwrap();
+    assert_eq!((report.settled_depth, report.failed), (None, 0), "{report:?}");
+    let mut analysis = Analysis::new(&store, Failing, params(5));
+    let report = analysis.run(&Line::parse(None, "").unwrap(), |_| {}).unwrap();
+    assert_eq!(report.settled_depth, None);
+    assert!(report.failed > 0, "{report:?}");
 }
 
 #[test]
@@ -439,8 +474,8 @@ fn failed_searches_never_pass_for_a_settled_depth() {
 /// same engines).
 struct LateAnswers {
     inner: ScriptedEvaluator,
-    last: Option<(u64, Result<Answer, String>)>,
-    replay: Vec<(u64, Result<Answer, String>)>,
+    last: Option<(u64, Result<Answer, EvalError>)>,
+    replay: Vec<(u64, Result<Answer, EvalError>)>,
     /// The highest id submitted: the old answer comes once a search of the same id or a later one is running, so
     /// that it lands on a live search if ids repeat.
     highest: u64,
@@ -450,11 +485,11 @@ impl Evaluator for LateAnswers {
     fn workers(&self) -> usize {
         self.inner.workers()
     }
-    fn submit(&mut self, id: u64, job: Job) -> Result<(), String> {
+    fn submit(&mut self, id: u64, job: Job) -> Result<(), EvalError> {
         self.highest = self.highest.max(id);
         self.inner.submit(id, job)
     }
-    fn next(&mut self, timeout: Duration) -> Option<(u64, Result<Answer, String>)> {
+    fn next(&mut self, timeout: Duration) -> Option<(u64, Result<Answer, EvalError>)> {
         if self.replay.last().is_some_and(|late| late.0 <= self.highest) {
             return self.replay.pop();
         }
@@ -500,7 +535,7 @@ fn an_answer_arriving_after_its_analysis_ended_is_not_taken_by_the_next() {
 /// each answer lands, as with real engines.
 struct Paced {
     inner: ScriptedEvaluator,
-    queue: std::collections::VecDeque<(u64, Result<Answer, String>)>,
+    queue: std::collections::VecDeque<(u64, Result<Answer, EvalError>)>,
     jobs: u64,
     /// An answer just came: the next call that would only take what is already in gets nothing.
     just_answered: bool,
@@ -510,7 +545,7 @@ impl Evaluator for Paced {
     fn workers(&self) -> usize {
         self.inner.workers()
     }
-    fn submit(&mut self, id: u64, job: Job) -> Result<(), String> {
+    fn submit(&mut self, id: u64, job: Job) -> Result<(), EvalError> {
         self.jobs += 1;
         self.inner.submit(id, job)?;
         // The inner evaluator answers in a random order; take its answer now and keep the order of submission.
@@ -519,7 +554,7 @@ impl Evaluator for Paced {
         }
         Ok(())
     }
-    fn next(&mut self, timeout: Duration) -> Option<(u64, Result<Answer, String>)> {
+    fn next(&mut self, timeout: Duration) -> Option<(u64, Result<Answer, EvalError>)> {
         if timeout.is_zero() && self.just_answered {
             self.just_answered = false;
             return None;

@@ -8,7 +8,7 @@ use deeptree::{
     game::Line,
     search::{
         analysis::{Analysis, AnalysisOptions, Params, Report, Screening, Trace},
-        evaluator::{Answer, Evaluator, Job, ScriptedEvaluator},
+        evaluator::{Answer, EvalError, Evaluator, Job, ScriptedEvaluator},
         show,
     },
     store::{Store, StoreOptions, key::PositionKey},
@@ -28,12 +28,12 @@ impl Evaluator for Recording {
     fn workers(&self) -> usize {
         self.inner.workers()
     }
-    fn submit(&mut self, id: u64, job: Job) -> Result<(), String> {
+    fn submit(&mut self, id: u64, job: Job) -> Result<(), EvalError> {
         let answer = self.inner.answer_to(&job)?;
         self.jobs.push((job.clone(), answer));
         self.inner.submit(id, job)
     }
-    fn next(&mut self, timeout: Duration) -> Option<(u64, Result<Answer, String>)> {
+    fn next(&mut self, timeout: Duration) -> Option<(u64, Result<Answer, EvalError>)> {
         self.inner.next(timeout)
     }
     fn cancel_all(&mut self) {

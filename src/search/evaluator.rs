@@ -33,14 +33,32 @@ impl Job {
 /// answer model of the store ([`crate::store::answer`]); its engine is named as [`Evaluator::engine_names`] names it.
 pub use crate::store::answer::Answer;
 
+/// Why a search gave no answer: its kind reaches the search, which counts engine failures (and retries their
+/// positions in a later run) but not searches it cancelled itself.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EvalError {
+    /// The search could not be asked (a position or restriction the engines cannot take): no engine at fault.
+    #[error("cannot be asked: {0}")]
+    Refused(String),
+    /// The engine failed the search (it died, hung or answered what was not asked), after the pool's retries.
+    #[error("{0}")]
+    Engine(String),
+    /// Cancelled before its answer.
+    #[error("cancelled")]
+    Cancelled,
+    /// The answers of moves searched alone could not be put together.
+    #[error("{0}")]
+    Incomplete(&'static str),
+}
+
 /// A source of evaluations that can run several at once.
 pub trait Evaluator {
     /// How many jobs can run at once.
     fn workers(&self) -> usize;
     /// Starts a job; its answer comes from [`Evaluator::next`] tagged with `id`.
-    fn submit(&mut self, id: u64, job: Job) -> Result<(), String>;
+    fn submit(&mut self, id: u64, job: Job) -> Result<(), EvalError>;
     /// The next finished job, waiting at most `timeout`; `None` on timeout.
-    fn next(&mut self, timeout: Duration) -> Option<(u64, Result<Answer, String>)>;
+    fn next(&mut self, timeout: Duration) -> Option<(u64, Result<Answer, EvalError>)>;
     /// Stops job `id` if it is still running (its answer, if one still arrives, is to be ignored). Returns whether it
     /// was stopped; an evaluator that cannot stop one job returns false and lets it finish.
     fn cancel(&mut self, _id: u64) -> bool {
@@ -74,17 +92,17 @@ impl Evaluator for PoolEvaluator {
         self.pool.workers()
     }
 
-    fn submit(&mut self, id: u64, job: Job) -> Result<(), String> {
+    fn submit(&mut self, id: u64, job: Job) -> Result<(), EvalError> {
         let request = EvalRequest::new(EnginePosition::of(&job.position), Limit::Depth(u32::from(job.depth)))
             .with_searchmoves(job.searchmoves)
-            .map_err(|e| e.to_string())?
+            .map_err(|e| EvalError::Refused(e.to_string()))?
             .with_screen(job.screen);
-        self.pool.submit(id, request).map_err(|e| e.to_string())?;
+        self.pool.submit(id, request).map_err(|e| EvalError::Refused(e.to_string()))?;
         self.in_flight.push(id);
         Ok(())
     }
 
-    fn next(&mut self, timeout: Duration) -> Option<(u64, Result<Answer, String>)> {
+    fn next(&mut self, timeout: Duration) -> Option<(u64, Result<Answer, EvalError>)> {
         let result = self.pool.results().recv_timeout(timeout).ok()?;
         self.in_flight.retain(|id| *id != result.id);
         let label = result.worker.and_then(|w| self.pool.identity(w)).map(|i| i.label());
@@ -92,8 +110,8 @@ impl Evaluator for PoolEvaluator {
             // A search its screen stopped answers with the iteration that stopped it.
             // An answer asked another way than `searchmoves` is kept under the engine's label marked by its method.
             JobOutcome::Done(eval) => Ok(Answer::of_evaluation(&eval, label.map(|l| l + eval.asked.label_suffix()))),
-            JobOutcome::Failed(e) => Err(e.to_string()),
-            JobOutcome::Cancelled => Err("cancelled".to_owned()),
+            JobOutcome::Failed(e) => Err(EvalError::Engine(e.to_string())),
+            JobOutcome::Cancelled => Err(EvalError::Cancelled),
         };
         Some((result.id, answer))
     }
@@ -128,7 +146,7 @@ impl Evaluator for PoolEvaluator {
 /// [`ScriptedEvaluator::shallow_error`] (none by default).
 pub struct ScriptedEvaluator {
     workers: usize,
-    pending: Vec<(u64, Result<Answer, String>)>,
+    pending: Vec<(u64, Result<Answer, EvalError>)>,
     rng: fastrand::Rng,
     /// Evaluations answered so far.
     pub evaluations: u64,
@@ -169,7 +187,7 @@ impl ScriptedEvaluator {
 
     /// The answer to `job`: the best of its moves at full depth, or for a screened job, at the screen's depth when
     /// that is below the screen's bound. A screened answer reports a quarter of the nodes.
-    pub fn answer_to(&self, job: &Job) -> Result<Answer, String> {
+    pub fn answer_to(&self, job: &Job) -> Result<Answer, EvalError> {
         let candidates: Vec<UciMove> = if job.searchmoves.is_empty() {
             job.position.legal_moves().iter().map(|m| crate::notation::canonical(*m)).collect()
         } else {
@@ -197,7 +215,9 @@ impl ScriptedEvaluator {
         {
             return Ok(answer(screened, cut.from_depth.min(255) as u8, 250));
         }
-        best_of(None).map(|best| answer(best, job.depth, 1000)).ok_or_else(|| "no legal move".to_owned())
+        best_of(None)
+            .map(|best| answer(best, job.depth, 1000))
+            .ok_or_else(|| EvalError::Refused("no legal move".to_owned()))
     }
 }
 
@@ -239,14 +259,14 @@ impl Evaluator for ScriptedEvaluator {
         self.workers
     }
 
-    fn submit(&mut self, id: u64, job: Job) -> Result<(), String> {
+    fn submit(&mut self, id: u64, job: Job) -> Result<(), EvalError> {
         self.evaluations += 1;
         let answer = self.answer_to(&job);
         self.pending.push((id, answer));
         Ok(())
     }
 
-    fn next(&mut self, _timeout: Duration) -> Option<(u64, Result<Answer, String>)> {
+    fn next(&mut self, _timeout: Duration) -> Option<(u64, Result<Answer, EvalError>)> {
         if self.pending.is_empty() {
             return None;
         }
@@ -274,11 +294,11 @@ impl<E: Evaluator + ?Sized> Evaluator for &mut E {
         (**self).workers()
     }
 
-    fn submit(&mut self, id: u64, job: Job) -> Result<(), String> {
+    fn submit(&mut self, id: u64, job: Job) -> Result<(), EvalError> {
         (**self).submit(id, job)
     }
 
-    fn next(&mut self, timeout: Duration) -> Option<(u64, Result<Answer, String>)> {
+    fn next(&mut self, timeout: Duration) -> Option<(u64, Result<Answer, EvalError>)> {
         (**self).next(timeout)
     }
 

@@ -5,6 +5,7 @@
 //! and what it stores depends on what was [`Searched`]: a whole position gives its evaluation and bounds its other
 //! moves; the moves without an edge give the best of them and bound the rest; a screened search cut short gives a
 //! screen bound; a move of a line is kept as imported; a principal variation's position gives its evaluation alone.
+//! A position without a legal move needs no engine: [`terminal_record`].
 //!
 //! ```
 //! use deeptree::score::{Bound, Score};
@@ -123,6 +124,15 @@ impl Answer {
     pub fn change(&self, position: &Chess, searched: Searched, engine: Option<u16>) -> Result<Change, StoreError> {
         Change::merge(position, self.record(position, searched, engine))
     }
+}
+
+/// The record of a position without a legal move, valued without an engine: checkmate (mated now) or stalemate (a
+/// draw), as `depth` deep as the search asks, `nodes` as an EPD line may say.
+pub fn terminal_record(position: &Chess, depth: u8, nodes: u64) -> Node {
+    let score = if position.is_check() { Score::MATED_NOW } else { Score::DRAW };
+    let mut node = Node::new(PackedPosition::of(position));
+    node.eval = Some(Eval { score, bound: Bound::Exact, depth, best: None, nodes, engine: None });
+    node
 }
 
 /// What a search asked, which says what its answer stores ([`Answer::record`]).

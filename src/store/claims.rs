@@ -4,7 +4,7 @@
 //!
 //! ```
 //! use deeptree::score::{Bound, Score};
-//! use deeptree::store::{Store, StoreOptions, claims::{Claim, ClaimedAnswer}};
+//! use deeptree::store::{Store, StoreOptions, answer::Answer, claims::Claim};
 //!
 //! let dir = tempfile::tempdir()?;
 //! let store = Store::open(dir.path(), &StoreOptions::default())?;
@@ -13,7 +13,7 @@
 //! assert!(matches!(mine.claim(search)?, Claim::Granted));
 //! // Another owner finds the search running and does not start it.
 //! assert!(matches!(theirs.claim(search)?, Claim::Held { .. }));
-//! let answer = ClaimedAnswer { best: "e2e4".parse()?, score: Score::cp(25), bound: Bound::Exact, depth: 12,
+//! let answer = Answer { best: "e2e4".parse()?, score: Score::cp(25), bound: Bound::Exact, depth: 12,
 //!                              nodes: 1000, engine: Some("Stockfish".into()) };
 //! mine.answer(search, &answer)?;
 //! // Now it takes the answer instead.
@@ -62,6 +62,7 @@ use shakmaty::packed::PackedUciMove;
 
 use super::{
     StoreError,
+    answer::Answer,
     checksum::{self, Table},
 };
 use crate::score::{Bound, Score};
@@ -79,9 +80,6 @@ const MAP_SIZE: usize = 1 << 30;
 /// Claims written between two sweeps of expired ones.
 const SWEEP_EVERY: u32 = 4096;
 
-/// The answer of a claimed search, as its owner found it: the one [`Answer`](super::answer::Answer).
-pub type ClaimedAnswer = super::answer::Answer;
-
 /// What [`Claims::claim`] found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Claim {
@@ -90,7 +88,7 @@ pub enum Claim {
     /// Another owner runs it: wait for its answer.
     Held { pid: u32 },
     /// Another owner answered it.
-    Answered(ClaimedAnswer),
+    Answered(Answer),
 }
 
 /// What [`Claims::look`] finds, without claiming.
@@ -103,11 +101,11 @@ pub enum Seen {
     Held {
         pid: u32,
     },
-    Answered(ClaimedAnswer),
+    Answered(Answer),
 }
 
 struct Record {
-    answered: Option<ClaimedAnswer>,
+    answered: Option<Answer>,
     owner: u64,
     pid: u32,
     expires_ms: u64,
@@ -289,7 +287,7 @@ impl Claims {
     }
 
     /// Records the answer of a search this owner ran, for other owners to take.
-    pub fn answer(&self, search: &[u8], answer: &ClaimedAnswer) -> Result<(), StoreError> {
+    pub fn answer(&self, search: &[u8], answer: &Answer) -> Result<(), StoreError> {
         let record = Record {
             answered: Some(answer.clone()),
             owner: self.owner,
@@ -475,14 +473,7 @@ fn decode(search: &[u8], value: &[u8]) -> Option<Record> {
             let nodes = u64::from_be_bytes(take(8)?.try_into().ok()?);
             let len = usize::from(take(1)?[0]);
             let name = std::str::from_utf8(take(len)?).ok()?;
-            Some(ClaimedAnswer {
-                best,
-                score,
-                bound,
-                depth,
-                nodes,
-                engine: (!name.is_empty()).then(|| name.to_owned()),
-            })
+            Some(Answer { best, score, bound, depth, nodes, engine: (!name.is_empty()).then(|| name.to_owned()) })
         }
         _ => return None,
     };
@@ -493,8 +484,8 @@ fn decode(search: &[u8], value: &[u8]) -> Option<Record> {
 mod tests {
     use super::*;
 
-    fn answer() -> ClaimedAnswer {
-        ClaimedAnswer {
+    fn answer() -> Answer {
+        Answer {
             best: "g1f3".parse().expect("a move"),
             score: Score::cp(-31),
             bound: Bound::Upper,
@@ -506,7 +497,7 @@ mod tests {
 
     #[test]
     fn records_round_trip_and_damaged_ones_read_as_absent() {
-        for answered in [None, Some(answer()), Some(ClaimedAnswer { engine: None, ..answer() })] {
+        for answered in [None, Some(answer()), Some(Answer { engine: None, ..answer() })] {
             let record = Record { answered: answered.clone(), owner: 7, pid: 42, expires_ms: 1_000 };
             let bytes = encode(b"search", &record);
             let back = decode(b"search", &bytes).expect("decodes");

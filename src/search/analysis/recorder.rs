@@ -12,17 +12,16 @@ use std::{
     },
 };
 
-use shakmaty::Position;
-
 use crate::store::{
     Change, Store,
+    answer::Searched,
     key::{KeySet, PositionKey},
-    node::{Edge, Eval, Node, PackedPosition, RestBound, ScreenBound},
+    node::{Node, PackedPosition},
 };
 
 use super::{AnalysisError, Trace};
 use crate::search::{
-    evaluator::Answer,
+    evaluator::{Answer, EvalError},
     host::{Planned, Purpose},
 };
 
@@ -100,11 +99,12 @@ impl<'a> Recorder<'a> {
 
     /// Stores a pass's answers (`answers[i]` for `planned[i]`; `None` for a search stopped before its answer), all
     /// together. A failed search, or an answer that does not fit its position, marks its position failed for the
-    /// rest of the run; one that failed because the run was `stopped` is not counted as a failure.
+    /// rest of the run; one that ended because the run was `stopped`, or that was cancelled (no engine at fault), is
+    /// not counted as a failure.
     pub(super) fn record_pass(
         &mut self,
         planned: &[Planned],
-        answers: Vec<Option<Result<Answer, String>>>,
+        answers: Vec<Option<Result<Answer, EvalError>>>,
         stopped: bool,
         trace: &mut Trace,
     ) -> Result<(), AnalysisError> {
@@ -113,7 +113,7 @@ impl<'a> Recorder<'a> {
             match answer {
                 None => {} // stopped before it was answered
                 Some(Ok(answer)) => changes.extend(self.change_of_answer(plan, &answer, trace)),
-                Some(Err(e)) if stopped => {
+                Some(Err(e)) if stopped || e == EvalError::Cancelled => {
                     log::debug!("engine search of {} ended with the analysis: {e}", plan.key);
                     self.failed.insert(plan.key);
                 }
@@ -236,42 +236,18 @@ pub(super) fn change_for(plan: &Planned, answer: &Answer, engine: Option<u16>) -
     if !plan.job.searchmoves.is_empty() && !plan.job.searchmoves.contains(&answer.best) {
         return None;
     }
-    let mut node = Node::new(PackedPosition::of(pos));
-    let mut edge = Edge::new(answer.best, answer.score, answer.bound, answer.depth);
-    edge.engine = engine;
-    match plan.purpose {
-        Purpose::Evaluate => {
-            node.eval = Some(Eval {
-                score: answer.score,
-                bound: answer.bound,
-                depth: answer.depth,
-                best: Some(answer.best),
-                nodes: answer.nodes,
-                engine,
-            });
-            // The best move bounds every other move from above.
-            if pos.legal_moves().len() > 1 {
-                node.rest = Some(RestBound { score: answer.score, depth: answer.depth });
-            }
-        }
+    let searched = match plan.purpose {
+        Purpose::Evaluate => Searched::Position,
+        // Cut by its screen: a shallower bound for every unsearched move, kept apart from depth-D values.
         Purpose::Alternatives { unsearched }
             if plan.job.screen.is_some_and(|cut| u32::from(answer.depth) >= cut.from_depth)
                 && answer.depth < plan.job.depth =>
         {
-            // Cut by its screen: a shallower bound for every unsearched move, kept apart from depth-D values.
-            node.screen =
-                Some(ScreenBound { score: answer.score, depth: answer.depth, moves: unsearched.min(255) as u8 });
-            return Change::merge(pos, node).ok();
+            Searched::Screened { unsearched }
         }
-        Purpose::Alternatives { unsearched } => {
-            // The best of the unsearched moves bounds the ones still unsearched.
-            if unsearched > 1 {
-                node.rest = Some(RestBound { score: answer.score, depth: answer.depth });
-            }
-        }
-        Purpose::LineMove => edge.imported = true,
-        Purpose::Single => {}
-    }
-    node.edges.push(edge);
-    Change::merge(pos, node).ok()
+        Purpose::Alternatives { unsearched } => Searched::Alternatives { unsearched },
+        Purpose::LineMove => Searched::LineMove,
+        Purpose::Single => Searched::Single,
+    };
+    answer.change(pos, searched, engine).ok()
 }

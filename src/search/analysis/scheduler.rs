@@ -17,19 +17,19 @@ use std::{
 
 use crate::store::{
     Change, Store,
-    claims::{Claim, ClaimedAnswer, Claims, LEASE, Seen},
+    claims::{Claim, Claims, LEASE, Seen},
 };
 
 use super::{AnalysisError, Budget, Trace, recorder::Recorder, recorder::change_for, walk::Walker};
 use crate::logger::Progress;
 use crate::search::{
-    evaluator::{Answer, Evaluator, Job},
+    evaluator::{Answer, EvalError, Evaluator, Job},
     host::{Flights, JobKey, Planned, Purpose},
     overlay::Overlay,
 };
 
 /// The answers of a pass's planned searches, in their order: `None` for a search stopped before its answer.
-pub(super) type Answers = Vec<Option<Result<Answer, String>>>;
+pub(super) type Answers = Vec<Option<Result<Answer, EvalError>>>;
 
 /// What the scheduler works with beside its own state, lent by the analysis: the walk that plans, the recorder that
 /// counts, the trace, the run's budget and its progress line.
@@ -121,7 +121,7 @@ impl Speculation {
 
 /// What a pass waits for.
 struct Pass {
-    answers: Vec<Option<Result<Answer, String>>>,
+    answers: Vec<Option<Result<Answer, EvalError>>>,
     /// Who waits for each running search.
     waiting: HashMap<JobKey, Vec<Waiter>>,
     composites: Vec<Composite>,
@@ -169,7 +169,7 @@ impl Pass {
     }
 
     /// The answer of planned search `i`.
-    fn answer(&mut self, i: usize, answer: Result<Answer, String>) {
+    fn answer(&mut self, i: usize, answer: Result<Answer, EvalError>) {
         self.answers[i] = Some(answer);
         self.known += 1;
     }
@@ -191,7 +191,7 @@ struct Composite {
     parts: Vec<JobKey>,
     /// Parts still running.
     missing: usize,
-    failure: Option<String>,
+    failure: Option<EvalError>,
 }
 
 /// The searches a look ahead runs for a planned one: a search for the best of several alternatives becomes one
@@ -426,18 +426,18 @@ impl<'a, E: Evaluator> Scheduler<'a, E> {
     /// The best of the answers of moves searched alone: the answer a search of all of them would give. Ties go to
     /// the move that comes first in UCI notation, so the answer does not depend on the order they came in. The best
     /// move's answer is taken; the others stay for the next search of the node's alternatives.
-    fn compose(&mut self, parts: &[JobKey]) -> Result<Answer, String> {
+    fn compose(&mut self, parts: &[JobKey]) -> Result<Answer, EvalError> {
         let best = parts
             .iter()
             .filter_map(|part| Some((part, self.flights.peek(part)?)))
             .max_by(|a, b| a.1.score.cmp(&b.1.score).then_with(|| b.1.best.to_string().cmp(&a.1.best.to_string())))
             .map(|(part, _)| part.clone())
-            .ok_or_else(|| "no move was answered".to_owned())?;
+            .ok_or(EvalError::Incomplete("no move was answered"))?;
         let nodes = parts.iter().filter_map(|part| self.flights.peek(part)).map(|a| a.nodes).sum();
         if !self.speculation.from_others.remove(&best) {
             self.speculation.used += 1;
         }
-        let mut answer = self.flights.take(&best).ok_or_else(|| "the best move's answer is gone".to_owned())?;
+        let mut answer = self.flights.take(&best).ok_or(EvalError::Incomplete("the best move's answer is gone"))?;
         answer.nodes = nodes;
         Ok(answer)
     }
@@ -561,7 +561,7 @@ impl<'a, E: Evaluator> Scheduler<'a, E> {
             Claim::Held { .. } => Ok(false),
             Claim::Answered(answer) => {
                 recorder.took_shared();
-                let answer = from_claim(answer);
+
                 if let Some(change) = change_for(plan, &answer, None) {
                     self.speculation.from_others.insert(job.clone());
                     self.flights.keep(job, answer);
@@ -578,12 +578,12 @@ impl<'a, E: Evaluator> Scheduler<'a, E> {
         &mut self,
         ctx: &mut Context<'_, 'a>,
         plan: &Planned,
-        answer: ClaimedAnswer,
+        answer: Answer,
         pass: &mut Pass,
     ) -> Option<Change> {
         trace!(ctx.trace, "shared {} {:?}: answered by another process", plan.key, plan.purpose);
         ctx.recorder.took_shared();
-        self.deliver(JobKey::of(plan), plan, Ok(from_claim(answer)), pass)
+        self.deliver(JobKey::of(plan), plan, Ok(answer), pass)
     }
 
     /// What other processes sharing the store say of `job`, without claiming it.
@@ -702,14 +702,14 @@ impl<'a, E: Evaluator> Scheduler<'a, E> {
         &mut self,
         recorder: &mut Recorder<'a>,
         id: u64,
-        result: Result<Answer, String>,
+        result: Result<Answer, EvalError>,
         pass: &mut Pass,
     ) -> Option<Change> {
         let flight = self.flights.land(id)?;
         if let Some(claims) = &self.claims {
             let job = flight.job.bytes();
             let shared = match &result {
-                Ok(answer) => claims.answer(&job, &claimed(answer)),
+                Ok(answer) => claims.answer(&job, answer),
                 Err(_) => claims.release([job.as_slice()]),
             };
             if let Err(e) = shared {
@@ -731,7 +731,7 @@ impl<'a, E: Evaluator> Scheduler<'a, E> {
         &mut self,
         job: JobKey,
         plan: &Planned,
-        result: Result<Answer, String>,
+        result: Result<Answer, EvalError>,
         pass: &mut Pass,
     ) -> Option<Change> {
         let waiters = pass.waiting.remove(&job).unwrap_or_default();
@@ -839,7 +839,7 @@ impl<'a, E: Evaluator> Scheduler<'a, E> {
 
 /// Hands `result` to the `waiters` of its search in `pass`: a planned search takes it, a composite counts its part
 /// in. Returns whether a planned search took it, and the composites it completed.
-fn hand_to(waiters: &[Waiter], result: &Result<Answer, String>, pass: &mut Pass) -> (bool, Vec<usize>) {
+fn hand_to(waiters: &[Waiter], result: &Result<Answer, EvalError>, pass: &mut Pass) -> (bool, Vec<usize>) {
     let mut taken = false;
     let mut complete = Vec::new();
     for waiter in waiters {
@@ -895,29 +895,5 @@ fn show_progress(ctx: &Context<'_, '_>, depth: u8, pass: u32, done: usize, total
             secs / 60 % 60,
             secs % 60
         ));
-    }
-}
-
-/// An answer as claims keep it for other processes.
-fn claimed(answer: &Answer) -> ClaimedAnswer {
-    ClaimedAnswer {
-        best: answer.best,
-        score: answer.score,
-        bound: answer.bound,
-        depth: answer.depth,
-        nodes: answer.nodes,
-        engine: answer.engine.clone(),
-    }
-}
-
-/// An answer another process found.
-fn from_claim(answer: ClaimedAnswer) -> Answer {
-    Answer {
-        best: answer.best,
-        score: answer.score,
-        bound: answer.bound,
-        depth: answer.depth,
-        nodes: answer.nodes,
-        engine: answer.engine,
     }
 }

@@ -10,11 +10,12 @@ use shakmaty::{Chess, Position, uci::UciMove};
 
 use crate::{
     engine::ScreenCut,
-    score::{Bound, Score},
+    score::Score,
     store::{
         Change, ReadView, Store, StoreError,
+        answer::terminal_record,
         key::{KeyMap, KeySet, PositionKey},
-        node::{Eval, Node, PackedPosition, RestBound},
+        node::{Node, PackedPosition, RestBound},
     },
 };
 
@@ -344,16 +345,8 @@ impl<G: Records> Walk<'_, G> {
     fn evaluate(&mut self, pos: &Chess, key: PositionKey, ply: u8) -> Option<Score> {
         self.leaf(ply);
         if pos.legal_moves().is_empty() {
-            let score = if pos.is_check() { Score::MATED_NOW } else { Score::DRAW };
-            let mut terminal = Node::new(PackedPosition::of(pos));
-            terminal.eval = Some(Eval {
-                score,
-                bound: Bound::Exact,
-                depth: self.params.engine_depth,
-                best: None,
-                nodes: 0,
-                engine: None,
-            });
+            let terminal = terminal_record(pos, self.params.engine_depth, 0);
+            let score = terminal.eval.as_ref().map_or(Score::DRAW, |e| e.score);
             trace!(self.trace, "terminal ply={ply} {key} {}: {score}", fen(pos));
             self.terminal.push(Change::Merge { key, node: terminal, children: Vec::new() });
             return Some(score);
