@@ -43,6 +43,10 @@ pub struct Config {
     pub engine_depth: u8,
     /// Move distance `δ` in centipawns at plies 0 and 1.
     pub move_distance: u32,
+    /// The move distance of White's moves where it differs (0: `move_distance`).
+    pub move_distance_white: u32,
+    /// The move distance of Black's moves where it differs (0: `move_distance`).
+    pub move_distance_black: u32,
     /// Workers for `analyze`; 0 means one per core.
     pub workers: usize,
     /// Software depths past the one being settled in which free engines run searches ahead of their turn; -1 runs
@@ -94,6 +98,8 @@ impl Default for Config {
             engines: String::new(),
             engine_depth: 18,
             move_distance: 20,
+            move_distance_white: 0,
+            move_distance_black: 0,
             workers: 0,
             look_ahead: i32::from(DEFAULT_LOOK_AHEAD),
             engine_hash_mib: 64,
@@ -253,7 +259,9 @@ impl From<&Config> for EngineConfig {
 /// [`Params::with_time`]).
 impl From<&Config> for Params {
     fn from(config: &Config) -> Params {
+        let side = |cp: u32| (cp > 0).then(|| cp.min(100_000) as i32);
         Params::new(config.engine_depth.max(1), config.move_distance.min(100_000) as i32)
+            .with_side_distances([side(config.move_distance_white), side(config.move_distance_black)])
             .with_no_progress(config.no_progress)
             .with_screen(Screening::of_setting(config.screen, config.screen_margin))
     }

@@ -12,6 +12,7 @@ use deeptree::{
     store::{Store, StoreOptions, key::PositionKey},
 };
 use serde_json::Value;
+use shakmaty::Color;
 
 /// A scripted evaluator that records every job it is given.
 struct Recording {
@@ -39,7 +40,16 @@ impl Evaluator for Recording {
 }
 
 fn params(max_depth: u8) -> Params {
-    Params { engine_depth: 10, move_distance: 20, max_depth, time: None, nodes: None, no_progress: false, screen: None }
+    Params {
+        engine_depth: 10,
+        move_distance: 20,
+        side_distances: [None, None],
+        max_depth,
+        time: None,
+        nodes: None,
+        no_progress: false,
+        screen: None,
+    }
 }
 
 fn run_scripted(store: &Store, workers: usize, seed: u64, max_depth: u8, moves: &str) -> (u64, Vec<Job>) {
@@ -792,4 +802,37 @@ fn a_split_spends_its_share_on_a_direct_search_then_tests_the_rejected_moves() {
         assert!(!refused.status.success(), "{bad:?}");
         assert!(String::from_utf8_lossy(&refused.stderr).contains("--split"), "{refused:?}");
     }
+}
+
+/// Each side its own move distance: every window the walk opens or closes at White's positions is White's (here 0
+/// cp: the best move alone), every one at Black's is Black's (200 cp at ply 1, halved below), as the trace says.
+#[test]
+fn each_side_searches_its_own_window() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), &StoreOptions::default()).unwrap();
+    let trace_path = dir.path().join("trace.txt");
+    let options = AnalysisOptions { trace: Trace::to_file(&trace_path).unwrap(), ..AnalysisOptions::default() };
+    let params = params(3).with_side_distances([Some(0), Some(200)]);
+    let mut analysis = Analysis::with_options(&store, ScriptedEvaluator::new(1, 9), params, options);
+    analysis.run(&Line::parse(None, "").unwrap(), |_| {}).unwrap();
+    drop(analysis);
+    let trace = std::fs::read_to_string(&trace_path).unwrap();
+    let (mut white, mut black) = (0, 0);
+    for line in trace.lines().filter(|l| l.starts_with("alternatives ") || l.starts_with("closed ")) {
+        let ply: u8 = line.split("ply=").nth(1).and_then(|r| r.split_whitespace().next()).unwrap().parse().unwrap();
+        let distance: i32 =
+            line.rsplit(" - ").next().and_then(|r| r.split_whitespace().next()).unwrap().parse().unwrap();
+        // From the start position White moves at even plies, Black at odd ones.
+        if ply.is_multiple_of(2) {
+            assert_eq!(distance, 0, "White's window: {line}");
+            white += 1;
+        } else {
+            assert_eq!(distance, move_distance_at(200, ply), "Black's window: {line}");
+            black += 1;
+        }
+    }
+    assert!(white > 0 && black > 0, "windows of both sides were traced:\n{trace}");
+    // The other side's distance is the move distance where it is not set.
+    let params = Params::new(10, 20).with_side_distances([None, Some(5)]);
+    assert_eq!((params.move_distance_of(Color::White), params.move_distance_of(Color::Black)), (20, 5));
 }

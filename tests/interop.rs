@@ -97,7 +97,16 @@ fn fen_of(pos: &Chess) -> String {
 }
 
 fn params(max_depth: u8) -> Params {
-    Params { engine_depth: 10, move_distance: 20, max_depth, time: None, nodes: None, no_progress: false, screen: None }
+    Params {
+        engine_depth: 10,
+        move_distance: 20,
+        side_distances: [None, None],
+        max_depth,
+        time: None,
+        nodes: None,
+        no_progress: false,
+        screen: None,
+    }
 }
 
 fn analyse(store: &Store, fen: Option<&str>, moves: &str, max_depth: u8) {
@@ -576,6 +585,7 @@ fn merge_unites_trees_keeps_deeper_evaluations_and_a_second_merge_changes_nothin
             Params {
                 engine_depth: 12,
                 move_distance: 20,
+                side_distances: [None, None],
                 max_depth: 2,
                 time: None,
                 nodes: None,

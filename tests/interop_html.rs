@@ -44,6 +44,7 @@ fn page(dir: &Path) -> (PathBuf, show::ShownNode) {
         let params = Params {
             engine_depth: 10,
             move_distance: 20,
+            side_distances: [None, None],
             max_depth: 2,
             time: None,
             nodes: None,

@@ -51,7 +51,16 @@ fn shallow_error(pos: &Chess, uci: &UciMove) -> i32 {
 }
 
 fn params(max_depth: u8, screen: Option<Screening>) -> Params {
-    Params { engine_depth: DEPTH, move_distance: 20, max_depth, time: None, nodes: None, no_progress: false, screen }
+    Params {
+        engine_depth: DEPTH,
+        move_distance: 20,
+        side_distances: [None, None],
+        max_depth,
+        time: None,
+        nodes: None,
+        no_progress: false,
+        screen,
+    }
 }
 
 fn screening(margin: i32) -> Option<Screening> {

@@ -64,6 +64,14 @@ pub struct AnalyzeArgs {
     /// Move distance in centipawns at plies 0 and 1 (default: the settings' move_distance).
     #[arg(long)]
     pub move_distance: Option<u32>,
+    /// The move distance of White's moves where it differs (default: the settings' move_distance_white; 0: the
+    /// move distance).
+    #[arg(long, value_name = "CP")]
+    pub move_distance_white: Option<u32>,
+    /// The move distance of Black's moves where it differs (default: the settings' move_distance_black; 0: the
+    /// move distance).
+    #[arg(long, value_name = "CP")]
+    pub move_distance_black: Option<u32>,
     /// Deepest software depth to settle (default 4 without --time or --nodes, unlimited with either).
     #[arg(long)]
     pub max_depth: Option<u8>,
@@ -157,6 +165,12 @@ impl AnalyzeArgs {
         }
         if let Some(move_distance) = self.move_distance {
             config.move_distance = move_distance;
+        }
+        if let Some(cp) = self.move_distance_white {
+            config.move_distance_white = cp;
+        }
+        if let Some(cp) = self.move_distance_black {
+            config.move_distance_black = cp;
         }
         if let Some(engine) = &self.engine {
             config.engine = engine.clone();

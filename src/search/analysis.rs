@@ -44,6 +44,9 @@ pub struct Params {
     pub engine_depth: u8,
     /// Move distance `δ` in centipawns at plies 0 and 1.
     pub move_distance: i32,
+    /// The move distance of White's moves and of Black's where they differ from `move_distance` (a repertoire wide
+    /// for one colour, narrow for the other): `[white, black]`, `None` for `move_distance`.
+    pub side_distances: [Option<i32>; 2],
     /// Deepest software depth to settle.
     pub max_depth: u8,
     /// Wall-clock budget.
@@ -65,6 +68,7 @@ impl Default for Params {
         Params {
             engine_depth: 18,
             move_distance: 20,
+            side_distances: [None, None],
             max_depth: u8::MAX - 1,
             time: None,
             nodes: None,
@@ -120,6 +124,18 @@ impl Params {
     #[must_use]
     pub fn with_move_distance(self, move_distance: i32) -> Params {
         Params { move_distance, ..self }
+    }
+
+    /// The move distance of each side where it differs: `[white, black]` (`None`: the move distance).
+    #[must_use]
+    pub fn with_side_distances(self, side_distances: [Option<i32>; 2]) -> Params {
+        Params { side_distances, ..self }
+    }
+
+    /// The move distance at plies 0 and 1 of the moves of `side`.
+    pub fn move_distance_of(&self, side: shakmaty::Color) -> i32 {
+        let index = if side.is_white() { 0 } else { 1 };
+        self.side_distances[index].unwrap_or(self.move_distance)
     }
 }
 

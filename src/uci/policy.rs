@@ -261,9 +261,11 @@ fn known_deep_enough(
     let Ok(view) = store.read() else { return false };
     let settled = SettledInStore::new(&view, line);
     let started = Instant::now();
+    // Each side's own move distance is checked as it is, not halved.
+    let by_side = ctx.options.config.move_distance_white > 0 || ctx.options.config.move_distance_black > 0;
     for narrowing in 0..=MAX_NARROWING {
         let move_distance = ctx.options.config.move_distance >> narrowing;
-        if narrowing > 0 && move_distance < MIN_CHECKED_DISTANCE {
+        if narrowing > 0 && (move_distance < MIN_CHECKED_DISTANCE || by_side) {
             break;
         }
         let params = ctx

@@ -241,7 +241,8 @@ impl<G: Records> Walk<'_, G> {
             self.refuse_lost_tempi(pos, key, ply, &gnode, path, &mut moves);
         }
         let best_estimate = moves.first().map_or(MINUS_INFINITY, |m| m.1);
-        let distance = move_distance_at(self.params.move_distance, ply);
+        // The window of the side to move here: each side may have its own move distance.
+        let distance = move_distance_at(self.params.move_distance_of(pos.turn()), ply);
         let threshold = best_estimate.minus_cp(distance);
         let window = Window { best_estimate, distance, threshold };
         self.search_alternatives(pos, key, ply, &node, window);
