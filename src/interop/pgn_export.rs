@@ -140,7 +140,7 @@ fn write_moves(words: &mut Vec<String>, node: &ShownNode, pos: &Chess) {
 /// Joins words into lines of at most `width` columns (a comment may be broken between its words; a move number
 /// stays with its move). An opening parenthesis sticks to the word after it, a closing one to the word before it
 /// when it fits.
-fn wrap(out: &mut String, words: &[String], width: usize) {
+pub(super) fn wrap(out: &mut String, words: &[String], width: usize) {
     let mut line = String::new();
     let mut open = false;
     for word in words {

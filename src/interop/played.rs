@@ -46,6 +46,7 @@ use crate::{
 
 use super::{
     InteropError,
+    pgn_export::wrap,
     pgn_read::GameReader,
     roots::{SkippedRoot, Source, main_line},
 };
@@ -338,19 +339,7 @@ impl GameRecord {
         }
         words.push(result);
         // Lines of at most 80 characters, as PGN asks.
-        let mut row = String::new();
-        for word in words {
-            if !row.is_empty() && row.len() + 1 + word.len() > 80 {
-                text.push_str(&row);
-                text.push('\n');
-                row.clear();
-            }
-            if !row.is_empty() {
-                row.push(' ');
-            }
-            row.push_str(&word);
-        }
-        text.push_str(&row);
+        wrap(&mut text, &words, 80);
         text.push_str("\n\n");
         text
     }
