@@ -40,7 +40,7 @@ use shakmaty::{Chess, Color, Position, san::SanPlus, uci::UciMove};
 use crate::{
     notation::canonical_uci,
     score::Score,
-    search::analysis::{Params, SettledInStore},
+    search::analysis::{MAX_CHECKED_DEPTH, Params, SettledInStore},
     store::{ReadView, StoreError, key::PositionKey},
 };
 
@@ -50,9 +50,6 @@ use super::{
     pgn_read::GameReader,
     roots::{SkippedRoot, Source, main_line},
 };
-
-/// Software depths below a position that are checked for being settled (the walk of each costs more the deeper).
-const MAX_CHECKED_DEPTH: u8 = 8;
 
 /// A position where games left the tree.
 #[derive(Debug, Clone, serde::Serialize)]

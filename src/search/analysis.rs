@@ -639,6 +639,11 @@ impl<'a, E: Evaluator> Analysis<'a, E> {
 /// Software depths past the one being settled that the host looks ahead by default.
 pub const DEFAULT_LOOK_AHEAD: u8 = 2;
 
+/// Most software depths below a position that a check of what the tree knows there walks (the go policy's below an
+/// analysed root, growth that follows play's exits): a walk of the stored graph per depth; deeper than this, a
+/// position is only known as deep as its own settled depth says.
+pub const MAX_CHECKED_DEPTH: u8 = 8;
+
 /// The software depths a pass from `line`'s root would settle with what the store holds now, without a search.
 ///
 /// A position below an analysed root has no settled depth of its own (that is written only where an analysis had it

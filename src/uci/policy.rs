@@ -29,7 +29,7 @@ use crate::{
     config::ThinkMode,
     notation::canonical_uci,
     score::{Bound, Score},
-    search::analysis::SettledInStore,
+    search::analysis::{MAX_CHECKED_DEPTH, SettledInStore},
 };
 
 /// The engines a search borrows from the session, handed back with its answer.
@@ -219,10 +219,6 @@ fn think_with_tree(
         }
     }
 }
-
-/// Most software depth the tree's answer is checked for below an analysed root. A walk of the stored graph per depth
-/// asked; deeper than this, a position is only known as deep as its own settled depth says.
-pub const MAX_CHECKED_DEPTH: u8 = 8;
 
 /// Halvings of the move distance the check may use, each counted as one ply less (see [`known_deep_enough`]).
 pub const MAX_NARROWING: u8 = 2;
