@@ -24,7 +24,7 @@ use serde::Serialize;
 use shakmaty::{Chess, Position, uci::UciMove};
 
 use crate::{
-    engine::{EnginePool, EnginePosition, EvalRequest, JobOutcome, Limit},
+    engine::{EnginePool, EnginePosition, EvalRequest, Evaluation, JobOutcome, Limit},
     notation::canonical,
     score::{Bound, Score},
     store::{
@@ -94,26 +94,39 @@ pub fn direct_first(
         JobOutcome::Failed(e) => return Err(SplitError::Failed(e.to_string())),
         JobOutcome::Cancelled => return Err(SplitError::Stopped),
     };
-    let engine = match result.worker.and_then(|w| pool.identity(w)) {
-        Some(identity) => store.engine_numbers(&[identity.label()])?.first().copied().flatten(),
+    let label = result.worker.and_then(|w| pool.identity(w)).map(|identity| identity.label());
+    let stored = store_spine(store, line.root(), &evaluation, label, engine_depth)?;
+    Ok(Spine {
+        best: evaluation.best_move.to_string(),
+        score: evaluation.score().value(),
+        depth: evaluation.depth(),
+        nodes: evaluation.nodes,
+        stored,
+    })
+}
+
+/// Stores the principal variation of a search of `position` as a spine ([`spine_changes`]: down to `engine_depth`),
+/// its records marked with the engine labelled `label` (numbered in the store's list); returns the positions stored.
+pub fn store_spine(
+    store: &Store,
+    position: &Chess,
+    evaluation: &Evaluation,
+    label: Option<String>,
+    engine_depth: u8,
+) -> Result<usize, StoreError> {
+    let engine = match label {
+        Some(label) => store.engine_numbers(&[label])?.first().copied().flatten(),
         None => None,
     };
-    let root = line.root();
     let mut pv = evaluation.line.pv.clone();
     if pv.first() != Some(&evaluation.best_move) {
         pv = vec![evaluation.best_move];
     }
-    let depth = evaluation.depth();
-    let changes = spine_changes(root, &pv, evaluation.score(), evaluation.bound(), depth, engine, engine_depth)?;
+    let (score, bound, depth) = (evaluation.score(), evaluation.bound(), evaluation.depth());
+    let changes = spine_changes(position, &pv, score, bound, depth, engine, engine_depth)?;
     let stored = changes.len();
     store.writer().submit(changes).wait()?;
-    Ok(Spine {
-        best: evaluation.best_move.to_string(),
-        score: evaluation.score().value(),
-        depth,
-        nodes: evaluation.nodes,
-        stored,
-    })
+    Ok(stored)
 }
 
 /// The records of the spine: from `root` along `pv`, each position with the next move as its one edge, scored with

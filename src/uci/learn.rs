@@ -22,7 +22,7 @@ use crate::{
     engine::{Engine, EnginePosition, EvalRequest, Limit},
     interop::played::Refutation,
     score::Score,
-    search::split::spine_changes,
+    search::split::store_spine,
     store::Store,
 };
 
@@ -104,23 +104,7 @@ fn search_and_store(
     let _ = done.send(());
     let _ = watchdog.join();
     let evaluation = result.map_err(|e| e.to_string())?;
-    let mut pv = evaluation.line.pv.clone();
-    if pv.first() != Some(&evaluation.best_move) {
-        pv = vec![evaluation.best_move];
-    }
-    let engine_number =
-        store.engine_numbers(&[engine.identity().label()]).map_err(|e| e.to_string())?.first().copied().flatten();
-    let changes = spine_changes(
-        &position,
-        &pv,
-        evaluation.score(),
-        evaluation.bound(),
-        evaluation.depth(),
-        engine_number,
-        engine_depth,
-    )
-    .map_err(|e| e.to_string())?;
-    let stored = changes.len();
-    store.writer().submit(changes).wait().map_err(|e| e.to_string())?;
+    let label = Some(engine.identity().label());
+    let stored = store_spine(store, &position, &evaluation, label, engine_depth).map_err(|e| e.to_string())?;
     Ok((evaluation.score(), evaluation.depth(), stored))
 }
