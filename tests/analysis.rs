@@ -40,16 +40,7 @@ impl Evaluator for Recording {
 }
 
 fn params(max_depth: u8) -> Params {
-    Params {
-        engine_depth: 10,
-        move_distance: 20,
-        side_distances: [None, None],
-        max_depth,
-        time: None,
-        nodes: None,
-        no_progress: false,
-        screen: None,
-    }
+    Params::new(10, 20).with_max_depth(max_depth)
 }
 
 fn run_scripted(store: &Store, workers: usize, seed: u64, max_depth: u8, moves: &str) -> (u64, Vec<Job>) {

@@ -97,16 +97,7 @@ fn fen_of(pos: &Chess) -> String {
 }
 
 fn params(max_depth: u8) -> Params {
-    Params {
-        engine_depth: 10,
-        move_distance: 20,
-        side_distances: [None, None],
-        max_depth,
-        time: None,
-        nodes: None,
-        no_progress: false,
-        screen: None,
-    }
+    Params::new(10, 20).with_max_depth(max_depth)
 }
 
 fn analyse(store: &Store, fen: Option<&str>, moves: &str, max_depth: u8) {
@@ -579,20 +570,7 @@ fn merge_unites_trees_keeps_deeper_evaluations_and_a_second_merge_changes_nothin
         analyse(&ours, None, "", 2);
         let theirs = Store::open(&theirs_dir, &StoreOptions::default()).unwrap();
         // Deeper engine searches on the other machine, from another root, with a repetition cycle.
-        let mut analysis = Analysis::new(
-            &theirs,
-            ScriptedEvaluator::new(3, 11),
-            Params {
-                engine_depth: 12,
-                move_distance: 20,
-                side_distances: [None, None],
-                max_depth: 2,
-                time: None,
-                nodes: None,
-                no_progress: false,
-                screen: None,
-            },
-        );
+        let mut analysis = Analysis::new(&theirs, ScriptedEvaluator::new(3, 11), Params::new(12, 20).with_max_depth(2));
         analysis.run(&Line::parse(None, "g1f3 g8f6 f3g1 f6g8 e2e4").unwrap(), |_| {}).unwrap();
     }
     let (ours_before, theirs_records) = {

@@ -41,16 +41,7 @@ fn page(dir: &Path) -> (PathBuf, show::ShownNode) {
     let db = dir.join("db");
     let shown = {
         let store = Store::open(&db, &StoreOptions::default()).unwrap();
-        let params = Params {
-            engine_depth: 10,
-            move_distance: 20,
-            side_distances: [None, None],
-            max_depth: 2,
-            time: None,
-            nodes: None,
-            no_progress: false,
-            screen: None,
-        };
+        let params = Params::new(10, 20).with_max_depth(2);
         let mut analysis = Analysis::new(&store, ScriptedEvaluator::new(2, 3), params);
         analysis.run(&Line::parse(None, "").unwrap(), |_| {}).unwrap();
         let view = store.read().unwrap();

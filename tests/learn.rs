@@ -21,16 +21,7 @@ use deeptree::{
 };
 
 fn params(max_depth: u8) -> Params {
-    Params {
-        engine_depth: 10,
-        move_distance: 20,
-        side_distances: [None, None],
-        max_depth,
-        time: None,
-        nodes: None,
-        no_progress: false,
-        screen: None,
-    }
+    Params::new(10, 20).with_max_depth(max_depth)
 }
 
 /// Three games that leave a small tree after 1. e4 c5 and one after 1. d4: the first exit weighs three games and

@@ -51,16 +51,7 @@ fn shallow_error(pos: &Chess, uci: &UciMove) -> i32 {
 }
 
 fn params(max_depth: u8, screen: Option<Screening>) -> Params {
-    Params {
-        engine_depth: DEPTH,
-        move_distance: 20,
-        side_distances: [None, None],
-        max_depth,
-        time: None,
-        nodes: None,
-        no_progress: false,
-        screen,
-    }
+    Params::new(DEPTH, 20).with_max_depth(max_depth).with_screen(screen)
 }
 
 fn screening(margin: i32) -> Option<Screening> {
