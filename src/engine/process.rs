@@ -981,11 +981,7 @@ impl Engine {
                 // Sign flip: the reply's score is for the side to move after the move; backed up one ply, and a
                 // bound of the reply is the other bound for the mover.
                 let score = evaluation.line.score.back_up();
-                let bound = match evaluation.line.bound {
-                    Bound::Lower => Bound::Upper,
-                    Bound::Upper => Bound::Lower,
-                    Bound::Exact => Bound::Exact,
-                };
+                let bound = evaluation.line.bound.flipped();
                 let mut line = vec![canonical(m)];
                 line.extend(evaluation.line.pv.iter().copied());
                 (score, bound, line, Some(evaluation.best_move))
