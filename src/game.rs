@@ -58,6 +58,19 @@ pub fn quote(text: &str) -> String {
     }
 }
 
+/// A move of `pos` written in UCI (`g1f3`, castling either way) or SAN (`Nf3`, `O-O`), in its stored form; `None`
+/// when it is neither, or not legal there.
+pub fn parse_move(pos: &Chess, text: &str) -> Option<UciMove> {
+    let text = text.trim();
+    if let Ok(uci) = text.parse::<UciMove>()
+        && let Some(m) = crate::notation::canonical_uci(pos, &uci)
+    {
+        return Some(m);
+    }
+    let san: shakmaty::san::SanPlus = text.parse().ok()?;
+    san.san.to_move(pos).ok().map(canonical)
+}
+
 impl Line {
     /// Parses `fen` (the start position when `None`) and the space-separated UCI `moves`, checking each is legal.
     pub fn parse(fen: Option<&str>, moves: &str) -> Result<Line, LineError> {

@@ -44,6 +44,8 @@ enum Command {
     Merge(MergeArgs),
     /// Show what the store holds.
     Stats(StatsArgs),
+    /// Steer the tree: exclude or include a move, lift a mark, undo the newest, list them.
+    Mark(commands::mark::MarkArgs),
     /// Rewrite the store without free pages (only while no other process has it open).
     Compact(commands::compact::CompactArgs),
     /// Read and verify every record; list the damaged ones (exit status 3), and with --repair --out DIR copy every
@@ -121,6 +123,7 @@ fn run(cli: Cli, config: &Config) -> commands::CommandResult {
         }
         Some(Command::Stats(args)) => commands::stats::run(db, config, args)?,
         Some(Command::Compact(args)) => commands::compact::run(db, config, args)?,
+        Some(Command::Mark(args)) => commands::mark::run(db, config, args)?,
         Some(Command::Check(args)) => commands::check::run(db, config, args)?,
         Some(Command::Bench { what }) => commands::bench::run(db, config, what)?,
         Some(Command::Fill(args)) => commands::bench::fill(db, config, args)?,

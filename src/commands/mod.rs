@@ -8,6 +8,7 @@ pub mod analyze;
 pub mod bench;
 pub mod check;
 pub mod compact;
+pub mod mark;
 pub mod show;
 pub mod stats;
 

@@ -107,6 +107,10 @@ impl EngineOption {
                 line
             }
             OptionKind::Button => format!("option name {name} type button"),
+            // An empty string is declared as `<empty>`, as Stockfish does: GUIs read a bare `default` as no default.
+            OptionKind::String { default } if default.is_empty() => {
+                format!("option name {name} type string default <empty>")
+            }
             OptionKind::String { default } => {
                 format!("option name {name} type string default {default}")
             }

@@ -144,6 +144,7 @@ impl<'s> BatchWriter<'s> {
 fn change_key(change: &Change) -> PositionKey {
     match change {
         Change::Merge { key, .. } => *key,
+        Change::Mark(mark) => mark.key,
         Change::SetEngine(_) | Change::AddEngines(_) => PositionKey(0),
     }
 }

@@ -225,6 +225,7 @@ mod tests {
             engine: alpha,
             bound: "exact",
             imported: false,
+            included: false,
             child: None,
         }
     }

@@ -6,7 +6,12 @@ use shakmaty::{Chess, Position, san::San, uci::UciMove};
 
 use crate::{
     score::{Bound, Score},
-    store::{ReadView, StoreError, key::PositionKey, node::Node},
+    store::{
+        ReadView, StoreError,
+        key::PositionKey,
+        marks::{MarkKind, MarkSource},
+        node::{Node, Steering},
+    },
 };
 
 use super::alpha::alpha_of_edge;
@@ -33,6 +38,22 @@ pub struct ShownNode {
     pub rest: Option<ShownBound>,
     /// What screening found for them (a shallower bound), when it screened them.
     pub screen: Option<ShownScreen>,
+    /// The analyst's marks on this position's moves. An excluded move is here and not among `moves`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub marks: Vec<ShownMark>,
+}
+
+/// A mark on a move of a shown position (see [`crate::store::marks`]).
+#[derive(Debug, Clone, Serialize)]
+pub struct ShownMark {
+    #[serde(rename = "move")]
+    pub uci: String,
+    pub san: String,
+    pub kind: MarkKind,
+    pub source: MarkSource,
+    pub user: String,
+    /// Milliseconds since 1970 (UTC).
+    pub time: u64,
 }
 
 /// An upper bound for the moves without an edge.
@@ -71,6 +92,8 @@ pub struct ShownMove {
     pub engine: Score,
     pub bound: &'static str,
     pub imported: bool,
+    /// Included by the analyst: walked whatever the move distance.
+    pub included: bool,
     pub child: Option<Box<ShownNode>>,
 }
 
@@ -97,7 +120,7 @@ impl Serialize for ShownMove {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeStruct;
         let searched = valued(self.engine).is_some();
-        let mut out = serializer.serialize_struct("ShownMove", 9)?;
+        let mut out = serializer.serialize_struct("ShownMove", 10)?;
         out.serialize_field("uci", &self.uci)?;
         out.serialize_field("san", &self.san)?;
         out.serialize_field("idea", &valued(self.idea))?;
@@ -106,6 +129,11 @@ impl Serialize for ShownMove {
         out.serialize_field("engine", &valued(self.engine))?;
         out.serialize_field("bound", &searched.then_some(self.bound))?;
         out.serialize_field("imported", &self.imported)?;
+        if self.included {
+            out.serialize_field("included", &true)?;
+        } else {
+            out.skip_field("included")?;
+        }
         out.serialize_field("child", &self.child)?;
         out.end()
     }
@@ -140,7 +168,8 @@ fn shown_node(
     let mut moves = Vec::new();
     if let Some(node) = node {
         let mut budget = UNROLL_BUDGET;
-        for edge in &node.edges {
+        // An excluded move is no move of the tree: it is shown among the marks only.
+        for edge in node.edges.iter().filter(|e| !e.is_excluded()) {
             let Some(child_pos) = play_uci(pos, &edge.uci) else { continue };
             let child_key = PositionKey::of(&child_pos);
             let alpha = alpha_of_edge(graph, child_key, edge.score, path, &mut budget);
@@ -178,6 +207,7 @@ fn shown_node(
                 engine: edge.score,
                 bound: bound_name(edge.bound),
                 imported: edge.imported,
+                included: edge.steering == Some(Steering::Included),
                 child,
             });
         }
@@ -205,7 +235,32 @@ fn shown_node(
             moves: s.moves,
             current: usize::from(s.moves) == unsearched,
         }),
+        marks: shown_marks(view, pos, key, node)?,
     })
+}
+
+/// The marks on the moves of `pos`, as its record's edges carry them, with who made them from the meta entries.
+fn shown_marks(
+    view: &ReadView<'_>,
+    pos: &Chess,
+    key: PositionKey,
+    node: Option<&Node>,
+) -> Result<Vec<ShownMark>, StoreError> {
+    if !node.is_some_and(|n| n.edges.iter().any(|e| e.steering.is_some())) {
+        return Ok(Vec::new());
+    }
+    Ok(view
+        .marks_at(key)?
+        .into_iter()
+        .map(|mark| ShownMark {
+            uci: mark.uci.to_string(),
+            san: san_of(pos, &mark.uci),
+            kind: mark.kind,
+            source: mark.source,
+            user: mark.user,
+            time: mark.time,
+        })
+        .collect())
 }
 
 fn bound_name(bound: Bound) -> &'static str {
@@ -287,7 +342,11 @@ fn render_moves(out: &mut String, node: &ShownNode, indent: usize, ply: usize, w
             format_score(m.idea),
             format_score(m.alpha),
             m.depth,
-            if m.imported { "  (line)" } else { "" },
+            match (m.imported, m.included) {
+                (_, true) => "  (included)",
+                (true, false) => "  (line)",
+                (false, false) => "",
+            },
             indent = indent * 2
         ));
         if let Some(child) = &m.child {
@@ -295,4 +354,23 @@ fn render_moves(out: &mut String, node: &ShownNode, indent: usize, ply: usize, w
         }
     }
     render_unsearched(out, node, indent);
+    render_marks(out, node, indent, ply, white);
+}
+
+/// The line for each mark of a node, an excluded move's among them (it is not among the moves).
+fn render_marks(out: &mut String, node: &ShownNode, indent: usize, ply: usize, white: bool) {
+    for mark in &node.marks {
+        let number = ply / 2 + 1;
+        let label = if white { format!("{number}. {}", mark.san) } else { format!("{number}... {}", mark.san) };
+        out.push_str(&format!(
+            "{:indent$}{:<14} {}d by {} ({}) at {}\n",
+            "",
+            label,
+            mark.kind,
+            mark.user,
+            mark.source,
+            crate::store::marks::utc_text(mark.time),
+            indent = indent * 2
+        ));
+    }
 }

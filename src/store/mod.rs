@@ -56,6 +56,7 @@ mod engines;
 mod file;
 pub mod key;
 pub mod links;
+pub mod marks;
 mod migrations;
 pub mod node;
 mod pages;
@@ -325,6 +326,9 @@ pub enum Change {
     SetEngine(String),
     /// Add engines to the store's list of engines (those already in it keep their number).
     AddEngines(Vec<String>),
+    /// Set or lift the analyst's mark on a move ([`marks`]): its edge and its meta entry at once. Submitted with
+    /// [`StoreWriter::submit`], never deferred.
+    Mark(marks::MarkChange),
 }
 
 impl Change {

@@ -50,6 +50,14 @@
 //! A record with no screen bound is written as version 2 or 1, byte for byte as before; a deeptree that reads only
 //! those refuses a version 3 record as newer, never as corrupt.
 //!
+//! Version 4 adds the analyst's marks on moves (see [`Steering`] and [`marks`](super::marks)):
+//!
+//! ```text
+//! edge    bound byte | 0x10: excluded by the analyst; | 0x20: included by the analyst (never both)
+//! ```
+//!
+//! A record with no marked move is written as version 3 or older, byte for byte as before.
+//!
 //! Integers are big-endian; scores use [`Score::to_bits`]. A record that does not parse is an error, never a panic.
 //!
 //! Schema 5 stores every record sealed ([`Node::write`], [`Node::read`]): the record as above, then its checksum
@@ -71,9 +79,10 @@ use super::{
 };
 use crate::score::{Bound, Score};
 
-/// The newest record layout version. A record is written in the oldest version that holds it: without a screen bound
-/// as version 2, and without engine numbers either as version 1, which every deeptree reads.
-pub const FORMAT_VERSION: u8 = 3;
+/// The newest record layout version. A record is written in the oldest version that holds it: without a marked move as
+/// version 3, without a screen bound either as version 2, and without engine numbers either as version 1, which every
+/// deeptree reads.
+pub const FORMAT_VERSION: u8 = 4;
 
 const FLAG_EVAL: u8 = 0x01;
 const FLAG_BEST: u8 = 0x02;
@@ -86,6 +95,8 @@ const FLAG_SCREEN: u8 = 0x80;
 
 const EDGE_IMPORTED: u8 = 0x04;
 const EDGE_ENGINE: u8 = 0x08;
+const EDGE_EXCLUDED: u8 = 0x10;
+const EDGE_INCLUDED: u8 = 0x20;
 const EDGE_BOUND_MASK: u8 = 0x03;
 
 /// Largest packed setup of a legal standard chess position without move counters.
@@ -192,11 +203,34 @@ pub struct Edge {
     /// The engine that searched it, as [`Eval::engine`]; `None` for an imported move or one stored before engines
     /// were recorded.
     pub engine: Option<u16>,
+    /// The analyst's mark on the move, if any (see [`marks`](super::marks)).
+    pub steering: Option<Steering>,
+}
+
+/// How the analyst steers the search at a move: a mark stored on its edge (record format 4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Steering {
+    /// Never searched below, played, exported as a book move nor valued into its position: the position is worth
+    /// what its other moves are worth.
+    Excluded,
+    /// Always walked, whatever the move distance, as an imported move is.
+    Included,
 }
 
 impl Edge {
     pub fn new(uci: UciMove, score: Score, bound: Bound, depth: u8) -> Edge {
-        Edge { uci, score, depth, bound, imported: false, engine: None }
+        Edge { uci, score, depth, bound, imported: false, engine: None, steering: None }
+    }
+
+    /// Excluded by the analyst: no part of the tree's values, nor of its play.
+    pub fn is_excluded(&self) -> bool {
+        self.steering == Some(Steering::Excluded)
+    }
+
+    /// Kept by the search whatever its window: imported from a game or a book, or included by the analyst.
+    pub fn is_kept(&self) -> bool {
+        !self.is_excluded() && (self.imported || self.steering == Some(Steering::Included))
     }
 
     /// A move known but not valued yet, kept by the search whatever its window (an imported move: a game's, a
@@ -309,10 +343,13 @@ impl Node {
             match self.edges.iter_mut().find(|e| e.uci == theirs.uci) {
                 Some(ours) => {
                     let imported = ours.imported || theirs.imported;
+                    // A mark is changed only by a mark's own change (see `marks`), never by an engine's answer.
+                    let steering = ours.steering.or(theirs.steering);
                     if theirs.supersedes(ours) {
                         *ours = theirs.clone();
                     }
                     ours.imported = imported;
+                    ours.steering = steering;
                 }
                 None => self.edges.push(theirs.clone()),
             }
@@ -372,7 +409,9 @@ impl Node {
             flags |= FLAG_SCREEN;
         }
         let engines = flags & FLAG_ENGINE != 0 || self.edges.iter().any(|e| e.engine.is_some());
-        out.push(if self.screen.is_some() {
+        out.push(if self.edges.iter().any(|e| e.steering.is_some()) {
+            4
+        } else if self.screen.is_some() {
             3
         } else if engines {
             2
@@ -415,7 +454,12 @@ impl Node {
             out.extend_from_slice(&edge.score.to_bits().to_be_bytes());
             out.push(edge.depth);
             let engine = if edge.engine.is_some() { EDGE_ENGINE } else { 0 };
-            out.push(edge.bound.to_bits() | if edge.imported { EDGE_IMPORTED } else { 0 } | engine);
+            let steering = match edge.steering {
+                None => 0,
+                Some(Steering::Excluded) => EDGE_EXCLUDED,
+                Some(Steering::Included) => EDGE_INCLUDED,
+            };
+            out.push(edge.bound.to_bits() | if edge.imported { EDGE_IMPORTED } else { 0 } | engine | steering);
             if let Some(engine) = edge.engine {
                 out.extend_from_slice(&engine.to_be_bytes());
             }
@@ -496,17 +540,23 @@ impl Node {
             let score = r.score()?;
             let depth = r.u8("truncated edge")?;
             let bits = r.u8("truncated edge")?;
-            let known = if version < 2 {
-                EDGE_BOUND_MASK | EDGE_IMPORTED
-            } else {
-                EDGE_BOUND_MASK | EDGE_IMPORTED | EDGE_ENGINE
+            let known = match version {
+                1 => EDGE_BOUND_MASK | EDGE_IMPORTED,
+                2 | 3 => EDGE_BOUND_MASK | EDGE_IMPORTED | EDGE_ENGINE,
+                _ => EDGE_BOUND_MASK | EDGE_IMPORTED | EDGE_ENGINE | EDGE_EXCLUDED | EDGE_INCLUDED,
             };
             if bits & !known != 0 {
                 return Err(r.corrupt("unknown edge flags"));
             }
+            let steering = match (bits & EDGE_EXCLUDED != 0, bits & EDGE_INCLUDED != 0) {
+                (false, false) => None,
+                (true, false) => Some(Steering::Excluded),
+                (false, true) => Some(Steering::Included),
+                (true, true) => return Err(r.corrupt("a move both excluded and included")),
+            };
             let bound = Bound::from_bits(bits & EDGE_BOUND_MASK).ok_or_else(|| r.corrupt("bad edge bound"))?;
             let engine = if bits & EDGE_ENGINE != 0 { Some(r.u16("truncated engine number")?) } else { None };
-            edges.push(Edge { uci, score, depth, bound, imported: bits & EDGE_IMPORTED != 0, engine });
+            edges.push(Edge { uci, score, depth, bound, imported: bits & EDGE_IMPORTED != 0, engine, steering });
         }
         if r.pos != bytes.len() {
             return Err(r.corrupt("trailing bytes"));
@@ -628,14 +678,24 @@ mod tests {
                 nodes,
                 engine,
             });
-        let edge = (arb_move(), arb_score(), any::<u8>(), arb_bound(), any::<bool>(), prop::option::of(any::<u16>()))
-            .prop_map(|(uci, score, depth, bound, imported, engine)| Edge {
+        let steering = prop::option::of(prop_oneof![Just(Steering::Excluded), Just(Steering::Included)]);
+        let edge = (
+            arb_move(),
+            arb_score(),
+            any::<u8>(),
+            arb_bound(),
+            any::<bool>(),
+            prop::option::of(any::<u16>()),
+            steering,
+        )
+            .prop_map(|(uci, score, depth, bound, imported, engine, steering)| Edge {
                 uci,
                 score,
                 depth,
                 bound,
                 imported,
                 engine,
+                steering,
             });
         let rest = (arb_score(), any::<u8>()).prop_map(|(score, depth)| RestBound { score, depth });
         let screen = (arb_score(), any::<u8>(), any::<u8>()).prop_map(|(score, depth, moves)| ScreenBound {

@@ -18,6 +18,7 @@ use heed::{PutFlags, RwTxn};
 use super::{
     Change, META_ENGINE, META_LINKS, META_VALUES_OWED, Shared, StoreError,
     key::{KeyMap, PositionKey},
+    marks,
     node::{Node, PackedPosition},
     upkeep::{CachedValues, TxnRecords, Upkeep},
 };
@@ -437,6 +438,16 @@ fn apply_batch(shared: &Shared, txn: &mut RwTxn, batch: &[&[Change]]) -> Result<
     for (key, node) in merges {
         merge(shared, txn, key, node, &mut merged, &mut stored)?;
     }
+    // The analyst's marks, after the engines' answers of the same batch, in the order they came.
+    for (changes, _) in batch.iter().zip(&results).filter(|(_, verdict)| verdict.is_ok()) {
+        for change in *changes {
+            if let Change::Mark(mark) = change
+                && apply_mark(shared, txn, mark, &mut merged, &mut stored)?
+            {
+                links.push((mark.child.to_bytes(), mark.key.to_bytes()));
+            }
+        }
+    }
     links.sort_unstable();
     links.dedup();
     let added = store_links(shared, txn, &links)?;
@@ -498,6 +509,12 @@ fn check_batch(
                     }
                     Change::SetEngine(identity) => shared.put_meta(txn, META_ENGINE, identity.as_bytes())?,
                     Change::AddEngines(names) => shared.add_engines(txn, names)?,
+                    Change::Mark(change) => match &change.mark {
+                        Some(mark) => shared.put_meta(txn, &change.meta_name(), &marks::encode(mark))?,
+                        None => {
+                            shared.meta.delete(txn, &change.meta_name()).map_err(|e| shared.lmdb_error(e))?;
+                        }
+                    },
                 }
             }
         }
@@ -608,6 +625,32 @@ fn merge(
         }
     }
     Ok(())
+}
+
+/// Sets or lifts a mark on its move's edge in the record (as merged so far in this batch, or as stored, or a new
+/// one); returns whether an edge was made (its parent link is then owed).
+fn apply_mark(
+    shared: &Shared,
+    txn: &RwTxn,
+    change: &marks::MarkChange,
+    merged: &mut KeyMap<Node>,
+    stored: &mut KeyMap<Option<Node>>,
+) -> Result<bool, StoreError> {
+    let record = match merged.remove(&change.key) {
+        Some(node) => Some(node),
+        None => match stored.remove(&change.key) {
+            Some(record) => record,
+            None => shared.node_at(txn, change.key)?,
+        },
+    };
+    let mut node = record.unwrap_or_else(|| Node::new(change.position.clone()));
+    let child_evaluated = match merged.get(&change.child) {
+        Some(child) => child.eval.is_some(),
+        None => shared.node_at(txn, change.child)?.is_some_and(|child| child.eval.is_some()),
+    };
+    let made = change.apply(&mut node, child_evaluated);
+    merged.insert(change.key, node);
+    Ok(made)
 }
 
 /// Brings cached values up to date from the merged records upward, then writes every merged or updated record once,

@@ -63,6 +63,18 @@ fn number<T: TryFrom<i64>>(value: &str) -> Result<T, String> {
     value.parse::<i64>().ok().and_then(|n| T::try_from(n).ok()).ok_or_else(|| format!("'{value}' is not a number"))
 }
 
+/// The option that excludes a move of the last `position` from the tree (`setoption name MarkExclude value Nf3`).
+pub const MARK_EXCLUDE: &str = "MarkExclude";
+/// The option that includes a move of the last `position` in the tree whatever the move distance.
+pub const MARK_INCLUDE: &str = "MarkInclude";
+/// The option that lifts the mark on a move of the last `position`.
+pub const MARK_LIFT: &str = "MarkLift";
+
+/// The options that are actions, not values: the analyst's marks on a move of the last `position` (see
+/// `store::marks`), the value being the move in SAN or UCI. The session makes the mark; they keep no value, and
+/// `uci` declares them after [`OPTIONS`].
+pub const MARK_ACTIONS: [&str; 3] = [MARK_EXCLUDE, MARK_INCLUDE, MARK_LIFT];
+
 /// deeptree's options, in the order `uci` declares them.
 pub const OPTIONS: &[Row] = &[
     Row {
@@ -281,7 +293,14 @@ impl Options {
 
     /// The declarations of deeptree's options, with the current values as defaults.
     pub fn declarations(&self) -> Vec<EngineOption> {
-        OPTIONS.iter().map(|row| row.declaration(self)).collect()
+        OPTIONS
+            .iter()
+            .map(|row| row.declaration(self))
+            .chain(MARK_ACTIONS.iter().map(|name| EngineOption {
+                name: (*name).to_owned(),
+                kind: OptionKind::String { default: String::new() },
+            }))
+            .collect()
     }
 
     /// Applies `setoption` to one of deeptree's options; the error says why the name or the value was refused (and

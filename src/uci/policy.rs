@@ -30,6 +30,7 @@ use crate::{
     notation::canonical_uci,
     score::{Bound, Score},
     search::analysis::{MAX_CHECKED_DEPTH, SettledInStore},
+    store::{key::PositionKey, node::Edge},
 };
 
 /// The engines a search borrows from the session, handed back with its answer.
@@ -58,6 +59,7 @@ pub fn think(ctx: &Context, lent: &mut Lent, line: &Line, go: &Go, control: &mut
     if go.searchmoves.len() != searchmoves.len() {
         ctx.out.error("go searchmoves: some moves are not legal here and were left out");
     }
+    let searchmoves = without_excluded(ctx, &root, searchmoves);
     if !released_only {
         return play(ctx, lent, line, go, &searchmoves, control);
     }
@@ -92,6 +94,30 @@ pub fn think(ctx: &Context, lent: &mut Lent, line: &Line, go: &Go, control: &mut
     // The GUI's stop is spent: the quick search hears no more signals.
     let quick = Go { depth: Some(1), ..Go::default() };
     direct(ctx, &mut lent.direct, line, &quick, &searchmoves, &mut control.quiet())
+}
+
+/// `searchmoves` (every legal move when empty) less the moves the analyst excluded at `root` (see
+/// [`crate::store::marks`]): no search, of the tree or of the direct engine, considers them. Moves the GUI named are
+/// kept when every one of them is excluded: the GUI's word is the last.
+fn without_excluded(ctx: &Context, root: &Chess, searchmoves: Vec<UciMove>) -> Vec<UciMove> {
+    let Some(store) = &ctx.store else { return searchmoves };
+    let record = store.read().and_then(|view| view.node(PositionKey::of(root)));
+    let node = match record {
+        Ok(Some(node)) if node.edges.iter().any(Edge::is_excluded) => node,
+        Ok(_) => return searchmoves,
+        Err(e) => {
+            log::warn!("the analyst's marks could not be read: {e}");
+            return searchmoves;
+        }
+    };
+    let candidates: Vec<UciMove> = if searchmoves.is_empty() {
+        root.legal_moves().iter().map(|m| crate::notation::canonical(*m)).collect()
+    } else {
+        searchmoves.clone()
+    };
+    let allowed: Vec<UciMove> =
+        candidates.into_iter().filter(|m| !node.edge(m).is_some_and(Edge::is_excluded)).collect();
+    if allowed.is_empty() { searchmoves } else { allowed }
 }
 
 /// A move to play: from the tree when it knows more than a search would find, else by the direct engine.

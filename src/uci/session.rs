@@ -174,16 +174,7 @@ pub const GAMES_FILE: &str = "games.pgn";
 /// A PGN date (`YYYY.MM.DD`, UTC) of `time`.
 fn pgn_date(time: std::time::SystemTime) -> String {
     let Ok(since) = time.duration_since(std::time::UNIX_EPOCH) else { return "????.??.??".to_owned() };
-    // Days to the civil date (the proleptic Gregorian calendar; H. Hinnant's algorithm).
-    let z = (since.as_secs() / 86_400) as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
+    let (year, month, day) = crate::store::marks::civil_date(since.as_secs());
     format!("{year:04}.{month:02}.{day:02}")
 }
 

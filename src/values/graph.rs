@@ -73,12 +73,14 @@ impl GraphNode {
         self.edges.iter().map(|e| e.score).max().or(self.eval_score)
     }
 
-    /// Builds the graph view of a stored node at `key`: resolves every edge's child key and reversibility.
+    /// Builds the graph view of a stored node at `key`: resolves every edge's child key and reversibility. A move
+    /// the analyst excluded is no part of the graph: the position is worth what its other moves are worth.
     pub fn from_node(key: PositionKey, node: &Node) -> GraphNode {
         let position = node.position.to_position();
         let edges = node
             .edges
             .iter()
+            .filter(|edge| !edge.is_excluded())
             .filter_map(|edge| {
                 let pos = position.as_ref()?;
                 let (child, reversible) = child_of(pos, &edge.uci)?;

@@ -15,7 +15,7 @@ use crate::{
         Change, ReadView, Store, StoreError,
         answer::terminal_record,
         key::{KeyMap, KeySet, PositionKey},
-        node::{Node, PackedPosition, RestBound},
+        node::{Edge, Node, PackedPosition, RestBound},
     },
 };
 
@@ -216,12 +216,15 @@ impl<G: Records> Walk<'_, G> {
         let node = self.tree.record(key)?;
         let needs_eval = node.as_ref().and_then(|n| n.eval.as_ref()).is_none_or(|e| e.depth < self.params.engine_depth);
         if needs_eval {
-            return Ok(self.evaluate(pos, key, ply));
+            return Ok(self.evaluate(pos, key, ply, node.as_ref()));
         }
         let Some(node) = node else { return Ok(None) };
         let Some(gnode) = self.tree.node(key) else { return Ok(None) };
         let mut budget = WALK_UNROLL_BUDGET;
-        if ply >= self.depth || gnode.edges.is_empty() {
+        // Every move with an edge excluded by the analyst: the other moves are still to be searched, whatever the
+        // position's own evaluation (its best move may be the excluded one).
+        let only_excluded = gnode.edges.is_empty() && node.edges.iter().any(Edge::is_excluded);
+        if ply >= self.depth || (gnode.edges.is_empty() && !only_excluded) {
             self.leaf(ply);
             return Ok(Some(alpha_of_node(self.tree, &gnode, path, &mut budget)));
         }
@@ -265,11 +268,13 @@ impl<G: Records> Walk<'_, G> {
         for (index, estimate) in moves {
             let edge = &gnode.edges[index];
             let Some(uci) = edge.uci else { continue };
-            let imported = node.edge(&uci).is_some_and(|e| e.imported);
-            if cut && !imported {
-                continue; // after a cut-off only imported moves, which the search keeps, are still walked
+            // Imported and included moves are kept whatever their window.
+            let stored = node.edge(&uci);
+            let kept = stored.is_some_and(Edge::is_kept);
+            if cut && !kept {
+                continue; // after a cut-off only kept moves (imported, included) are still walked
             }
-            if estimate < threshold && !imported {
+            if estimate < threshold && !kept {
                 trace!(
                     self.trace,
                     "refuse ply={ply} {} {}: {estimate} < best {best_estimate} - {distance} = {threshold}",
@@ -284,7 +289,11 @@ impl<G: Records> Walk<'_, G> {
                 "admit ply={ply} {} {}: {estimate} >= {threshold}{}",
                 key,
                 san(pos, &uci),
-                if imported && estimate < threshold { " (imported)" } else { "" }
+                match stored {
+                    Some(edge) if kept && estimate < threshold && edge.steering.is_some() => " (included)",
+                    Some(_) if kept && estimate < threshold => " (imported)",
+                    _ => "",
+                }
             );
             let value = if path.contains(&edge.child) {
                 self.leaf(ply + 1);
@@ -342,8 +351,9 @@ impl<G: Records> Walk<'_, G> {
     }
 
     /// A position with no evaluation at the engine depth: a checkmate or stalemate is valued at once (no engine
-    /// needed); any other is planned for an evaluation and has no value in this pass.
-    fn evaluate(&mut self, pos: &Chess, key: PositionKey, ply: u8) -> Option<Score> {
+    /// needed); any other is planned for an evaluation (of the moves the analyst did not exclude in `node`) and has
+    /// no value in this pass.
+    fn evaluate(&mut self, pos: &Chess, key: PositionKey, ply: u8, node: Option<&Node>) -> Option<Score> {
         self.leaf(ply);
         if pos.legal_moves().is_empty() {
             let terminal = terminal_record(pos, self.params.engine_depth, 0);
@@ -358,7 +368,7 @@ impl<G: Records> Walk<'_, G> {
             fen(pos),
             self.params.engine_depth
         );
-        self.plan(key, Purpose::Evaluate, Job::new(pos.clone(), Vec::new(), self.params.engine_depth));
+        self.plan(key, Purpose::Evaluate, Job::new(pos.clone(), not_excluded(pos, node), self.params.engine_depth));
         None
     }
 
@@ -463,6 +473,16 @@ impl<G: Records> Walk<'_, G> {
         };
         self.walked.insert(key, entry);
     }
+}
+
+/// The moves of `pos` that an evaluation searches: all (an empty list) unless the analyst excluded some in `node`.
+fn not_excluded(pos: &Chess, node: Option<&Node>) -> Vec<UciMove> {
+    let Some(node) = node.filter(|n| n.edges.iter().any(Edge::is_excluded)) else { return Vec::new() };
+    pos.legal_moves()
+        .iter()
+        .map(|m| crate::notation::canonical(*m))
+        .filter(|uci| !node.edge(uci).is_some_and(Edge::is_excluded))
+        .collect()
 }
 
 /// The node a walk is at: its position, key and ply, its record and its edges in the graph.

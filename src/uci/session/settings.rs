@@ -2,6 +2,7 @@
 //! configurations, the clock's overhead, and the tree store, opened when first needed.
 
 use super::*;
+use crate::store::marks::{MarkKind, MarkSource};
 
 impl Session {
     pub(super) fn set_option(&mut self, name: &str, value: &str) {
@@ -12,6 +13,14 @@ impl Session {
         }
         self.finish_search();
         self.direct_error = None;
+        let mark = [(options::MARK_EXCLUDE, Some(MarkKind::Exclude)), (options::MARK_INCLUDE, Some(MarkKind::Include))]
+            .into_iter()
+            .chain([(options::MARK_LIFT, None)])
+            .find(|(option, _)| option.eq_ignore_ascii_case(name));
+        if let Some((_, kind)) = mark {
+            self.mark_move(kind, value);
+            return;
+        }
         if options::row(name).is_some() {
             let before = self.options.clone();
             if let Err(e) = self.options.set(name, value) {
@@ -98,6 +107,36 @@ impl Session {
     }
 
     /// Opens the tree store if needed; false (with an error shown once) when it cannot be opened.
+    /// Marks `text` (a move in SAN or UCI) in the last `position` with `kind`, or lifts its mark (`None`), in the
+    /// tree store; says what it did in an `info string`, or why it did nothing.
+    fn mark_move(&mut self, kind: Option<MarkKind>, text: &str) {
+        if text.trim().is_empty() {
+            return;
+        }
+        let Some(line) = self.line.clone() else {
+            self.out.error("no position to mark a move in: send position first");
+            return;
+        };
+        let Some(uci) = crate::game::parse_move(line.root(), text) else {
+            self.out.error(format!("{}: not a legal move in the last position", text.trim()));
+            return;
+        };
+        if !self.ensure_store() {
+            return;
+        }
+        let Some(store) = self.store.clone() else { return };
+        let done = match kind {
+            Some(kind) => {
+                store.set_mark(line.root(), uci, kind, MarkSource::Uci).map(|m| format!("{}d {}", m.kind, m.uci))
+            }
+            None => store.lift_mark(line.root(), uci).map(|m| format!("lifted the {} mark on {}", m.kind, m.uci)),
+        };
+        match done {
+            Ok(said) => self.out.send(Info::string(said)),
+            Err(e) => self.out.error(e.to_string()),
+        }
+    }
+
     pub(super) fn ensure_store(&mut self) -> bool {
         if self.store.is_some() {
             return true;

@@ -1,0 +1,367 @@
+//! The analyst's marks: an excluded move is never searched below, played nor exported, and leaves the other moves'
+//! evaluations as they would be without it; an included move is walked whatever the move distance; both undone.
+//! Exact checks with the scripted evaluator (its scores depend only on the position and the move); the UCI side with
+//! the real Stockfish.
+
+mod common;
+
+use std::time::Duration;
+
+use deeptree::{
+    game::Line,
+    interop::{
+        polyglot::{book_entries, polyglot_move},
+        walk::Scope,
+    },
+    search::{
+        analysis::{Analysis, AnalysisOptions, Params, Trace},
+        evaluator::{Answer, EvalError, Evaluator, Job, ScriptedEvaluator},
+        show, tree,
+    },
+    store::{
+        Store, StoreOptions,
+        key::{KeySet, PositionKey},
+        marks::{MarkError, MarkKind, MarkSource},
+        node::{Edge, Node},
+    },
+};
+use proptest::prelude::*;
+use shakmaty::{Chess, Position, uci::UciMove};
+
+/// A scripted evaluator that records every job it is given.
+struct Recording {
+    inner: ScriptedEvaluator,
+    jobs: Vec<Job>,
+}
+
+impl Evaluator for Recording {
+    fn workers(&self) -> usize {
+        self.inner.workers()
+    }
+    fn submit(&mut self, id: u64, job: Job) -> Result<(), EvalError> {
+        self.jobs.push(job.clone());
+        self.inner.submit(id, job)
+    }
+    fn next(&mut self, timeout: Duration) -> Option<(u64, Result<Answer, EvalError>)> {
+        self.inner.next(timeout)
+    }
+    fn cancel_all(&mut self) {
+        self.inner.cancel_all()
+    }
+    fn identity(&self) -> String {
+        self.inner.identity()
+    }
+}
+
+/// Grows the start position's tree to software depth `depth` (engine depth 10, move distance 20, no searches ahead
+/// of their turn); the jobs asked.
+fn grow(store: &Store, depth: u8) -> Vec<Job> {
+    let evaluator = Recording { inner: ScriptedEvaluator::new(1, 7), jobs: Vec::new() };
+    let options = AnalysisOptions { look_ahead: None, ..AnalysisOptions::default() };
+    let params = Params::new(10, 20).with_max_depth(depth);
+    let mut analysis = Analysis::with_options(store, evaluator, params, options);
+    let report = analysis.run(&Line::start_position(), |_| {}).unwrap();
+    assert_eq!(report.settled_depth, Some(depth));
+    std::mem::take(&mut analysis.evaluator_mut().jobs)
+}
+
+/// The trace of a run from the start position to software depth `depth` (with the jobs' answers).
+fn walk_trace(store: &Store, depth: u8) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("trace.txt");
+    let options = AnalysisOptions { trace: Trace::to_file(&path).unwrap(), ..AnalysisOptions::default() };
+    let params = Params::new(10, 20).with_max_depth(depth);
+    let mut analysis = Analysis::with_options(store, ScriptedEvaluator::new(1, 7), params, options);
+    analysis.run(&Line::start_position(), |_| {}).unwrap();
+    drop(analysis);
+    std::fs::read_to_string(&path).unwrap()
+}
+
+fn new_store() -> (tempfile::TempDir, Store) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), &StoreOptions::default()).unwrap();
+    (dir, store)
+}
+
+fn node(store: &Store, pos: &Chess) -> Option<Node> {
+    store.read().unwrap().node(PositionKey::of(pos)).unwrap()
+}
+
+fn play(pos: &Chess, uci: &UciMove) -> Chess {
+    deeptree::game::play_uci(pos, uci).unwrap()
+}
+
+/// The positions reachable from `root` through stored moves that are not excluded.
+fn reachable_without_excluded(store: &Store, root: &Chess) -> KeySet {
+    let mut seen = KeySet::default();
+    let mut stack = vec![root.clone()];
+    seen.insert(PositionKey::of(root));
+    while let Some(pos) = stack.pop() {
+        let Some(record) = node(store, &pos) else { continue };
+        for edge in record.edges.iter().filter(|e| !e.is_excluded()) {
+            let child = play(&pos, &edge.uci);
+            if seen.insert(PositionKey::of(&child)) {
+                stack.push(child);
+            }
+        }
+    }
+    seen
+}
+
+/// Every search asked is of a position reachable without an excluded move, and searches no excluded move.
+fn assert_no_search_through_excluded(store: &Store, jobs: &[Job]) {
+    let reachable = reachable_without_excluded(store, &Chess::default());
+    for job in jobs {
+        let key = PositionKey::of(&job.position);
+        assert!(reachable.contains(&key), "a search of {key}, reachable only through an excluded move");
+        let record = node(store, &job.position);
+        let excluded: Vec<UciMove> =
+            record.iter().flat_map(|n| n.edges.iter().filter(|e| e.is_excluded()).map(|e| e.uci)).collect();
+        if !excluded.is_empty() {
+            assert!(!job.searchmoves.is_empty(), "a search of all of {key}'s moves, {excluded:?} excluded among them");
+            assert!(job.searchmoves.iter().all(|m| !excluded.contains(m)), "an excluded move of {key} searched");
+        }
+    }
+}
+
+/// The tree's answer at `pos` (its best candidate), if it has one.
+fn tree_best(store: &Store, pos: &Chess) -> Option<UciMove> {
+    let view = store.read().unwrap();
+    let found = tree::view(&view, pos, &[]).unwrap()?;
+    found.candidates.first().map(|c| c.uci)
+}
+
+#[test]
+fn an_excluded_move_is_never_searched_below_played_nor_exported_and_the_others_score_as_without_it() {
+    let (_plain_dir, plain) = new_store();
+    grow(&plain, 3);
+    let start = Chess::default();
+    let best = tree_best(&plain, &start).expect("a best move");
+
+    let (_dir, store) = new_store();
+    grow(&store, 1);
+    let mark = store.set_mark(&start, best, MarkKind::Exclude, MarkSource::Cli).unwrap();
+    assert_eq!((mark.uci, mark.kind, mark.source), (best, MarkKind::Exclude, MarkSource::Cli));
+    let before_child = node(&store, &play(&start, &best));
+    let jobs = grow(&store, 3);
+    assert!(!jobs.is_empty());
+    assert_no_search_through_excluded(&store, &jobs);
+    // The walk never weighs it: no trace line names it at the root.
+    let root_san = deeptree::search::show::san_of(&start, &best);
+    let marked_trace = walk_trace(&store, 3);
+    assert!(!marked_trace.contains(&format!("ply=0 {} {root_san}:", PositionKey::of(&start))), "{marked_trace}");
+    assert!(marked_trace.contains(&format!("ply=0 {} ", PositionKey::of(&start))), "the trace names root moves");
+    // Nothing below the excluded move was searched after the mark.
+    assert_eq!(node(&store, &play(&start, &best)), before_child, "the excluded move's position was searched");
+
+    // The other moves are valued as a run without the mark values them (a score depends on the position alone).
+    let marked = node(&store, &start).unwrap();
+    let unmarked = node(&plain, &start).unwrap();
+    let mut compared = 0;
+    for edge in marked.edges.iter().filter(|e| !e.is_excluded()) {
+        if let Some(theirs) = unmarked.edge(&edge.uci) {
+            assert_eq!((edge.score, edge.depth), (theirs.score, theirs.depth), "{}", edge.uci);
+            compared += 1;
+        }
+    }
+    assert!(compared > 0);
+
+    // Never the tree's answer, never in `show`'s moves (but among its marks), never a book move.
+    assert_ne!(tree_best(&store, &start), Some(best));
+    let view = store.read().unwrap();
+    let shown = show::tree(&view, &start, &[], 1).unwrap();
+    assert!(shown.moves.iter().all(|m| m.uci != best.to_string()));
+    assert_eq!(shown.marks.len(), 1);
+    assert_eq!(shown.marks[0].uci, best.to_string());
+    let json = serde_json::to_value(&shown).unwrap();
+    assert_eq!(json["marks"][0]["kind"], "exclude");
+    let (entries, _) = book_entries(&view, &Scope::All).unwrap();
+    let excluded_move = polyglot_move(&start, &best).unwrap();
+    let start_key = deeptree::interop::polyglot::book_key(&start);
+    assert!(entries.iter().any(|e| e.key == start_key), "the start position is in the book");
+    assert!(!entries.iter().any(|e| e.key == start_key && e.mv == excluded_move), "the excluded move is in the book");
+    drop(view);
+
+    // Undone: the move is back among the moves, its position searched by the next run.
+    assert_eq!(store.undo_mark().unwrap().map(|m| m.uci), Some(best));
+    assert!(store.read().unwrap().marks().unwrap().is_empty());
+    let view = store.read().unwrap();
+    let shown = show::tree(&view, &start, &[], 1).unwrap();
+    assert!(shown.moves.iter().any(|m| m.uci == best.to_string()) && shown.marks.is_empty());
+    let candidates = tree::view(&view, &start, &[]).unwrap().unwrap().candidates;
+    assert!(candidates.iter().any(|c| c.uci == best), "a candidate of the tree's answer again");
+    drop(view);
+    // The walk weighs it again: the trace names it at the root.
+    let trace = walk_trace(&store, 3);
+    let san = shown.moves.iter().find(|m| m.uci == best.to_string()).unwrap().san.clone();
+    assert!(
+        trace.lines().any(|l| l.contains("ply=0") && l.ends_with(&format!(" {san}: "))
+            || l.contains(&format!("ply=0 {} {san}:", PositionKey::of(&start)))),
+        "{san} is not weighed at the root"
+    );
+}
+
+#[test]
+fn a_move_marked_before_any_search_is_left_out_of_the_first_evaluation_and_its_placeholder_goes_with_the_mark() {
+    let (_dir, store) = new_store();
+    let start = Chess::default();
+    let e4: UciMove = "e2e4".parse().unwrap();
+    store.set_mark(&start, e4, MarkKind::Exclude, MarkSource::Cli).unwrap();
+    let jobs = grow(&store, 2);
+    let first = jobs.iter().find(|j| PositionKey::of(&j.position) == PositionKey::of(&start)).unwrap();
+    assert_eq!(first.searchmoves.len(), 19, "the evaluation searches every move but the excluded one");
+    assert_no_search_through_excluded(&store, &jobs);
+    let placeholder = node(&store, &start).unwrap().edge(&e4).cloned().unwrap();
+    assert!(placeholder.is_excluded() && !placeholder.is_valued());
+    store.lift_mark(&start, e4).unwrap();
+    assert!(node(&store, &start).unwrap().edge(&e4).is_none(), "the mark's placeholder is gone with it");
+}
+
+#[test]
+fn an_included_move_is_walked_whatever_the_move_distance_until_its_mark_is_lifted() {
+    let (_dir, store) = new_store();
+    grow(&store, 1);
+    // A reply to the root's best move that no search has valued (the position is a leaf at software depth 1).
+    let start = Chess::default();
+    let at = play(&start, &tree_best(&store, &start).unwrap());
+    let record = node(&store, &at).unwrap();
+    let outside = at
+        .legal_moves()
+        .iter()
+        .map(|m| deeptree::notation::canonical(*m))
+        .find(|uci| record.edge(uci).is_none() && node(&store, &play(&at, uci)).is_none())
+        .expect("a reply no search has valued");
+    let san = show::san_of(&at, &outside);
+    let child = PositionKey::of(&play(&at, &outside));
+    store.set_mark(&at, outside, MarkKind::Include, MarkSource::Serve).unwrap();
+    let trace = walk_trace(&store, 2);
+    // Admitted whatever its estimate (it has none: the lowest), and its position evaluated.
+    let admitted = format!("admit ply=1 {} {san}:", PositionKey::of(&at));
+    assert!(trace.lines().any(|l| l.starts_with(&admitted) && l.ends_with("(included)")), "{trace}");
+    assert!(node(&store, &play(&at, &outside)).is_some_and(|n| n.eval.is_some()), "{child} not evaluated");
+    let view = store.read().unwrap();
+    let shown = show::tree(&view, &at, &[], 1).unwrap();
+    assert!(shown.moves.iter().any(|m| m.uci == outside.to_string() && m.included));
+    drop(view);
+    let lifted = store.lift_mark(&at, outside).unwrap();
+    assert_eq!((lifted.kind, lifted.source), (MarkKind::Include, MarkSource::Serve));
+    let edge = node(&store, &at).unwrap().edge(&outside).cloned().expect("the edge carries its position's value");
+    assert_eq!(edge.steering, None);
+}
+
+#[test]
+fn excluding_the_last_move_is_refused_and_an_illegal_move_is_an_error() {
+    let (_dir, store) = new_store();
+    // White's king on a1 in check from the rook on h1: two moves, Ka2 and Kb2.
+    let line = Line::parse(Some("7k/8/8/8/8/8/8/K6r w - - 0 1"), "").unwrap();
+    let pos = line.root();
+    let moves: Vec<UciMove> = pos.legal_moves().iter().map(|m| deeptree::notation::canonical(*m)).collect();
+    assert!(moves.len() >= 2, "{moves:?}");
+    for uci in &moves[..moves.len() - 1] {
+        store.set_mark(pos, *uci, MarkKind::Exclude, MarkSource::Cli).unwrap();
+    }
+    let last = moves[moves.len() - 1];
+    let refused = store.set_mark(pos, last, MarkKind::Exclude, MarkSource::Cli).unwrap_err();
+    assert!(matches!(refused, MarkError::LastMove { .. }), "{refused}");
+    assert!(refused.to_string().contains("last move"), "{refused}");
+    assert_eq!(store.read().unwrap().marks().unwrap().len(), moves.len() - 1, "nothing changed");
+    // Including it is no exclusion: allowed.
+    store.set_mark(pos, last, MarkKind::Include, MarkSource::Cli).unwrap();
+    let illegal = store.set_mark(pos, "e2e4".parse().unwrap(), MarkKind::Exclude, MarkSource::Cli).unwrap_err();
+    assert!(matches!(illegal, MarkError::IllegalMove { .. }), "{illegal}");
+    let unmarked = store.lift_mark(&Chess::default(), "e2e4".parse().unwrap()).unwrap_err();
+    assert!(matches!(unmarked, MarkError::NotMarked { .. }), "{unmarked}");
+}
+
+#[test]
+fn marks_survive_compaction_and_reopening() {
+    let dir = tempfile::tempdir().unwrap();
+    let start = Chess::default();
+    let f3: UciMove = "f2f3".parse().unwrap();
+    {
+        let store = Store::open(dir.path(), &StoreOptions::default()).unwrap();
+        grow(&store, 1);
+        store.set_mark(&start, f3, MarkKind::Exclude, MarkSource::Uci).unwrap();
+    }
+    Store::compact(dir.path()).unwrap();
+    let store = Store::open_read_only(dir.path(), &StoreOptions::default()).unwrap();
+    let marks = store.read().unwrap().marks().unwrap();
+    assert_eq!(marks.len(), 1);
+    assert_eq!((marks[0].uci, marks[0].source), (f3, MarkSource::Uci));
+    assert!(node(&store, &start).unwrap().edge(&f3).is_some_and(Edge::is_excluded));
+    let report = store.check().unwrap();
+    assert!(report.damaged.is_empty(), "{:?}", report.damaged);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 12, ..ProptestConfig::default() })]
+
+    /// Random marks on a grown tree, then more growth: no search goes through an excluded move, the tree's answer at
+    /// every marked position is never an excluded move, and no book move is excluded.
+    #[test]
+    fn random_marks_hold_everywhere(choices in prop::collection::vec((any::<u16>(), any::<u16>(), any::<bool>()), 1..6)) {
+        let (_dir, store) = new_store();
+        grow(&store, 2);
+        // Positions of the tree: the root and its evaluated children.
+        let start = Chess::default();
+        let mut positions = vec![start.clone()];
+        for edge in node(&store, &start).unwrap().edges {
+            let child = play(&start, &edge.uci);
+            if node(&store, &child).is_some_and(|n| n.eval.is_some()) {
+                positions.push(child);
+            }
+        }
+        let mut marked = Vec::new();
+        for (which, mv, exclude) in choices {
+            let pos = &positions[usize::from(which) % positions.len()];
+            let moves = pos.legal_moves();
+            let uci = deeptree::notation::canonical(moves[usize::from(mv) % moves.len()]);
+            let kind = if exclude { MarkKind::Exclude } else { MarkKind::Include };
+            if store.set_mark(pos, uci, kind, MarkSource::Cli).is_ok() {
+                marked.push(pos.clone());
+            }
+        }
+        let jobs = grow(&store, 3);
+        assert_no_search_through_excluded(&store, &jobs);
+        let view = store.read().unwrap();
+        let (entries, _) = book_entries(&view, &Scope::All).unwrap();
+        drop(view);
+        for pos in &marked {
+            let record = node(&store, pos).unwrap();
+            let excluded: Vec<UciMove> = record.edges.iter().filter(|e| e.is_excluded()).map(|e| e.uci).collect();
+            if let Some(best) = tree_best(&store, pos) {
+                prop_assert!(!excluded.contains(&best), "the tree answers an excluded move {best}");
+            }
+            let key = deeptree::interop::polyglot::book_key(pos);
+            for uci in &excluded {
+                let mv = polyglot_move(pos, uci).unwrap();
+                prop_assert!(!entries.iter().any(|e| e.key == key && e.mv == mv), "excluded {uci} is a book move");
+            }
+        }
+    }
+}
+
+/// A GUI marks a move with `setoption name MarkExclude`: the real Stockfish's answer is another move from then on.
+#[test]
+fn a_gui_excludes_the_engines_move_and_gets_another() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("tree");
+    let mut uci = common::Uci::deeptree(&db);
+    uci.send(&format!("setoption name InnerEngine value {}", common::stockfish().display()));
+    uci.send("setoption name BackgroundAnalysis value false");
+    uci.ready();
+    uci.send("position startpos moves e2e4");
+    let (first, _) = uci.best("go depth 6");
+    uci.send(&format!("setoption name MarkExclude value {first}"));
+    let said = uci.until("info string", Duration::from_secs(10));
+    assert!(said.last().is_some_and(|l| l.contains(&format!("excluded {first}"))), "{said:?}");
+    uci.send("position startpos moves e2e4");
+    let (second, _) = uci.best("go depth 6");
+    assert_ne!(first, second, "the excluded move was played");
+    uci.send(&format!("setoption name MarkLift value {first}"));
+    let said = uci.until("info string", Duration::from_secs(10));
+    assert!(said.last().is_some_and(|l| l.contains("lifted")), "{said:?}");
+    uci.send("quit");
+    let store = Store::open_read_only(&db, &StoreOptions::default()).unwrap();
+    assert!(store.read().unwrap().marks().unwrap().is_empty());
+}
