@@ -365,3 +365,37 @@ fn a_gui_excludes_the_engines_move_and_gets_another() {
     let store = Store::open_read_only(&db, &StoreOptions::default()).unwrap();
     assert!(store.read().unwrap().marks().unwrap().is_empty());
 }
+
+/// Deep Blue's split with the real Stockfish: the direct search of the root leaves the excluded moves out, so its
+/// spine never starts with one and none of them is valued.
+#[test]
+fn the_splits_direct_search_keeps_to_the_marks() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("tree");
+    let deeptree = env!("CARGO_BIN_EXE_deeptree");
+    let excluded = ["e2e4", "d2d4", "g1f3", "c2c4"];
+    for uci in excluded {
+        let out = std::process::Command::new(deeptree)
+            .args(["mark", "exclude", uci, "--db", db.to_str().unwrap()])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+    let stockfish = common::stockfish();
+    let out = std::process::Command::new(deeptree)
+        .args(["analyze", "--db", db.to_str().unwrap(), "--engine", stockfish.to_str().unwrap()])
+        .args(["--engine-depth", "6", "--nodes", "300000", "--split", "0.5", "--workers", "1"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let store = Store::open_read_only(&db, &StoreOptions::default()).unwrap();
+    let start = Chess::default();
+    let record = node(&store, &start).unwrap();
+    assert!(record.edges.iter().any(|e| e.is_valued()), "the root was searched");
+    for uci in excluded {
+        let edge = record.edge(&uci.parse().unwrap()).cloned().unwrap();
+        assert!(edge.is_excluded() && !edge.is_valued(), "{uci} was searched: {edge:?}");
+    }
+    let best = tree_best(&store, &start).unwrap();
+    assert!(!excluded.contains(&best.to_string().as_str()), "{best}");
+}

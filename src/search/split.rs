@@ -73,8 +73,16 @@ pub fn direct_first(
 ) -> Result<Spine, SplitError> {
     let position =
         EnginePosition::new(line.start.clone(), line.moves.clone()).map_err(|e| SplitError::Request(e.to_string()))?;
+    // Not the moves the analyst excluded at the root.
+    let searchmoves = crate::store::marks::searchable_moves(
+        line.root(),
+        store.read()?.node(crate::store::key::PositionKey::of(line.root()))?.as_ref(),
+    );
     const ID: u64 = u64::MAX;
-    pool.submit(ID, EvalRequest::new(position, limit)).map_err(|e| SplitError::Request(e.to_string()))?;
+    let request = EvalRequest::new(position, limit)
+        .with_searchmoves(searchmoves)
+        .map_err(|e| SplitError::Request(e.to_string()))?;
+    pool.submit(ID, request).map_err(|e| SplitError::Request(e.to_string()))?;
     let result = loop {
         if stop.load(Ordering::Relaxed) {
             pool.cancel(ID);

@@ -198,6 +198,17 @@ fn legal(pos: &Chess, uci: UciMove) -> Result<(String, UciMove, Chess), MarkErro
     Ok((fen, canonical, child))
 }
 
+/// The moves of `pos` a search may consider, as `searchmoves`: none named (all moves) unless the analyst excluded
+/// some in `node`, its record; then every legal move but those.
+pub fn searchable_moves(pos: &Chess, node: Option<&Node>) -> Vec<UciMove> {
+    let Some(node) = node.filter(|n| n.edges.iter().any(Edge::is_excluded)) else { return Vec::new() };
+    pos.legal_moves()
+        .iter()
+        .map(|m| crate::notation::canonical(*m))
+        .filter(|uci| !node.edge(uci).is_some_and(Edge::is_excluded))
+        .collect()
+}
+
 /// A placeholder edge a mark made: no engine valued it, and no game or book brought it.
 fn made_by_mark(edge: &Edge) -> bool {
     !edge.imported && edge.depth == 0 && !edge.is_valued()

@@ -110,13 +110,12 @@ fn without_excluded(ctx: &Context, root: &Chess, searchmoves: Vec<UciMove>) -> V
             return searchmoves;
         }
     };
-    let candidates: Vec<UciMove> = if searchmoves.is_empty() {
-        root.legal_moves().iter().map(|m| crate::notation::canonical(*m)).collect()
+    let searchable = crate::store::marks::searchable_moves(root, Some(&node));
+    let allowed: Vec<UciMove> = if searchmoves.is_empty() {
+        searchable
     } else {
-        searchmoves.clone()
+        searchmoves.iter().filter(|m| searchable.contains(m)).copied().collect()
     };
-    let allowed: Vec<UciMove> =
-        candidates.into_iter().filter(|m| !node.edge(m).is_some_and(Edge::is_excluded)).collect();
     if allowed.is_empty() { searchmoves } else { allowed }
 }
 

@@ -15,6 +15,7 @@ use crate::{
         Change, ReadView, Store, StoreError,
         answer::terminal_record,
         key::{KeyMap, KeySet, PositionKey},
+        marks::searchable_moves,
         node::{Edge, Node, PackedPosition, RestBound},
     },
 };
@@ -368,7 +369,7 @@ impl<G: Records> Walk<'_, G> {
             fen(pos),
             self.params.engine_depth
         );
-        self.plan(key, Purpose::Evaluate, Job::new(pos.clone(), not_excluded(pos, node), self.params.engine_depth));
+        self.plan(key, Purpose::Evaluate, Job::new(pos.clone(), searchable_moves(pos, node), self.params.engine_depth));
         None
     }
 
@@ -473,16 +474,6 @@ impl<G: Records> Walk<'_, G> {
         };
         self.walked.insert(key, entry);
     }
-}
-
-/// The moves of `pos` that an evaluation searches: all (an empty list) unless the analyst excluded some in `node`.
-fn not_excluded(pos: &Chess, node: Option<&Node>) -> Vec<UciMove> {
-    let Some(node) = node.filter(|n| n.edges.iter().any(Edge::is_excluded)) else { return Vec::new() };
-    pos.legal_moves()
-        .iter()
-        .map(|m| crate::notation::canonical(*m))
-        .filter(|uci| !node.edge(uci).is_some_and(Edge::is_excluded))
-        .collect()
 }
 
 /// The node a walk is at: its position, key and ply, its record and its edges in the graph.
