@@ -46,6 +46,8 @@ enum Command {
     Stats(StatsArgs),
     /// Steer the tree: exclude or include a move, lift a mark, undo the newest, list them.
     Mark(commands::mark::MarkArgs),
+    /// The analyst's tasks: lines to analyse with a priority and a budget, grown by `analyze --tasks`.
+    Task(commands::task::TaskArgs),
     /// Rewrite the store without free pages (only while no other process has it open).
     Compact(commands::compact::CompactArgs),
     /// Read and verify every record; list the damaged ones (exit status 3), and with --repair --out DIR copy every
@@ -124,6 +126,7 @@ fn run(cli: Cli, config: &Config) -> commands::CommandResult {
         Some(Command::Stats(args)) => commands::stats::run(db, config, args)?,
         Some(Command::Compact(args)) => commands::compact::run(db, config, args)?,
         Some(Command::Mark(args)) => commands::mark::run(db, config, args)?,
+        Some(Command::Task(args)) => commands::task::run(db, config, args)?,
         Some(Command::Check(args)) => commands::check::run(db, config, args)?,
         Some(Command::Bench { what }) => commands::bench::run(db, config, what)?,
         Some(Command::Fill(args)) => commands::bench::fill(db, config, args)?,

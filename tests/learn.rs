@@ -47,11 +47,8 @@ fn growth_goes_where_games_left_the_tree_the_heavier_first() {
     // White's games pass the start position, which the tree answers, and leave at 1. e4 c5 (White to move);
     // Black's game leaves at once after 1. d4.
     assert_eq!(at, vec![(vec!["e2e4".to_owned(), "c7c5".to_owned()], 3), (vec!["d2d4".to_owned()], 1)]);
-    let roots: Vec<BookRoot> = found
-        .exits
-        .iter()
-        .map(|e| BookRoot { line: e.line.clone(), label: format!("exit {}", e.ply), weight: e.games })
-        .collect();
+    let roots: Vec<BookRoot> =
+        found.exits.iter().map(|e| BookRoot::weighted(e.line.clone(), format!("exit {}", e.ply), e.games)).collect();
     // One group: the steps come one at a time, in the order of the priority.
     let steps = Mutex::new(Vec::new());
     let stop = Arc::new(AtomicBool::new(false));

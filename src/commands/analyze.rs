@@ -25,7 +25,10 @@ use crate::{
         roots::{BookReport, BookRoot, RootProgress, grow, priority},
         split::{Spine, SplitError, direct_first},
     },
-    store::Store,
+    store::{
+        Store,
+        tasks::{MAX_PRIORITY, Task},
+    },
 };
 
 use super::{CommandResult, open_store};
@@ -47,6 +50,11 @@ pub struct AnalyzeArgs {
     /// folder as games.pgn (the `LearnFromGames` option).
     #[arg(long, value_name = "PGN", conflicts_with_all = ["fen", "moves", "trace", "roots", "nodes", "split"])]
     pub from_games: Option<std::path::PathBuf>,
+    /// Grow the analyst's tasks (`deeptree task add`): every open task together, a task of priority k settling k
+    /// depths ahead of one of priority 0, each within what is left of its own budget and up to its own depth; each
+    /// task's progress is saved after every depth it settles, so a later run resumes it. `--time` bounds the run.
+    #[arg(long, conflicts_with_all = ["fen", "moves", "trace", "roots", "from_games", "nodes", "split"])]
+    pub tasks: bool,
     /// With --from-games: the side of each game to learn for, by a name in its White or Black tag (default: both
     /// sides).
     #[arg(long, value_name = "NAME", requires = "from_games")]
@@ -223,6 +231,10 @@ pub fn run(db: Option<&Path>, config: &Config, args: AnalyzeArgs) -> CommandResu
             // No game left the tree: nothing to grow.
             None => return Ok(()),
         },
+        None if args.tasks => match tasks_book(&store, args.chess960, args.json)? {
+            Some(book) => Some(book),
+            None => return Ok(()),
+        },
         None => book,
     };
     // Games of Chess960 too (a `Variant` tag of --from-games).
@@ -230,7 +242,8 @@ pub fn run(db: Option<&Path>, config: &Config, args: AnalyzeArgs) -> CommandResu
     let engine_config = engine_config_of(config, chess960);
     let (look_ahead, json) = (config.look_ahead(), args.json);
     if let Some((roots, skipped)) = book {
-        let book = Book { roots, skipped, params, look_ahead, json, stop, started };
+        let tasks = if args.tasks { Some(store.read()?.tasks()?) } else { None };
+        let book = Book { roots, skipped, params, look_ahead, json, stop, started, tasks };
         return grow_book(&store, engines.configs(&engine_config), book);
     }
     let pool = engines.start(&engine_config)?;
@@ -295,7 +308,7 @@ type BookRoots = (Vec<BookRoot>, Vec<SkippedRoot>);
 /// skipped entries said on stderr), or none yet with `--from-games` (they are the games' exits).
 fn roots_of(args: &AnalyzeArgs) -> Result<(Line, Option<BookRoots>), Box<dyn std::error::Error>> {
     match &args.roots {
-        None if args.from_games.is_some() => Ok((Line::start_position(), Some((Vec::new(), Vec::new())))),
+        None if args.from_games.is_some() || args.tasks => Ok((Line::start_position(), Some((Vec::new(), Vec::new())))),
         None => Ok((Line::parse_in(args.fen.as_deref(), &args.moves, args.chess960)?, None)),
         Some(path) => {
             let (roots, skipped) = read_roots(path, args.chess960)?;
@@ -399,7 +412,8 @@ fn stop_on_ctrl_c() -> Arc<AtomicBool> {
 /// The search's parameters: the settings', and the deepest software depth (by default 4, every depth with a budget,
 /// and with `--from-games` the depth at which an exit's combined depth reaches the play depth).
 fn params_of(config: &Config, args: &AnalyzeArgs, time: Option<Duration>, play_depth: u8) -> Params {
-    let budget = time.is_some() || args.nodes.is_some();
+    // Tasks carry their own budgets and depths.
+    let budget = time.is_some() || args.nodes.is_some() || args.tasks;
     let default_max = if args.from_games.is_some() {
         // Each exit grows until the tree answers there: its combined depth reaches the play depth.
         play_depth - config.engine_depth
@@ -444,7 +458,7 @@ fn exits_book(
     let roots = found
         .exits
         .iter()
-        .map(|e| BookRoot { line: e.line.clone(), label: format!("game {} ply {}", e.game, e.ply), weight: e.games })
+        .map(|e| BookRoot::weighted(e.line.clone(), format!("game {} ply {}", e.game, e.ply), e.games))
         .collect();
     Ok(Some((roots, found.skipped)))
 }
@@ -610,12 +624,15 @@ struct Book {
     stop: Arc<AtomicBool>,
     /// When the command began: the time budget counts from there.
     started: Instant,
+    /// With `--tasks`: the tasks as the run began, the roots in their order; each one's progress is saved after
+    /// every step.
+    tasks: Option<Vec<Task>>,
 }
 
 /// Grows the roots of a book with the engines of `configs`, split into as many groups as there are roots (at most
 /// one per engine).
 fn grow_book(store: &Store, configs: Vec<EngineConfig>, book: Book) -> CommandResult {
-    let Book { roots, skipped, params, look_ahead, json, stop, started } = book;
+    let Book { roots, skipped, params, look_ahead, json, stop, started, tasks } = book;
     let pools = start_groups(configs, roots.len())?;
     let groups = pools.len();
     // What starting the engines took is spent.
@@ -641,11 +658,45 @@ fn grow_book(store: &Store, configs: Vec<EngineConfig>, book: Book) -> CommandRe
             if p.stuck { "  (searches failed; left for a later run)" } else { "" }
         );
         say(json, &text);
+        if let Some(task) = tasks.as_ref().and_then(|t| t.get(p.root - 1)) {
+            save_task_progress(store, task, p);
+        }
     };
     let status = StatusLine::on_stderr();
     let progress = status.as_ref().map(|line| line as &dyn Progress);
     let report = grow(store, pools, &roots, &params, look_ahead, &stop, progress, row)?;
     print_book_report(&report, &skipped, json)
+}
+
+/// The open tasks of the store as roots: weight 2^priority, what is left of each budget, each one's depth. `None`
+/// (said) when no task is open.
+fn tasks_book(store: &Store, chess960: bool, json: bool) -> Result<Option<BookRoots>, Box<dyn std::error::Error>> {
+    let tasks = store.read()?.tasks()?;
+    let mut roots = Vec::new();
+    for task in &tasks {
+        let line = Line::parse_in(task.fen.as_deref(), &task.moves.join(" "), chess960)?;
+        let mut root = BookRoot::weighted(line, format!("task {}", task.id), 1 << task.priority.min(MAX_PRIORITY));
+        root.budget = Some(Duration::from_secs_f64(task.left_seconds()));
+        root.max_depth = task.max_depth;
+        roots.push(root);
+    }
+    if tasks.iter().all(Task::is_done) {
+        say(json, if tasks.is_empty() { "no tasks: add one with `deeptree task add`" } else { "every task is done" });
+        return Ok(None);
+    }
+    Ok(Some((roots, Vec::new())))
+}
+
+/// Saves a task's progress after a step of the run (the seconds, evaluations and settled depth the run added to
+/// what `task` had when it began); a failure is logged, and the run goes on.
+fn save_task_progress(store: &Store, task: &Task, progress: &RootProgress) {
+    let mut saved = task.clone();
+    saved.spent_seconds = task.spent_seconds + progress.seconds;
+    saved.evaluations = task.evaluations + progress.evaluations;
+    saved.settled_depth = task.settled_depth.max(progress.settled_depth);
+    if let Err(e) = store.update_task(&saved) {
+        log::error!("task {}: its progress was not saved: {e}", task.id);
+    }
 }
 
 /// The engines of `configs` started in as many groups as there are `roots` (at most one per engine), dealt out in

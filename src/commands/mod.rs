@@ -11,6 +11,7 @@ pub mod compact;
 pub mod mark;
 pub mod show;
 pub mod stats;
+pub mod task;
 
 use std::path::Path;
 

@@ -66,12 +66,21 @@ pub struct BookRoot {
     /// How much play reaches it (games that left the tree there; 1 for a root of a list): a root of weight 2^k may
     /// settle k depths ahead of a root of weight 1 (see [`priority`]).
     pub weight: u32,
+    /// Wall time this run may spend growing it (an analyst's task's budget left); `None`: the run's budget alone.
+    pub budget: Option<Duration>,
+    /// The deepest software depth to settle there, when shallower than the run's.
+    pub max_depth: Option<u8>,
 }
 
 impl BookRoot {
-    /// A root of a list: weight 1.
+    /// A root of a list: weight 1, no budget or depth of its own.
     pub fn new(line: Line, label: impl Into<String>) -> BookRoot {
-        BookRoot { line, label: label.into(), weight: 1 }
+        BookRoot { line, label: label.into(), weight: 1, budget: None, max_depth: None }
+    }
+
+    /// A root of weight `weight`.
+    pub fn weighted(line: Line, label: impl Into<String>, weight: u32) -> BookRoot {
+        BookRoot { weight, ..BookRoot::new(line, label) }
     }
 }
 
@@ -143,6 +152,8 @@ struct Schedule {
     progress: Vec<RootProgress>,
     /// Each root's weight ([`BookRoot::weight`]).
     weights: Vec<u32>,
+    /// Each root's own budget and deepest depth ([`BookRoot::budget`], [`BookRoot::max_depth`]).
+    limits: Vec<(Option<Duration>, Option<u8>)>,
     busy: Vec<bool>,
     stopped: bool,
     error: Option<AnalysisError>,
@@ -164,9 +175,24 @@ enum Next {
 }
 
 impl Schedule {
-    /// Roots as `progress` has them, of `weights`, none busy.
+    /// Roots as `progress` has them, of `weights`, none busy, with no limits of their own.
     fn new(progress: Vec<RootProgress>, weights: Vec<u32>) -> Schedule {
-        Schedule { busy: vec![false; progress.len()], progress, weights, stopped: false, error: None }
+        let limits = vec![(None, None); progress.len()];
+        Schedule { busy: vec![false; progress.len()], progress, weights, limits, stopped: false, error: None }
+    }
+
+    /// Whether root `i` may grow further: not stuck, its budget not spent, its next depth not past the run's
+    /// `max_depth` nor its own.
+    fn is_open(&self, i: usize, max_depth: u8) -> bool {
+        let (budget, own_depth) = self.limits[i];
+        !self.progress[i].stuck
+            && self.level(i) <= own_depth.map_or(max_depth, |own| own.min(max_depth))
+            && budget.is_none_or(|b| self.progress[i].seconds < b.as_secs_f64())
+    }
+
+    /// What is left of root `i`'s own budget, if it has one.
+    fn budget_left(&self, i: usize) -> Option<Duration> {
+        self.limits[i].0.map(|b| b.saturating_sub(Duration::from_secs_f64(self.progress[i].seconds)))
     }
 
     /// The next depth to settle at root `i`.
@@ -207,8 +233,7 @@ impl Schedule {
         if self.stopped {
             return Next::Done;
         }
-        let open: Vec<usize> =
-            (0..self.progress.len()).filter(|&i| !self.progress[i].stuck && self.level(i) <= max_depth).collect();
+        let open: Vec<usize> = (0..self.progress.len()).filter(|&i| self.is_open(i, max_depth)).collect();
         let Some(shallowest) = open.iter().map(|&i| self.rank(i)).min() else { return Next::Done };
         let pick = open
             .iter()
@@ -240,6 +265,8 @@ pub fn grow<E: Evaluator + Send>(
     let started = Instant::now();
     let group_count = groups.len();
     let weights = roots.iter().map(|r| r.weight).collect();
+    let mut schedule = Schedule::new(progress_of(store, roots)?, weights);
+    schedule.limits = roots.iter().map(|r| (r.budget, r.max_depth)).collect();
     let grower = Grower {
         store,
         roots,
@@ -247,7 +274,7 @@ pub fn grow<E: Evaluator + Send>(
         look_ahead,
         stop,
         started,
-        schedule: Mutex::new(Schedule::new(progress_of(store, roots)?, weights)),
+        schedule: Mutex::new(schedule),
         changed: Condvar::new(),
         running: AtomicUsize::new(group_count),
         on_step,
@@ -266,7 +293,7 @@ pub fn grow<E: Evaluator + Send>(
     if let Some(e) = schedule.error {
         return Err(e);
     }
-    let unfinished = schedule.progress.iter().any(|p| !p.stuck && p.settled_depth.is_none_or(|d| d < params.max_depth));
+    let unfinished = (0..schedule.progress.len()).any(|i| schedule.is_open(i, params.max_depth));
     let sum = |f: fn(&RootProgress) -> u64| schedule.progress.iter().map(f).sum();
     Ok(BookReport {
         evaluations: sum(|p| p.evaluations),
@@ -326,16 +353,16 @@ impl<F: Fn(&RootProgress) + Sync> Grower<'_, F> {
     fn run_group<E: Evaluator>(&self, mut evaluator: E) {
         // Counted down however the group ends, so that the status line stops.
         let _done = Countdown(&self.running);
-        while let Some((root, depth)) = self.take() {
+        while let Some((root, depth, budget_left)) = self.take() {
             let step_started = Instant::now();
-            let result = self.step(&mut evaluator, root, depth);
+            let result = self.step(&mut evaluator, root, depth, budget_left);
             self.record(root, depth, result, step_started);
         }
     }
 
     /// The next root to grow and the depth to settle there, marked busy; waits while the roots open are all busy.
     /// `None` when the run is over (every root done, or out of time).
-    fn take(&self) -> Option<(usize, u8)> {
+    fn take(&self) -> Option<(usize, u8, Option<Duration>)> {
         let mut guard = self.schedule.lock();
         loop {
             if self.out_of_time() {
@@ -344,7 +371,7 @@ impl<F: Fn(&RootProgress) + Sync> Grower<'_, F> {
             match guard.next(self.params.max_depth) {
                 Next::Grow { root, depth } => {
                     guard.busy[root] = true;
-                    return Some((root, depth));
+                    return Some((root, depth, guard.budget_left(root)));
                 }
                 Next::Wait => {
                     self.changed.wait_for(&mut guard, Duration::from_millis(100));
@@ -357,9 +384,20 @@ impl<F: Fn(&RootProgress) + Sync> Grower<'_, F> {
         }
     }
 
-    /// Settles software depth `depth` at root `root` with `evaluator`'s engines, within what is left of the budget.
-    fn step<E: Evaluator>(&self, evaluator: &mut E, root: usize, depth: u8) -> Result<Report, AnalysisError> {
+    /// Settles software depth `depth` at root `root` with `evaluator`'s engines, within what is left of the run's
+    /// budget and of the root's own (`budget_left`).
+    fn step<E: Evaluator>(
+        &self,
+        evaluator: &mut E,
+        root: usize,
+        depth: u8,
+        budget_left: Option<Duration>,
+    ) -> Result<Report, AnalysisError> {
         let time = self.params.time.map(|t| t.saturating_sub(self.started.elapsed()));
+        let time = match (time, budget_left) {
+            (Some(run), Some(own)) => Some(run.min(own)),
+            (run, own) => run.or(own),
+        };
         let step = self.params.clone().with_max_depth(depth).with_time(time);
         let options =
             AnalysisOptions { look_ahead: self.look_ahead, stop: self.stop.clone(), ..AnalysisOptions::default() };
@@ -373,13 +411,18 @@ impl<F: Fn(&RootProgress) + Sync> Grower<'_, F> {
         guard.busy[root] = false;
         match result {
             Ok(report) => {
-                let timed_out = self.out_of_time();
+                let step_seconds = step_started.elapsed().as_secs_f64();
+                // The run's budget or the root's own is spent: a depth left unsettled is no failure.
+                let timed_out = self.out_of_time()
+                    || guard.limits[root]
+                        .0
+                        .is_some_and(|b| guard.progress[root].seconds + step_seconds >= b.as_secs_f64());
                 let entry = &mut guard.progress[root];
                 entry.settled_depth = entry.settled_depth.max(report.settled_depth);
                 entry.evaluations += report.evaluations;
                 entry.shared += report.shared;
                 entry.failed += report.failed;
-                entry.seconds += step_started.elapsed().as_secs_f64();
+                entry.seconds += step_seconds;
                 if report.settled_depth.is_none_or(|d| d < depth) && !timed_out {
                     log::warn!(
                         "root {} ({}): depth {depth} did not settle (searches failed); it is left for a later run",
@@ -392,7 +435,7 @@ impl<F: Fn(&RootProgress) + Sync> Grower<'_, F> {
                     status.clear();
                 }
                 (self.on_step)(entry);
-                if timed_out {
+                if self.out_of_time() {
                     guard.stopped = true;
                 }
             }
@@ -427,7 +470,14 @@ mod tests {
                 RootProgress::new(i + 1, String::new(), String::new(), Vec::new(), settled_depth)
             })
             .collect();
-        Schedule { weights: vec![1; depths.len()], progress, busy: busy.to_vec(), stopped: false, error: None }
+        Schedule {
+            weights: vec![1; depths.len()],
+            limits: vec![(None, None); depths.len()],
+            progress,
+            busy: busy.to_vec(),
+            stopped: false,
+            error: None,
+        }
     }
 
     fn pick(schedule: &Schedule, max_depth: u8) -> Option<(usize, u8)> {

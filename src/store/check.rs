@@ -366,6 +366,8 @@ impl Source {
                 None
             } else if name == META_ENGINE {
                 text()
+            } else if name.starts_with(super::tasks::META_TASKS) {
+                super::tasks::decode(body).is_none().then(|| "not a task".to_owned())
             } else if name.starts_with(super::marks::META_MARKS) {
                 super::marks::decode(body).is_none().then(|| "not a mark".to_owned())
             } else if let Some(number) = name.strip_prefix(META_ENGINES) {

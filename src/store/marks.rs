@@ -304,7 +304,7 @@ pub(super) fn encode(mark: &Mark) -> Vec<u8> {
 
 /// The operating system's user running this process: `$USER` (or `$LOGNAME`), else the name the user database
 /// gives the process's user id, else that id.
-fn os_user() -> String {
+pub(super) fn os_user() -> String {
     for variable in ["USER", "LOGNAME"] {
         if let Ok(name) = std::env::var(variable)
             && !name.is_empty()
@@ -325,7 +325,7 @@ fn os_user() -> String {
 }
 
 /// Now, in milliseconds since 1970.
-fn now() -> u64 {
+pub(super) fn now() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
 }
 

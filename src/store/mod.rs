@@ -60,6 +60,7 @@ pub mod marks;
 mod migrations;
 pub mod node;
 mod pages;
+pub mod tasks;
 pub mod upkeep;
 mod writer;
 
@@ -329,6 +330,8 @@ pub enum Change {
     /// Set or lift the analyst's mark on a move ([`marks`]): its edge and its meta entry at once. Submitted with
     /// [`StoreWriter::submit`], never deferred.
     Mark(marks::MarkChange),
+    /// Write or remove one of the analyst's tasks ([`tasks`]).
+    Task(tasks::TaskChange),
 }
 
 impl Change {

@@ -20,6 +20,7 @@ use super::{
     key::{KeyMap, PositionKey},
     marks,
     node::{Node, PackedPosition},
+    tasks,
     upkeep::{CachedValues, TxnRecords, Upkeep},
 };
 
@@ -509,6 +510,12 @@ fn check_batch(
                     }
                     Change::SetEngine(identity) => shared.put_meta(txn, META_ENGINE, identity.as_bytes())?,
                     Change::AddEngines(names) => shared.add_engines(txn, names)?,
+                    Change::Task(change) => match &change.task {
+                        Some(task) => shared.put_meta(txn, &change.meta_name(), &tasks::encode(task))?,
+                        None => {
+                            shared.meta.delete(txn, &change.meta_name()).map_err(|e| shared.lmdb_error(e))?;
+                        }
+                    },
                     Change::Mark(change) => match &change.mark {
                         Some(mark) => shared.put_meta(txn, &change.meta_name(), &marks::encode(mark))?,
                         None => {

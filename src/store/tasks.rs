@@ -1,0 +1,202 @@
+//! The analyst's tasks: lines to analyse, each with a priority and a budget, kept in the tree's store so that a run
+//! resumes where the last one stopped (docs/design.md §6.4).
+//!
+//! ```
+//! use deeptree::store::{Store, StoreOptions, marks::MarkSource, tasks::NewTask};
+//!
+//! let dir = tempfile::tempdir()?;
+//! let store = Store::open(dir.path(), &StoreOptions::default())?;
+//! let task = store.add_task(NewTask {
+//!     fen: None,
+//!     moves: vec!["e2e4".into(), "c7c5".into()],
+//!     label: "Sicilian".into(),
+//!     priority: 2,
+//!     budget_seconds: 600.0,
+//!     max_depth: Some(12),
+//!     source: MarkSource::Cli,
+//! })?;
+//! assert_eq!(task.id, 1);
+//! let mut tasks = store.read()?.tasks()?;
+//! assert_eq!(tasks.len(), 1);
+//! // A run spends some of it: the progress is kept.
+//! tasks[0].spent_seconds = 30.0;
+//! store.update_task(&tasks[0])?;
+//! assert_eq!(store.read()?.tasks()?[0].left_seconds(), 570.0);
+//! store.remove_task(1)?;
+//! assert!(store.read()?.tasks()?.is_empty());
+//! # Ok::<_, Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! A task is a meta entry `tasks/<id>` (JSON): the line (a FEN, or the start position, and moves in UCI), a label,
+//! its priority (a task of priority k may settle k software depths ahead of one of priority 0, as a root reached by
+//! 2^k games does: [`crate::search::roots::priority`]), its budget in seconds of growth, the deepest software depth it
+//! asks for, and its progress: seconds spent, evaluations, the settled depth at its root. `analyze --tasks` grows
+//! every open task together within what is left of each budget, saving each task's progress after every depth it
+//! settles; a task is done when its budget is spent or its depth settled.
+
+use super::{Change, ReadView, Store, StoreError, marks::MarkSource};
+
+/// Prefix of the meta entries that hold tasks: `tasks/<id>`, the id zero-padded to sort in order.
+pub(super) const META_TASKS: &str = "tasks/";
+
+/// A line to analyse, its budget and its progress.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Task {
+    /// Its number, from 1, never reused while the store holds a later one.
+    pub id: u32,
+    /// The position the moves start from; `None`: the standard start position.
+    pub fen: Option<String>,
+    /// The moves to the task's root, in UCI.
+    pub moves: Vec<String>,
+    pub label: String,
+    /// Software depths this task may settle ahead of a task of priority 0.
+    pub priority: u8,
+    /// Seconds of growth it may take, over all runs.
+    pub budget_seconds: f64,
+    /// The deepest software depth it asks for; `None`: as deep as its budget goes.
+    pub max_depth: Option<u8>,
+    /// Seconds of growth spent on it so far.
+    pub spent_seconds: f64,
+    /// Engine searches answered for it so far.
+    pub evaluations: u64,
+    /// The software depth settled at its root.
+    pub settled_depth: Option<u8>,
+    /// Where it was added, by whom and when (milliseconds since 1970, UTC).
+    pub source: MarkSource,
+    pub user: String,
+    pub created: u64,
+}
+
+impl Task {
+    /// Seconds of its budget not spent yet.
+    pub fn left_seconds(&self) -> f64 {
+        (self.budget_seconds - self.spent_seconds).max(0.0)
+    }
+
+    /// Its budget is spent, or its deepest depth settled.
+    pub fn is_done(&self) -> bool {
+        self.left_seconds() <= 0.0 || self.max_depth.is_some_and(|max| self.settled_depth.is_some_and(|d| d >= max))
+    }
+
+    /// The share of its budget spent, 0 to 1.
+    pub fn progress(&self) -> f64 {
+        if self.is_done() { 1.0 } else { (self.spent_seconds / self.budget_seconds.max(f64::MIN_POSITIVE)).min(1.0) }
+    }
+}
+
+/// What a new task says; the store gives it its number, its user and its time.
+#[derive(Debug, Clone)]
+pub struct NewTask {
+    pub fen: Option<String>,
+    pub moves: Vec<String>,
+    pub label: String,
+    pub priority: u8,
+    pub budget_seconds: f64,
+    pub max_depth: Option<u8>,
+    pub source: MarkSource,
+}
+
+/// Why a task was not added or changed.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum TaskError {
+    #[error("the task's line: {0}")]
+    Line(#[from] crate::game::LineError),
+    #[error("a task's budget is a number of seconds above 0, not {0}")]
+    Budget(f64),
+    #[error("a task's priority is 0 to {MAX_PRIORITY}, not {0}")]
+    Priority(u8),
+    #[error("no task {0}")]
+    Missing(u32),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// The highest priority: 16 software depths ahead of a task of priority 0.
+pub const MAX_PRIORITY: u8 = 16;
+
+/// A task written (`Some`) or removed (`None`) at `id`.
+#[derive(Debug, Clone)]
+pub struct TaskChange {
+    pub id: u32,
+    pub task: Option<Task>,
+}
+
+impl TaskChange {
+    pub(super) fn meta_name(&self) -> String {
+        meta_name(self.id)
+    }
+}
+
+fn meta_name(id: u32) -> String {
+    format!("{META_TASKS}{id:010}")
+}
+
+/// A task's meta entry body (JSON), read back.
+pub(super) fn decode(body: &[u8]) -> Option<Task> {
+    serde_json::from_slice(body).ok()
+}
+
+/// A task's meta entry body.
+pub(super) fn encode(task: &Task) -> Vec<u8> {
+    serde_json::to_vec(task).unwrap_or_default()
+}
+
+impl Store {
+    /// Adds a task, its line checked legal; returns it with its number.
+    pub fn add_task(&self, new: NewTask) -> Result<Task, TaskError> {
+        crate::game::Line::parse(new.fen.as_deref(), &new.moves.join(" "))?;
+        if !new.budget_seconds.is_finite() || new.budget_seconds <= 0.0 {
+            return Err(TaskError::Budget(new.budget_seconds));
+        }
+        if new.priority > MAX_PRIORITY {
+            return Err(TaskError::Priority(new.priority));
+        }
+        let id = self.read()?.tasks()?.iter().map(|t| t.id).max().unwrap_or(0) + 1;
+        let task = Task {
+            id,
+            fen: new.fen,
+            moves: new.moves,
+            label: new.label,
+            priority: new.priority,
+            budget_seconds: new.budget_seconds,
+            max_depth: new.max_depth,
+            spent_seconds: 0.0,
+            evaluations: 0,
+            settled_depth: None,
+            source: new.source,
+            user: super::marks::os_user(),
+            created: super::marks::now(),
+        };
+        self.writer().submit(vec![Change::Task(TaskChange { id, task: Some(task.clone()) })]).wait()?;
+        Ok(task)
+    }
+
+    /// Writes a task's progress (or any change to it) over what the store holds.
+    pub fn update_task(&self, task: &Task) -> Result<(), TaskError> {
+        self.writer().submit(vec![Change::Task(TaskChange { id: task.id, task: Some(task.clone()) })]).wait()?;
+        Ok(())
+    }
+
+    /// Removes task `id`; the tree it grew stays.
+    pub fn remove_task(&self, id: u32) -> Result<Task, TaskError> {
+        let task = self.read()?.tasks()?.into_iter().find(|t| t.id == id).ok_or(TaskError::Missing(id))?;
+        self.writer().submit(vec![Change::Task(TaskChange { id, task: None })]).wait()?;
+        Ok(task)
+    }
+}
+
+impl ReadView<'_> {
+    /// Every task, by number.
+    pub fn tasks(&self) -> Result<Vec<Task>, StoreError> {
+        let shared = self.shared;
+        let mut tasks = Vec::new();
+        for item in shared.meta.prefix_iter(&self.txn, META_TASKS).map_err(|e| shared.lmdb_error(e))? {
+            let (name, value) = item.map_err(|e| shared.lmdb_error(e))?;
+            let body = shared.meta_body(name, value)?;
+            let task = decode(body)
+                .ok_or_else(|| StoreError::CorruptMeta { path: shared.data_file.clone(), entry: META_TASKS })?;
+            tasks.push(task);
+        }
+        Ok(tasks)
+    }
+}
