@@ -71,6 +71,34 @@ pub fn parse_move(pos: &Chess, text: &str) -> Option<UciMove> {
     san.san.to_move(pos).ok().map(canonical)
 }
 
+/// `moves` played from `pos` in SAN with move numbers (`1. e4 e5 2. Nf3`, or `3... Nc6 4. d4` from Black's move), up
+/// to the first that is not legal where it is played.
+///
+/// ```
+/// use deeptree::game::{Line, san_line};
+///
+/// let moves = ["e2e4", "e7e5", "g1f3", "b8c6"].map(|m| m.parse().unwrap());
+/// assert_eq!(san_line(Line::start_position().root(), &moves), "1. e4 e5 2. Nf3 Nc6");
+/// let after = Line::parse(None, "e2e4")?;
+/// assert_eq!(san_line(after.root(), &moves[1..3]), "1... e5 2. Nf3");
+/// # Ok::<_, deeptree::game::LineError>(())
+/// ```
+pub fn san_line(pos: &Chess, moves: &[UciMove]) -> String {
+    let mut pos = pos.clone();
+    let mut words = Vec::with_capacity(moves.len() * 3 / 2);
+    for (i, uci) in moves.iter().enumerate() {
+        let Ok(m) = uci.to_move(&pos) else { break };
+        let number = pos.fullmoves().get();
+        match (pos.turn().is_white(), i) {
+            (true, _) => words.push(format!("{number}.")),
+            (false, 0) => words.push(format!("{number}...")),
+            (false, _) => {}
+        }
+        words.push(shakmaty::san::SanPlus::from_move_and_play_unchecked(&mut pos, m).to_string());
+    }
+    words.join(" ")
+}
+
 impl Line {
     /// Parses `fen` (the start position when `None`) and the space-separated UCI `moves`, checking each is legal.
     pub fn parse(fen: Option<&str>, moves: &str) -> Result<Line, LineError> {

@@ -261,6 +261,17 @@ fn growing_the_tree_reports_moving_node_counts_and_its_last_batch_names_the_move
     let bounded = batch.iter().filter(|l| l.contains(" upperbound ")).count();
     assert!(bounded > 0 && bounded < 20, "{batch:?}");
     assert!(batch.iter().rev().take(bounded).all(|l| l.contains(" upperbound ")), "bounds come last: {batch:?}");
+    // Each batch names the tree's main line in SAN, from Black's move, and its settled depth; the last one's line
+    // starts with the move played.
+    let main_lines: Vec<&String> = lines.iter().filter(|l| l.starts_with("info string tree main line 1... ")).collect();
+    assert!(main_lines.len() >= 3, "{lines:?}");
+    let last = main_lines.last().unwrap();
+    let pos = Chess::default().play("e2e4".parse::<UciMove>().unwrap().to_move(&Chess::default()).unwrap()).unwrap();
+    let played = shakmaty::san::San::from_move(&pos, best.parse::<UciMove>().unwrap().to_move(&pos).unwrap());
+    assert!(last.starts_with(&format!("info string tree main line 1... {played}")), "{last} {best}");
+    let settled = last.split("settled depth ").nth(1).and_then(|t| t.split(',').next()).unwrap();
+    assert!(settled.parse::<u8>().is_ok(), "{last}");
+    assert!(last.ends_with("engine depth 8)"), "{last}");
 }
 
 #[test]

@@ -289,5 +289,17 @@ fn tree_infos(
     if !ideas.is_empty() {
         infos.insert(0, Info::string(format!("idea {}", ideas.join(", "))));
     }
+    // Before them, the tree's main line and how deep it is settled, in words a person reads in the GUI's output.
+    if let Some(best) = valued.first() {
+        infos.insert(
+            0,
+            Info::string(format!(
+                "tree main line {} (settled depth {}, engine depth {})",
+                crate::game::san_line(line.root(), &best.pv),
+                tree.settled_depth.map_or("-".to_owned(), |d| d.to_string()),
+                tree.engine_depth
+            )),
+        );
+    }
     infos
 }
