@@ -149,8 +149,13 @@ fn an_excluded_move_is_never_searched_below_played_nor_exported_and_the_others_s
     // The walk never weighs it: no trace line names it at the root.
     let root_san = deeptree::search::show::san_of(&start, &best);
     let marked_trace = walk_trace(&store, 3);
-    assert!(!marked_trace.contains(&format!("ply=0 {} {root_san}:", PositionKey::of(&start))), "{marked_trace}");
+    for weighed in ["admit", "refuse"] {
+        let line = format!("{weighed} ply=0 {} {root_san}:", PositionKey::of(&start));
+        assert!(!marked_trace.lines().any(|l| l.starts_with(&line)), "{marked_trace}");
+    }
     assert!(marked_trace.contains(&format!("ply=0 {} ", PositionKey::of(&start))), "the trace names root moves");
+    let said = format!("excluded ply=0 {} {root_san}: the analyst's mark; not walked", PositionKey::of(&start));
+    assert!(marked_trace.lines().any(|l| l == said), "{marked_trace}");
     // Nothing below the excluded move was searched after the mark.
     assert_eq!(node(&store, &play(&start, &best)), before_child, "the excluded move's position was searched");
 
@@ -194,11 +199,11 @@ fn an_excluded_move_is_never_searched_below_played_nor_exported_and_the_others_s
     // The walk weighs it again: the trace names it at the root.
     let trace = walk_trace(&store, 3);
     let san = shown.moves.iter().find(|m| m.uci == best.to_string()).unwrap().san.clone();
-    assert!(
-        trace.lines().any(|l| l.contains("ply=0") && l.ends_with(&format!(" {san}: "))
-            || l.contains(&format!("ply=0 {} {san}:", PositionKey::of(&start)))),
-        "{san} is not weighed at the root"
-    );
+    let weighed = |l: &str| {
+        ["admit", "refuse"].iter().any(|w| l.starts_with(&format!("{w} ply=0 {} {san}:", PositionKey::of(&start))))
+    };
+    assert!(trace.lines().any(weighed), "{san} is not weighed at the root");
+    assert!(!trace.contains("excluded ply=0"), "{trace}");
 }
 
 #[test]

@@ -244,6 +244,9 @@ impl<G: Records> Walk<'_, G> {
         if self.params.no_progress {
             self.refuse_lost_tempi(pos, key, ply, &gnode, path, &mut moves);
         }
+        for excluded in node.edges.iter().filter(|e| e.is_excluded()) {
+            trace!(self.trace, "excluded ply={ply} {key} {}: the analyst's mark; not walked", san(pos, &excluded.uci));
+        }
         let best_estimate = moves.first().map_or(MINUS_INFINITY, |m| m.1);
         // The window of the side to move here: each side may have its own move distance.
         let distance = move_distance_at(self.params.move_distance_of(pos.turn()), ply);
