@@ -404,3 +404,22 @@ fn the_splits_direct_search_keeps_to_the_marks() {
     let best = tree_best(&store, &start).unwrap();
     assert!(!excluded.contains(&best.to_string().as_str()), "{best}");
 }
+
+/// Growth that follows play does not follow a game through an excluded move: the game's exit below it is not grown.
+#[test]
+fn games_through_an_excluded_move_leave_no_exit_below_it() {
+    let (_dir, store) = new_store();
+    grow(&store, 1);
+    let pgn = "[White \"deeptree\"]\n[Black \"a\"]\n\n1. e4 c5 2. Nf3 *\n\n[White \"deeptree\"]\n[Black \"b\"]\n\n1. d4 d5 *\n";
+    let params = Params::new(10, 20).with_max_depth(1);
+    let exits = |store: &Store| {
+        deeptree::interop::played::exits(&store.read().unwrap(), pgn.as_bytes(), &params, 11, Some("deeptree")).unwrap()
+    };
+    let before = exits(&store);
+    assert_eq!(before.exits.len(), 2, "{before:?}");
+    store.set_mark(&Chess::default(), "e2e4".parse().unwrap(), MarkKind::Exclude, MarkSource::Cli).unwrap();
+    let after = exits(&store);
+    assert_eq!(after.exits.len(), 1, "{after:?}");
+    assert_eq!(after.exits[0].line.moves[0].to_string(), "d2d4");
+    assert_eq!(after.through_excluded, 1);
+}

@@ -472,7 +472,12 @@ fn say_exits(found: &Exits, params: &Params, play_depth: u8, json: bool) {
         found.exits.iter().map(|e| u64::from(e.games)).sum::<u64>(),
         found.exits.len(),
         found.stayed,
-        if found.without_player > 0 { format!(", {} without the player", found.without_player) } else { String::new() },
+        if found.without_player > 0 { format!(", {} without the player", found.without_player) } else { String::new() }
+            + &if found.through_excluded > 0 {
+                format!(", {} through an excluded move", found.through_excluded)
+            } else {
+                String::new()
+            },
         params.engine_depth,
         params.max_depth
     );

@@ -78,6 +78,8 @@ pub struct Exits {
     pub stayed: u64,
     /// Games in which no side is the player.
     pub without_player: u64,
+    /// Games that went on, while still in the tree, through a move the analyst excluded: nothing below it is grown.
+    pub through_excluded: u64,
     pub skipped: Vec<SkippedRoot>,
 }
 
@@ -120,20 +122,31 @@ pub fn exits(
             }
         };
         let mut left = None;
+        let mut excluded = false;
         for ply in 0..line.positions.len() {
             let position = &line.positions[ply];
-            if learner.is_some_and(|c| c != position.turn()) || position.legal_moves().is_empty() {
-                continue;
+            if !(learner.is_some_and(|c| c != position.turn()) || position.legal_moves().is_empty()) {
+                let prefix = line.prefix(ply);
+                let known = known_depth(view, &prefix, params, play_depth)?;
+                if known.is_none_or(|d| d < u32::from(play_depth)) {
+                    left = Some((ply, prefix, known));
+                    break;
+                }
             }
-            let prefix = line.prefix(ply);
-            let known = known_depth(view, &prefix, params, play_depth)?;
-            if known.is_none_or(|d| d < u32::from(play_depth)) {
-                left = Some((ply, prefix, known));
+            // The analyst excluded the game's next move here: nothing reachable through it is grown.
+            let next = line.moves.get(ply);
+            let record = view.node(PositionKey::of(position))?;
+            if next.is_some_and(|m| record.as_ref().and_then(|r| r.edge(m)).is_some_and(|e| e.is_excluded())) {
+                excluded = true;
                 break;
             }
         }
         let Some((ply, prefix, known_depth)) = left else {
-            found.stayed += 1;
+            if excluded {
+                found.through_excluded += 1;
+            } else {
+                found.stayed += 1;
+            }
             continue;
         };
         let key = PositionKey::of(prefix.root());
