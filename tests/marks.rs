@@ -423,3 +423,28 @@ fn games_through_an_excluded_move_leave_no_exit_below_it() {
     assert_eq!(after.exits[0].line.moves[0].to_string(), "d2d4");
     assert_eq!(after.through_excluded, 1);
 }
+
+/// A tree grown elsewhere brings its marks with it: on the moves' edges and with who made them.
+#[test]
+fn a_merge_brings_the_other_trees_marks() {
+    let (_other_dir, other) = new_store();
+    grow(&other, 1);
+    let start = Chess::default();
+    let f3: UciMove = "f2f3".parse().unwrap();
+    let made = other.set_mark(&start, f3, MarkKind::Exclude, MarkSource::Serve).unwrap();
+    let other_dir = other.dir().to_owned();
+    drop(other);
+    let (_dir, store) = new_store();
+    let summary =
+        deeptree::interop::merge::merge_store(&store, &other_dir, &StoreOptions::default(), |_, _| {}).unwrap();
+    assert_eq!(summary.marks, 1);
+    assert_eq!(store.read().unwrap().marks().unwrap(), [made.clone()]);
+    assert!(node(&store, &start).unwrap().edge(&f3).is_some_and(Edge::is_excluded));
+    let view = store.read().unwrap();
+    let shown = show::tree(&view, &start, &[], 1).unwrap();
+    assert_eq!(shown.marks.len(), 1);
+    assert_eq!(
+        (shown.marks[0].source, shown.marks[0].user.as_deref()),
+        (Some(MarkSource::Serve), Some(made.user.as_str()))
+    );
+}

@@ -8,11 +8,12 @@
 //! dropped: they describe the other graph, and this store's writer recomputes them for every record the merge
 //! changes and carries the changes upward. A second merge of the same store therefore changes nothing: every
 //! incoming record then merges into an equal record. Engine numbers are the other store's: each is renumbered to the
-//! same engine's number in this store's list (added to it when missing).
+//! same engine's number in this store's list (added to it when missing). The other store's marks come with their
+//! records (on the edges) and with who made them (its `marks/` entries), replacing a mark on the same move here.
 
 use std::path::Path;
 
-use crate::store::{Change, Store, StoreError, StoreOptions, key::PositionKey};
+use crate::store::{Change, Store, StoreError, StoreOptions, key::PositionKey, marks::MarkChange};
 
 use super::{BatchWriter, InteropError};
 
@@ -29,6 +30,8 @@ pub struct MergeSummary {
     pub refused: u64,
     /// The other store's inner engine, when it differs from this store's.
     pub other_engine: Option<String>,
+    /// The analyst's marks brought in from the other store.
+    pub marks: u64,
 }
 
 /// Records submitted in one batch.
@@ -41,6 +44,35 @@ pub fn check_source(other_dir: &Path) -> Result<(), InteropError> {
         return Err(InteropError::Invalid(format!("{}: not a deeptree store (no data.mdb)", other_dir.display())));
     }
     Ok(())
+}
+
+/// Brings the other store's marks in, each with who made it and when (its record's edge is merged already; a mark
+/// on the same move here is replaced). Returns how many.
+fn merge_marks(store: &Store, other: &Store) -> Result<u64, InteropError> {
+    let marks = other.read()?.marks()?;
+    let mut changes = Vec::with_capacity(marks.len());
+    for mark in marks {
+        let Ok((pos, _)) = crate::notation::parse_position(&mark.fen, false) else {
+            log::warn!("a mark of the other store names no position ({}); left out", mark.fen);
+            continue;
+        };
+        let Some(child) = crate::notation::play_uci(&pos, &mark.uci) else {
+            log::warn!("a mark of the other store names an illegal move ({} in {}); left out", mark.uci, mark.fen);
+            continue;
+        };
+        changes.push(Change::Mark(MarkChange {
+            key: PositionKey::of(&pos),
+            position: crate::store::node::PackedPosition::of(&pos),
+            uci: mark.uci,
+            child: PositionKey::of(&child),
+            mark: Some(mark),
+        }));
+    }
+    let count = changes.len() as u64;
+    if count > 0 {
+        store.writer().submit(changes).wait()?;
+    }
+    Ok(count)
 }
 
 pub fn merge_store(
@@ -121,6 +153,7 @@ pub fn merge_store(
     }
     writer.submit(batch, &mut refused_by_store)?;
     writer.finish(&mut refused_by_store)?;
+    summary.marks = merge_marks(store, &other)?;
     drop(other);
     let after = store.stats()?;
     summary.new_nodes = after.positions.saturating_sub(before.positions);

@@ -50,10 +50,11 @@ pub struct ShownMark {
     pub uci: String,
     pub san: String,
     pub kind: MarkKind,
-    pub source: MarkSource,
-    pub user: String,
-    /// Milliseconds since 1970 (UTC).
-    pub time: u64,
+    /// Where the mark was made, by whom and when (milliseconds since 1970, UTC); `None` where the tree holds the
+    /// mark on the move's edge without its description (never written so by deeptree; a damaged entry).
+    pub source: Option<MarkSource>,
+    pub user: Option<String>,
+    pub time: Option<u64>,
 }
 
 /// An upper bound for the moves without an edge.
@@ -246,19 +247,25 @@ fn shown_marks(
     key: PositionKey,
     node: Option<&Node>,
 ) -> Result<Vec<ShownMark>, StoreError> {
-    if !node.is_some_and(|n| n.edges.iter().any(|e| e.steering.is_some())) {
-        return Ok(Vec::new());
-    }
-    Ok(view
-        .marks_at(key)?
-        .into_iter()
-        .map(|mark| ShownMark {
-            uci: mark.uci.to_string(),
-            san: san_of(pos, &mark.uci),
-            kind: mark.kind,
-            source: mark.source,
-            user: mark.user,
-            time: mark.time,
+    let Some(node) = node.filter(|n| n.edges.iter().any(|e| e.steering.is_some())) else { return Ok(Vec::new()) };
+    let described = view.marks_at(key)?;
+    Ok(node
+        .edges
+        .iter()
+        .filter_map(|edge| {
+            let kind = match edge.steering? {
+                Steering::Excluded => MarkKind::Exclude,
+                Steering::Included => MarkKind::Include,
+            };
+            let mark = described.iter().find(|m| m.uci == edge.uci);
+            Some(ShownMark {
+                uci: edge.uci.to_string(),
+                san: san_of(pos, &edge.uci),
+                kind,
+                source: mark.map(|m| m.source),
+                user: mark.map(|m| m.user.clone()),
+                time: mark.map(|m| m.time),
+            })
         })
         .collect())
 }
@@ -362,15 +369,12 @@ fn render_marks(out: &mut String, node: &ShownNode, indent: usize, ply: usize, w
     for mark in &node.marks {
         let number = ply / 2 + 1;
         let label = if white { format!("{number}. {}", mark.san) } else { format!("{number}... {}", mark.san) };
-        out.push_str(&format!(
-            "{:indent$}{:<14} {}d by {} ({}) at {}\n",
-            "",
-            label,
-            mark.kind,
-            mark.user,
-            mark.source,
-            crate::store::marks::utc_text(mark.time),
-            indent = indent * 2
-        ));
+        let made = match (&mark.user, mark.source, mark.time) {
+            (Some(user), Some(source), Some(time)) => {
+                format!(" by {user} ({source}) at {}", crate::store::marks::utc_text(time))
+            }
+            _ => String::new(),
+        };
+        out.push_str(&format!("{:indent$}{:<14} {}d{made}\n", "", label, mark.kind, indent = indent * 2));
     }
 }
