@@ -438,7 +438,7 @@ fn a_merge_brings_the_other_trees_marks() {
     let summary =
         deeptree::interop::merge::merge_store(&store, &other_dir, &StoreOptions::default(), |_, _| {}).unwrap();
     assert_eq!(summary.marks, 1);
-    assert_eq!(store.read().unwrap().marks().unwrap(), [made.clone()]);
+    assert_eq!(store.read().unwrap().marks().unwrap(), std::slice::from_ref(&made));
     assert!(node(&store, &start).unwrap().edge(&f3).is_some_and(Edge::is_excluded));
     let view = store.read().unwrap();
     let shown = show::tree(&view, &start, &[], 1).unwrap();

@@ -679,7 +679,7 @@ fn tasks_book(store: &Store, chess960: bool, json: bool) -> Result<Option<BookRo
     let tasks = store.read()?.tasks()?;
     let mut roots = Vec::new();
     for task in &tasks {
-        let line = Line::parse_in(task.fen.as_deref(), &task.moves.join(" "), chess960)?;
+        let line = Line::parse_in(task.fen.as_deref(), &task.moves.join(" "), chess960 || task.chess960)?;
         let mut root = BookRoot::weighted(line, format!("task {}", task.id), 1 << task.priority.min(MAX_PRIORITY));
         root.budget = Some(Duration::from_secs_f64(task.left_seconds()));
         root.max_depth = task.max_depth;

@@ -67,7 +67,16 @@ pub fn run(db: Option<&Path>, config: &Config, args: TaskArgs) -> CommandResult 
             let moves: Vec<String> = line.moves.iter().map(ToString::to_string).collect();
             let label = label.unwrap_or_else(|| if moves.is_empty() { "root".to_owned() } else { moves.join(" ") });
             let store = open_store(db, config)?;
-            let new = NewTask { fen, moves, label, priority, budget_seconds: time, max_depth, source: MarkSource::Cli };
+            let new = NewTask {
+                fen,
+                moves,
+                chess960: line.chess960,
+                label,
+                priority,
+                budget_seconds: time,
+                max_depth,
+                source: MarkSource::Cli,
+            };
             let task = store.add_task(new)?;
             println!("task {} added: {}", task.id, describe(&task));
         }

@@ -9,6 +9,7 @@
 //! let task = store.add_task(NewTask {
 //!     fen: None,
 //!     moves: vec!["e2e4".into(), "c7c5".into()],
+//!     chess960: false,
 //!     label: "Sicilian".into(),
 //!     priority: 2,
 //!     budget_seconds: 600.0,
@@ -48,6 +49,9 @@ pub struct Task {
     pub fen: Option<String>,
     /// The moves to the task's root, in UCI.
     pub moves: Vec<String>,
+    /// Chess960: the FEN read as such, castling as king takes rook.
+    #[serde(default)]
+    pub chess960: bool,
     pub label: String,
     /// Software depths this task may settle ahead of a task of priority 0.
     pub priority: u8,
@@ -89,6 +93,7 @@ impl Task {
 pub struct NewTask {
     pub fen: Option<String>,
     pub moves: Vec<String>,
+    pub chess960: bool,
     pub label: String,
     pub priority: u8,
     pub budget_seconds: f64,
@@ -100,7 +105,7 @@ pub struct NewTask {
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum TaskError {
     #[error("the task's line: {0}")]
-    Line(#[from] crate::game::LineError),
+    Line(String),
     #[error("a task's budget is a number of seconds above 0, not {0}")]
     Budget(f64),
     #[error("a task's priority is 0 to {MAX_PRIORITY}, not {0}")]
@@ -141,10 +146,28 @@ pub(super) fn encode(task: &Task) -> Vec<u8> {
     serde_json::to_vec(task).unwrap_or_default()
 }
 
+/// The task's line must be playable: a FEN that reads (or none: the start position), and every move legal where it is
+/// played (in UCI, castling either way).
+fn check_line(fen: Option<&str>, moves: &[String], chess960: bool) -> Result<(), TaskError> {
+    let mut pos = match fen.map(str::trim).filter(|f| !f.is_empty() && *f != "startpos") {
+        None => crate::notation::start_position(chess960),
+        Some(fen) => {
+            crate::notation::parse_position(fen, chess960).map_err(|e| TaskError::Line(format!("{fen}: {e}")))?.0
+        }
+    };
+    for (ply, text) in moves.iter().enumerate() {
+        let uci: shakmaty::uci::UciMove =
+            text.parse().map_err(|_| TaskError::Line(format!("move {} '{text}' is not a UCI move", ply + 1)))?;
+        pos = crate::notation::play_uci(&pos, &uci)
+            .ok_or_else(|| TaskError::Line(format!("move {} '{text}' is illegal in its position", ply + 1)))?;
+    }
+    Ok(())
+}
+
 impl Store {
     /// Adds a task, its line checked legal; returns it with its number.
     pub fn add_task(&self, new: NewTask) -> Result<Task, TaskError> {
-        crate::game::Line::parse(new.fen.as_deref(), &new.moves.join(" "))?;
+        check_line(new.fen.as_deref(), &new.moves, new.chess960)?;
         if !new.budget_seconds.is_finite() || new.budget_seconds <= 0.0 {
             return Err(TaskError::Budget(new.budget_seconds));
         }
@@ -156,6 +179,7 @@ impl Store {
             id,
             fen: new.fen,
             moves: new.moves,
+            chess960: new.chess960,
             label: new.label,
             priority: new.priority,
             budget_seconds: new.budget_seconds,
