@@ -1,7 +1,9 @@
 //! The analyst's marks: an excluded move is never searched below, played nor exported, and leaves the other moves'
-//! evaluations as they would be without it; an included move is walked whatever the move distance; both undone.
-//! Exact checks with the scripted evaluator (its scores depend only on the position and the move); the UCI side with
-//! the real Stockfish.
+//! evaluations as they would be without it; an included move is walked whatever the move distance; both undone. And
+//! where marks meet the rest of the store: an evaluation of an excluded line, Chess960 marks, marks made while a run
+//! goes on, stale copies of edges, merges, exports, the split's spine, bulk writes, the direct relay, and the links of
+//! placeholder edges. Exact checks with the scripted evaluator (its scores depend only on the position and the move);
+//! the UCI side and the split with the real Stockfish.
 
 mod common;
 
@@ -13,17 +15,20 @@ use deeptree::{
         polyglot::{book_entries, polyglot_move},
         walk::Scope,
     },
+    score::{Bound, Score},
     search::{
         analysis::{Analysis, AnalysisOptions, Params, Trace},
         evaluator::{Answer, EvalError, Evaluator, Job, ScriptedEvaluator},
+        overlay::Overlay,
         show, tree,
     },
     store::{
-        Store, StoreOptions,
+        Change, Store, StoreOptions,
         key::{KeySet, PositionKey},
-        marks::{MarkError, MarkKind, MarkSource},
-        node::{Edge, Node},
+        marks::{MarkError, MarkKind, MarkSource, searchable_moves},
+        node::{Edge, Eval, Node, PackedPosition},
     },
+    values::graph::{Graph, StoreGraph},
 };
 use proptest::prelude::*;
 use shakmaty::{Chess, Position, uci::UciMove};
@@ -447,4 +452,383 @@ fn a_merge_brings_the_other_trees_marks() {
         (shown.marks[0].source, shown.marks[0].user.as_deref()),
         (Some(MarkSource::Serve), Some(made.user.as_str()))
     );
+}
+
+// The marks where they meet the rest of the store: an evaluation of an excluded line, Chess960 marks, marks made
+// while a run goes on, stale copies of edges, merges, exports, the split's spine, bulk writes, the direct relay, and
+// the links of placeholder edges.
+
+/// A position whose stored evaluation's best move is excluded is evaluated again without it, even where the walk
+/// reaches it as a leaf: the excluded move no longer sets its value.
+#[test]
+fn excluding_the_evaluated_best_move_of_a_leaf_evaluates_it_again() {
+    let (_dir, store) = new_store();
+    grow(&store, 1);
+    let start = Chess::default();
+    let view = store.read().unwrap();
+    let best = tree::view(&view, &start, &[]).unwrap().unwrap().candidates[0].uci;
+    drop(view);
+    let child = play(&start, &best);
+    let record = node(&store, &child).unwrap();
+    let reply = record.eval.as_ref().unwrap().best.unwrap();
+    let reply_score = record.edge(&reply).unwrap().score;
+    println!("root best {best}; child's best reply {reply} scored {reply_score}; child idea {:?}", record.idea);
+    store.set_mark(&child, reply, MarkKind::Exclude, MarkSource::Cli).unwrap();
+    let after = node(&store, &child).unwrap();
+    println!("after excluding {reply}: child idea {:?}, edges {:?}", after.idea, after.edges);
+    let jobs = grow(&store, 1);
+    let at_child: Vec<_> = jobs.iter().filter(|j| PositionKey::of(&j.position) == PositionKey::of(&child)).collect();
+    println!("jobs after the mark: {} ({} at the child)", jobs.len(), at_child.len());
+    let after = node(&store, &child).unwrap();
+    assert_ne!(
+        after.idea,
+        Some(reply_score),
+        "the child is still worth exactly its excluded move's score, and {} searches were planned for it",
+        at_child.len()
+    );
+}
+
+/// A mark made in a Chess960 position is undone (its FEN, in X-FEN, read as Chess960).
+#[test]
+fn a_chess960_mark_is_undone() {
+    let (_dir, store) = new_store();
+    let line = Line::parse_in(Some("bqnbrkrn/pppppppp/8/8/8/8/PPPPPPPP/BQNBRKRN w GEge - 0 1"), "", true).unwrap();
+    let pos = line.root();
+    let uci: UciMove = "e2e4".parse().unwrap();
+    let mark = store.set_mark(pos, uci, MarkKind::Exclude, MarkSource::Cli).unwrap();
+    println!("stored FEN: {}", mark.fen);
+    let undone = store.undo_mark();
+    println!("undo: {undone:?}");
+    assert!(undone.is_ok(), "undo failed: {undone:?}");
+}
+
+/// A merged tree's Chess960 mark comes with who made it, and can be lifted.
+#[test]
+fn a_merged_chess960_mark_can_be_lifted() {
+    let (other_dir, other) = new_store();
+    let line = Line::parse_in(Some("bqnbrkrn/pppppppp/8/8/8/8/PPPPPPPP/BQNBRKRN w GEge - 0 1"), "", true).unwrap();
+    let pos = line.root().clone();
+    let uci: UciMove = "e2e4".parse().unwrap();
+    other.set_mark(&pos, uci, MarkKind::Exclude, MarkSource::Cli).unwrap();
+    drop(other);
+    let (_dir, store) = new_store();
+    let summary =
+        deeptree::interop::merge::merge_store(&store, other_dir.path(), &StoreOptions::default(), |_, _| {}).unwrap();
+    println!("merge summary: {summary:?}");
+    let edge = node(&store, &pos).and_then(|n| n.edge(&uci).cloned());
+    println!("edge here: {edge:?}; marks here: {:?}", store.read().unwrap().marks().unwrap());
+    let lifted = store.lift_mark(&pos, uci);
+    println!("lift: {lifted:?}");
+    assert!(lifted.is_ok(), "the merged excluded edge cannot be lifted: {lifted:?}");
+}
+
+/// The look-ahead's overlay keeps the records it read first: a mark made afterwards (another process: `deeptree
+/// mark`) is read again before the look-ahead walks (`Overlay::refresh_marks`), so the excluded move is not in its
+/// graph.
+#[test]
+fn the_look_aheads_overlay_sees_a_mark_made_during_the_run() {
+    let (_dir, store) = new_store();
+    let start = Chess::default();
+    let e4: UciMove = "e2e4".parse().unwrap();
+    let d4: UciMove = "d2d4".parse().unwrap();
+    let mut root = Node::new(PackedPosition::of(&start));
+    root.eval =
+        Some(Eval { score: Score::cp(30), bound: Bound::Exact, depth: 10, best: Some(e4), nodes: 0, engine: None });
+    root.edges.push(Edge::new(e4, Score::cp(30), Bound::Exact, 10));
+    store.writer().submit(vec![Change::merge(&start, root).unwrap()]).wait().unwrap();
+    // An answer of the run laid over the tree (an alternative d4).
+    let mut answer = Node::new(PackedPosition::of(&start));
+    answer.edges.push(Edge::new(d4, Score::cp(20), Bound::Exact, 10));
+    let mut overlay = Overlay::default();
+    overlay.apply(&store.read().unwrap(), &[Change::merge(&start, answer).unwrap()]).unwrap();
+    // Meanwhile the analyst excludes e4.
+    store.set_mark(&start, e4, MarkKind::Exclude, MarkSource::Cli).unwrap();
+    let view = store.read().unwrap();
+    let graph = StoreGraph::new(&view);
+    assert!(graph.node(PositionKey::of(&start)).unwrap().edges.iter().all(|e| e.uci != Some(e4)), "store graph ok");
+    // As the scheduler does before each look-ahead walk.
+    overlay.refresh_marks(&view).unwrap();
+    let tree = overlay.over(&graph);
+    let seen: Vec<_> = tree.node(PositionKey::of(&start)).unwrap().edges.iter().map(|e| e.uci).collect();
+    println!("the look-ahead's graph at the root: {seen:?}");
+    assert!(!seen.contains(&Some(e4)), "the excluded move is back in the look-ahead's graph");
+}
+
+/// A write that carries a copy of a stored edge read before a lift does not put the mark back: only a mark's own
+/// change sets one.
+#[test]
+fn a_stale_copy_of_an_edge_does_not_bring_a_lifted_mark_back() {
+    let (_dir, store) = new_store();
+    grow(&store, 1);
+    let start = Chess::default();
+    let f3: UciMove = "f2f3".parse().unwrap();
+    store.set_mark(&start, f3, MarkKind::Include, MarkSource::Cli).unwrap();
+    // A writer (Walker::line, for one) copies the stored edge into a new record ...
+    let stale = node(&store, &start).unwrap().edge(&f3).cloned().unwrap();
+    // ... while another process lifts the mark ...
+    store.lift_mark(&start, f3).unwrap();
+    // ... and then writes its copy.
+    let mut copy = Node::new(PackedPosition::of(&start));
+    let mut edge = stale;
+    edge.imported = true;
+    copy.edges.push(edge);
+    store.writer().submit(vec![Change::merge(&start, copy).unwrap()]).wait().unwrap();
+    let edge = node(&store, &start).unwrap().edge(&f3).cloned().unwrap();
+    println!("edge after the stale write: {edge:?}; marks: {:?}", store.read().unwrap().marks().unwrap());
+    let lifted = store.lift_mark(&start, f3);
+    println!("lift: {lifted:?}");
+    assert_eq!(edge.steering, None, "the lifted mark is back on the edge; lift says {lifted:?}");
+}
+
+/// Two trees that each excluded one of a position's two moves merge into a position that keeps one move: the
+/// store refuses the exclusion of the last one in the write's transaction.
+#[test]
+fn a_merge_never_excludes_every_move() {
+    let line = Line::parse(Some("7k/8/8/8/8/8/8/K6r w - - 0 1"), "").unwrap();
+    let pos = line.root().clone();
+    let moves: Vec<UciMove> = pos.legal_moves().iter().map(|m| deeptree::notation::canonical(*m)).collect();
+    assert_eq!(moves.len(), 2);
+    let (a_dir, a) = new_store();
+    a.set_mark(&pos, moves[0], MarkKind::Exclude, MarkSource::Cli).unwrap();
+    drop(a);
+    let (_b_dir, b) = new_store();
+    b.set_mark(&pos, moves[1], MarkKind::Exclude, MarkSource::Cli).unwrap();
+    deeptree::interop::merge::merge_store(&b, a_dir.path(), &StoreOptions::default(), |_, _| {}).unwrap();
+    let record = node(&b, &pos).unwrap();
+    let excluded = record.edges.iter().filter(|e| e.is_excluded()).count();
+    let searchable = searchable_moves(&pos, Some(&record));
+    println!("excluded {excluded} of 2; searchable_moves = {searchable:?}");
+    assert!(excluded < 2, "every move of the position is excluded; searchmoves for it: {searchable:?} (= all)");
+    assert_eq!(searchable, [moves[0]], "the move this tree excluded stays excluded; the other is kept");
+}
+
+/// The EPD export never names an excluded move as a position's `bm`.
+#[test]
+fn the_epd_export_never_names_an_excluded_move() {
+    let (_dir, store) = new_store();
+    grow(&store, 1);
+    let start = Chess::default();
+    let view = store.read().unwrap();
+    let best = tree::view(&view, &start, &[]).unwrap().unwrap().candidates[0].uci;
+    drop(view);
+    let child = play(&start, &best);
+    let reply = node(&store, &child).unwrap().eval.unwrap().best.unwrap();
+    store.set_mark(&child, reply, MarkKind::Exclude, MarkSource::Cli).unwrap();
+    let san = deeptree::search::show::san_of(&child, &reply);
+    let mut out = Vec::new();
+    let view = store.read().unwrap();
+    deeptree::interop::epd::export_epd(&view, &deeptree::interop::walk::Scope::All, &mut out).unwrap();
+    let text = String::from_utf8(out).unwrap();
+    let epd = shakmaty::fen::Epd::from_position(&child, shakmaty::EnPassantMode::Legal).to_string();
+    // The position has no evaluation but the excluded line's: it is left out, or written without that move.
+    if let Some(line) = text.lines().find(|l| l.starts_with(&epd)) {
+        assert!(!line.contains(&format!(" bm {san};")), "the excluded {san} is exported as the best move: {line}");
+    }
+    assert!(!text.is_empty());
+}
+
+/// After a mark the cached idea values of the marked position and its ancestors agree with a fresh computation.
+#[test]
+fn cached_values_follow_a_mark() {
+    let (_dir, store) = new_store();
+    grow(&store, 3);
+    let start = Chess::default();
+    let view = store.read().unwrap();
+    let best = tree::view(&view, &start, &[]).unwrap().unwrap().candidates[0].uci;
+    drop(view);
+    let child = play(&start, &best);
+    let view = store.read().unwrap();
+    let reply = tree::view(&view, &child, &[]).unwrap().unwrap().candidates[0].uci;
+    drop(view);
+    let before = node(&store, &start).unwrap().idea;
+    store.set_mark(&child, reply, MarkKind::Exclude, MarkSource::Cli).unwrap();
+    let view = store.read().unwrap();
+    let graph = StoreGraph::new(&view);
+    for pos in [&child, &start] {
+        let key = PositionKey::of(pos);
+        let cached = view.node(key).unwrap().unwrap().idea;
+        let fresh = deeptree::values::idea::idea_brute(&graph, key);
+        println!("{key}: cached {cached:?} fresh {fresh:?}");
+        assert_eq!(cached, fresh);
+    }
+    println!("root idea before {before:?}");
+}
+
+/// The real Stockfish: the split's spine stops before a move the analyst excluded below the root: nothing after it
+/// is stored, and the marked position keeps no evaluation of the excluded line.
+#[test]
+fn the_spine_stops_before_a_move_excluded_below_the_root() {
+    use deeptree::engine::{EngineConfig, EnginePool, Limit};
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let spine = |store: &Store| {
+        let pool = EnginePool::start(vec![EngineConfig::new(common::stockfish().to_str().unwrap())]).unwrap();
+        deeptree::search::split::direct_first(&pool, store, &Line::start_position(), Limit::Depth(14), 6, &stop)
+            .unwrap()
+    };
+    let start = Chess::default();
+    let (_plain_dir, plain) = new_store();
+    let first = spine(&plain);
+    let best: UciMove = first.best.parse().unwrap();
+    let child = play(&start, &best);
+    let reply = node(&plain, &child).unwrap().eval.unwrap().best.unwrap();
+    println!("spine: {first:?}; reply {reply}");
+
+    let (_dir, store) = new_store();
+    store.set_mark(&child, reply, MarkKind::Exclude, MarkSource::Cli).unwrap();
+    let second = spine(&store);
+    println!("spine with {reply} excluded after {best}: {second:?}");
+    let below = node(&store, &play(&child, &reply));
+    let at_child = node(&store, &child).unwrap();
+    println!("child's eval after the split: {:?}", at_child.eval);
+    println!("position after the excluded move stored: {:?}", below.as_ref().map(|n| n.eval.clone()));
+    assert!(below.is_none(), "the spine stored the position after the excluded move {reply}");
+}
+
+/// A mark submitted as a deferred (bulk) write is written whole, its edge with its entry.
+#[test]
+fn a_deferred_mark_is_written_whole() {
+    use deeptree::store::marks::MarkChange;
+    let (_dir, store) = new_store();
+    grow(&store, 1);
+    let start = Chess::default();
+    let f3: UciMove = "f2f3".parse().unwrap();
+    // A mark as merge_marks builds it, but sent as a bulk write (as BatchWriter sends everything).
+    let other = {
+        let (_d, s) = new_store();
+        s.set_mark(&start, f3, MarkKind::Exclude, MarkSource::Cli).unwrap();
+        s.read().unwrap().marks().unwrap().remove(0)
+    };
+    let change = Change::Mark(MarkChange {
+        key: PositionKey::of(&start),
+        position: PackedPosition::of(&start),
+        uci: f3,
+        child: PositionKey::of(&play(&start, &f3)),
+        mark: Some(other),
+    });
+    store.writer().submit_deferred(vec![change]).wait().unwrap();
+    store.writer().settle().wait().unwrap();
+    let marks = store.read().unwrap().marks().unwrap();
+    let edge = node(&store, &start).unwrap().edge(&f3).cloned();
+    println!("marks: {}; edge: {edge:?}", marks.len());
+    assert!(edge.is_some_and(|e| e.is_excluded()), "the meta entry says excluded, the edge does not");
+}
+
+/// The real Stockfish: the direct relay's search of a position with an excluded move (every other move) is stored
+/// as the position's evaluation, as a search of a position without marks is.
+#[test]
+fn the_relay_stores_its_search_of_a_marked_position() {
+    let run = |exclude: Option<&str>| {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("tree");
+        let mut uci = common::Uci::deeptree(&db);
+        uci.send(&format!("setoption name InnerEngine value {}", common::stockfish().display()));
+        uci.send("setoption name BackgroundAnalysis value false");
+        uci.ready();
+        uci.send("position startpos");
+        if let Some(m) = exclude {
+            uci.send(&format!("setoption name MarkExclude value {m}"));
+            uci.until("info string", Duration::from_secs(10));
+            uci.send("position startpos");
+        }
+        let (best, _) = uci.best("go depth 10");
+        uci.send("quit");
+        std::thread::sleep(Duration::from_millis(500));
+        let store = Store::open_read_only(&db, &StoreOptions::default()).unwrap();
+        let eval = node(&store, &Chess::default()).and_then(|n| n.eval);
+        (best, eval.map(|e| e.depth))
+    };
+    let plain = run(None);
+    let marked = run(Some("h2h4"));
+    println!("without a mark: {plain:?}; with h2h4 excluded: {marked:?}");
+    assert_eq!(marked.1, plain.1, "the relayed search was stored without the mark, not with it");
+}
+
+/// Lifting a mark that made a placeholder edge removes the edge and its parent link: `check` finds nothing, and
+/// `stats` counts no edge.
+#[test]
+fn lifting_a_placeholder_mark_removes_its_parent_link() {
+    let (_dir, store) = new_store();
+    let start = Chess::default();
+    let e4: UciMove = "e2e4".parse().unwrap();
+    store.set_mark(&start, e4, MarkKind::Exclude, MarkSource::Cli).unwrap();
+    store.lift_mark(&start, e4).unwrap();
+    println!("record: {:?}", node(&store, &start).map(|n| n.edges));
+    println!("stats: {:?}", store.stats().unwrap());
+    let report = store.check().unwrap();
+    println!(
+        "check: links {} stray {} missing {} damaged {:?}",
+        report.links, report.links_stray, report.links_missing, report.damaged
+    );
+    assert!(report.is_clean(), "check finds the store damaged after a mark and its lift");
+}
+
+/// A move excluded before its position was searched gets a placeholder edge; the position's searches then bound
+/// the other moves without it. Lifting the mark removes the placeholder, and the move is searched again.
+#[test]
+fn a_lifted_placeholder_marks_move_is_searched_again() {
+    let start = Chess::default();
+    let (_plain_dir, plain) = new_store();
+    grow(&plain, 2);
+    let view = plain.read().unwrap();
+    let best = tree::view(&view, &start, &[]).unwrap().unwrap().candidates[0].uci;
+    drop(view);
+
+    let (_dir, store) = new_store();
+    store.set_mark(&start, best, MarkKind::Exclude, MarkSource::Cli).unwrap();
+    grow(&store, 2);
+    store.lift_mark(&start, best).unwrap();
+    let record = node(&store, &start).unwrap();
+    println!("after the lift: edge {:?}, rest {:?}", record.edge(&best), record.rest);
+    let jobs = grow(&store, 4);
+    let asked = jobs.iter().any(|j| {
+        PositionKey::of(&j.position) == PositionKey::of(&start)
+            && (j.searchmoves.is_empty() || j.searchmoves.contains(&best))
+    });
+    let record = node(&store, &start).unwrap();
+    let view = store.read().unwrap();
+    let answer = tree::view(&view, &start, &[]).unwrap().unwrap().candidates[0].uci;
+    println!(
+        "plain tree's best {best}; asked again: {asked}; edge now {:?}; the tree's answer now {answer}",
+        record.edge(&best)
+    );
+    assert!(record.edge(&best).is_some_and(|e| e.is_valued()), "{best} was never searched after its mark was lifted");
+}
+
+fn grow_with(store: &Store, depth: u8, distance: i32) -> Vec<Job> {
+    let evaluator = Recording { inner: ScriptedEvaluator::new(1, 7), jobs: Vec::new() };
+    let options = AnalysisOptions { look_ahead: None, ..AnalysisOptions::default() };
+    let params = Params::new(10, distance).with_max_depth(depth);
+    let mut analysis = Analysis::with_options(store, evaluator, params, options);
+    analysis.run(&Line::start_position(), |_| {}).unwrap();
+    std::mem::take(&mut analysis.evaluator_mut().jobs)
+}
+
+/// The same, the move being the engine's best at the root (its evaluation's best move), move distance 5.
+#[test]
+fn a_lifted_placeholder_marks_best_move_is_searched_again() {
+    let start = Chess::default();
+    let (_plain_dir, plain) = new_store();
+    grow_with(&plain, 1, 5);
+    let best = node(&plain, &start).unwrap().eval.unwrap().best.unwrap();
+    let best_score = node(&plain, &start).unwrap().edge(&best).unwrap().score;
+
+    let (_dir, store) = new_store();
+    store.set_mark(&start, best, MarkKind::Exclude, MarkSource::Cli).unwrap();
+    grow_with(&store, 3, 5);
+    store.lift_mark(&start, best).unwrap();
+    let record = node(&store, &start).unwrap();
+    println!(
+        "engine's best {best} ({best_score}); after the lift: edge {:?}, rest {:?}, eval {:?}",
+        record.edge(&best),
+        record.rest,
+        record.eval
+    );
+    let jobs = grow_with(&store, 5, 5);
+    let asked = jobs.iter().any(|j| {
+        PositionKey::of(&j.position) == PositionKey::of(&start)
+            && (j.searchmoves.is_empty() || j.searchmoves.contains(&best))
+    });
+    let record = node(&store, &start).unwrap();
+    println!("asked again: {asked} ({} jobs); edge now {:?}; eval {:?}", jobs.len(), record.edge(&best), record.eval);
+    assert!(record.edge(&best).is_some_and(|e| e.is_valued()), "{best} was never searched after its mark was lifted");
 }

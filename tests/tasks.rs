@@ -1,10 +1,15 @@
 //! The analyst's tasks through the command line: added, grown by `analyze --tasks` within their budgets and
-//! priorities, resumed by a later run, listed with their progress; bad tasks refused. The scripted fake engine (its
+//! priorities, resumed by a later run, listed with their progress; bad tasks refused (a budget beyond a year too); a
+//! task removed while a run grows it stays removed; two runs sharing the store both count. The scripted fake engine (its
 //! searches take a set time) keeps the runs exact and short.
 
 mod common;
 
-use std::{path::Path, process::Command};
+use std::{
+    path::Path,
+    process::{Command, Stdio},
+    time::{Duration, Instant},
+};
 
 use serde_json::Value;
 
@@ -24,10 +29,29 @@ fn tasks(db: &Path) -> Vec<Value> {
 
 /// `analyze --tasks` with the fake engine, each search 2 ms, one worker, a narrow move distance, at most `time`
 /// seconds.
-fn grow_tasks(db: &Path, time: &str) -> String {
+fn analyze_args(time: &str) -> Vec<String> {
     let engine = format!("{} --mode smooth --latency-ms 2", common::fake());
-    let args = ["--engine-depth", "10", "--move-distance", "5", "--workers", "1", "--time", time];
-    ok(db, &[&["analyze", "--tasks", "--engine", &engine][..], &args].concat())
+    ["analyze", "--tasks", "--engine", &engine, "--engine-depth", "10", "--move-distance", "5", "--workers", "1"]
+        .iter()
+        .map(|s| s.to_string())
+        .chain(["--time".to_owned(), time.to_owned()])
+        .collect()
+}
+
+fn grow_tasks(db: &Path, time: &str) -> String {
+    ok(db, &analyze_args(time).iter().map(String::as_str).collect::<Vec<_>>())
+}
+
+/// The same run in the background.
+fn spawn_analyze(db: &Path, time: &str) -> std::process::Child {
+    Command::new(env!("CARGO_BIN_EXE_deeptree"))
+        .arg("--db")
+        .arg(db)
+        .args(analyze_args(time))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
 }
 
 #[test]
@@ -92,7 +116,63 @@ fn bad_tasks_are_refused_and_nothing_is_added() {
     }
     // With no task, a run says so and grows nothing.
     ok(&db, &["task", "add", "--time", "1", "--max-depth", "0"]);
+    // A task of depth 0 settles that depth in its first run, and is done.
     let said = grow_tasks(&db, "5");
-    assert!(said.contains("root"), "{said}");
+    assert!(said.contains("task 1") && said.contains("settled depth   0"), "{said}");
     assert!(grow_tasks(&db, "5").contains("every task is done"));
+}
+
+/// A budget beyond a year is refused when the task is added, and nothing is added.
+#[test]
+fn a_budget_beyond_a_year_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("tree");
+    let out = deeptree(&db, &["task", "add", "--moves", "e2e4", "--time", "1e20"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && stderr.contains("at most 31622400 (a year)"), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    if db.join("data.mdb").exists() {
+        assert!(tasks(&db).is_empty());
+    }
+}
+
+/// A task removed while a run grows it stays removed: the run's progress goes to the task as the store holds it.
+#[test]
+fn a_task_removed_during_a_run_stays_removed() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("tree");
+    ok(&db, &["task", "add", "--moves", "e2e4", "--time", "100"]);
+    let run = spawn_analyze(&db, "4");
+    std::thread::sleep(Duration::from_millis(1500));
+    let removed = ok(&db, &["task", "remove", "1"]);
+    println!("{removed}");
+    assert!(tasks(&db).is_empty(), "removed");
+    let out = run.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let left = tasks(&db);
+    println!("after the run: {left:?}");
+    assert!(left.is_empty(), "the removed task is back: {left:?}");
+}
+
+/// Two `analyze --tasks` sharing the store (as §5.3 allows) each add their progress to the task: neither run's is
+/// lost. (Each takes the budget left when it starts, so together they may spend up to twice it: docs/design.md §6.4.)
+#[test]
+fn two_runs_sharing_the_store_both_count() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("tree");
+    ok(&db, &["task", "add", "--moves", "e2e4", "--time", "3"]);
+    let started = Instant::now();
+    let a = spawn_analyze(&db, "10");
+    let b = spawn_analyze(&db, "10");
+    let (a, b) = (a.wait_with_output().unwrap(), b.wait_with_output().unwrap());
+    println!("both ended after {:.1} s", started.elapsed().as_secs_f64());
+    assert!(a.status.success() && b.status.success());
+    for out in [&a, &b] {
+        println!("--- a run said:\n{}", String::from_utf8_lossy(&out.stdout));
+    }
+    let task = &tasks(&db)[0];
+    println!("task after both runs: {task}");
+    let spent = task["spent_seconds"].as_f64().unwrap();
+    // Each run grew about 3 s (its budget left at its start): about 6 s of growth in all.
+    assert!(spent > 4.5, "6 s of growth recorded as {spent:.2} s (budget 3 s)");
 }

@@ -225,13 +225,15 @@ pub fn run(db: Option<&Path>, config: &Config, args: AnalyzeArgs) -> CommandResu
     let store = open_store(db, config)?;
     let stop = stop_on_ctrl_c();
     let params = params_of(config, &args, time, play_depth);
+    // The tasks as this run finds them: its roots, in this order, and where their progress goes.
+    let tasks = if args.tasks { store.read()?.tasks()? } else { Vec::new() };
     let book = match &args.from_games {
         Some(path) => match exits_book(&store, path, &params, play_depth, args.player.as_deref(), args.json)? {
             Some(book) => Some(book),
             // No game left the tree: nothing to grow.
             None => return Ok(()),
         },
-        None if args.tasks => match tasks_book(&store, args.chess960, args.json)? {
+        None if args.tasks => match tasks_book(&tasks, args.chess960, args.json)? {
             Some(book) => Some(book),
             None => return Ok(()),
         },
@@ -242,7 +244,7 @@ pub fn run(db: Option<&Path>, config: &Config, args: AnalyzeArgs) -> CommandResu
     let engine_config = engine_config_of(config, chess960);
     let (look_ahead, json) = (config.look_ahead(), args.json);
     if let Some((roots, skipped)) = book {
-        let tasks = if args.tasks { Some(store.read()?.tasks()?) } else { None };
+        let tasks = args.tasks.then_some(tasks);
         let book = Book { roots, skipped, params, look_ahead, json, stop, started, tasks };
         return grow_book(&store, engines.configs(&engine_config), book);
     }
@@ -638,6 +640,8 @@ struct Book {
 /// one per engine).
 fn grow_book(store: &Store, configs: Vec<EngineConfig>, book: Book) -> CommandResult {
     let Book { roots, skipped, params, look_ahead, json, stop, started, tasks } = book;
+    // What each task's progress saved of this run so far.
+    let saved: Vec<parking_lot::Mutex<(f64, u64)>> = roots.iter().map(|_| parking_lot::Mutex::new((0.0, 0))).collect();
     let pools = start_groups(configs, roots.len())?;
     let groups = pools.len();
     // What starting the engines took is spent.
@@ -664,7 +668,7 @@ fn grow_book(store: &Store, configs: Vec<EngineConfig>, book: Book) -> CommandRe
         );
         say(json, &text);
         if let Some(task) = tasks.as_ref().and_then(|t| t.get(p.root - 1)) {
-            save_task_progress(store, task, p);
+            save_task_progress(store, task, p, &saved[p.root - 1]);
         }
     };
     let status = StatusLine::on_stderr();
@@ -675,32 +679,31 @@ fn grow_book(store: &Store, configs: Vec<EngineConfig>, book: Book) -> CommandRe
 
 /// The open tasks of the store as roots: weight 2^priority, what is left of each budget, each one's depth. `None`
 /// (said) when no task is open.
-fn tasks_book(store: &Store, chess960: bool, json: bool) -> Result<Option<BookRoots>, Box<dyn std::error::Error>> {
-    let tasks = store.read()?.tasks()?;
+fn tasks_book(tasks: &[Task], chess960: bool, json: bool) -> Result<Option<BookRoots>, Box<dyn std::error::Error>> {
     let mut roots = Vec::new();
-    for task in &tasks {
+    for task in tasks {
         let line = Line::parse_in(task.fen.as_deref(), &task.moves.join(" "), chess960 || task.chess960)?;
         let mut root = BookRoot::weighted(line, format!("task {}", task.id), 1 << task.priority.min(MAX_PRIORITY));
-        root.budget = Some(Duration::from_secs_f64(task.left_seconds()));
+        root.budget = Some(Duration::try_from_secs_f64(task.left_seconds()).unwrap_or(Duration::MAX));
         root.max_depth = task.max_depth;
         roots.push(root);
     }
-    if tasks.iter().all(Task::is_done) {
+    if tasks.iter().all(|task| task.is_done()) {
         say(json, if tasks.is_empty() { "no tasks: add one with `deeptree task add`" } else { "every task is done" });
         return Ok(None);
     }
     Ok(Some((roots, Vec::new())))
 }
 
-/// Saves a task's progress after a step of the run (the seconds, evaluations and settled depth the run added to
-/// what `task` had when it began); a failure is logged, and the run goes on.
-fn save_task_progress(store: &Store, task: &Task, progress: &RootProgress) {
-    let mut saved = task.clone();
-    saved.spent_seconds = task.spent_seconds + progress.seconds;
-    saved.evaluations = task.evaluations + progress.evaluations;
-    saved.settled_depth = task.settled_depth.max(progress.settled_depth);
-    if let Err(e) = store.update_task(&saved) {
-        log::error!("task {}: its progress was not saved: {e}", task.id);
+/// Saves a task's progress after a step of the run: what the step added (its seconds and evaluations, the run's
+/// totals less `saved`, what was saved of this run before) is added to the task as the store holds it now; a
+/// failure is logged, and the run goes on.
+fn save_task_progress(store: &Store, task: &Task, progress: &RootProgress, saved: &parking_lot::Mutex<(f64, u64)>) {
+    let mut saved = saved.lock();
+    let (seconds, evaluations) = (progress.seconds - saved.0, progress.evaluations.saturating_sub(saved.1));
+    match store.add_task_progress(task.id, seconds, evaluations, progress.settled_depth) {
+        Ok(()) => *saved = (progress.seconds, progress.evaluations),
+        Err(e) => log::error!("task {}: its progress was not saved: {e}", task.id),
     }
 }
 

@@ -349,7 +349,9 @@ pub fn export_epd(view: &ReadView<'_>, scope: &Scope, out: &mut impl Write) -> R
         let ranked = walk::ranked(view, &pos)?;
         let (score, depth, best) = match walk::best(&ranked) {
             Some(best) => (best.alpha, best.depth, best.uci.parse::<UciMove>().ok()),
+            // No move valued: the position's own evaluation, unless its best move is one the analyst excluded.
             None => match &node.eval {
+                Some(eval) if eval.best.is_some_and(|b| node.edge(&b).is_some_and(|e| e.is_excluded())) => continue,
                 Some(eval) => (eval.score, eval.depth, eval.best),
                 None => continue,
             },

@@ -52,7 +52,7 @@ fn merge_marks(store: &Store, other: &Store) -> Result<u64, InteropError> {
     let marks = other.read()?.marks()?;
     let mut changes = Vec::with_capacity(marks.len());
     for mark in marks {
-        let Ok((pos, _)) = crate::notation::parse_position(&mark.fen, false) else {
+        let Some(pos) = mark.position() else {
             log::warn!("a mark of the other store names no position ({}); left out", mark.fen);
             continue;
         };
@@ -68,9 +68,15 @@ fn merge_marks(store: &Store, other: &Store) -> Result<u64, InteropError> {
             mark: Some(mark),
         }));
     }
-    let count = changes.len() as u64;
-    if count > 0 {
-        store.writer().submit(changes).wait()?;
+    // One submission each: a mark refused here (it would exclude a position's last move) leaves the others.
+    let receipts: Vec<_> = changes.into_iter().map(|change| store.writer().submit(vec![change])).collect();
+    let mut count = 0;
+    for receipt in receipts {
+        match receipt.wait() {
+            Ok(()) => count += 1,
+            Err(e @ StoreError::LastMoveExcluded { .. }) => log::warn!("a mark of the other store is left out: {e}"),
+            Err(e) => return Err(e.into()),
+        }
     }
     Ok(count)
 }
@@ -138,6 +144,8 @@ pub fn merge_store(
             for edge in &mut node.edges {
                 edge.engine = renumber(edge.engine);
             }
+            // A placeholder the other store's mark made comes with the mark (`merge_marks`), or not at all.
+            node.edges.retain(|e| !(e.steering.is_some() && crate::store::marks::made_by_mark(e)));
             match Change::merge(&pos, node) {
                 Ok(change) => batch.push(change),
                 Err(e) => {

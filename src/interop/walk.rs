@@ -55,7 +55,8 @@ pub fn positions(view: &ReadView<'_>, scope: &Scope) -> Result<Vec<(PositionKey,
                     continue;
                 }
                 if depth.is_none_or(|d| ply < u32::from(d)) {
-                    for edge in &node.edges {
+                    // Not through a move the analyst excluded.
+                    for edge in node.edges.iter().filter(|e| !e.is_excluded()) {
                         if let Some(child) = play_uci(&pos, &edge.uci)
                             && seen.insert(PositionKey::of(&child))
                         {

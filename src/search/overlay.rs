@@ -57,11 +57,17 @@ pub struct Overlay {
     graph: parking_lot::Mutex<KeyMap<Arc<GraphNode>>>,
     /// Counts the changes applied, so a walk of an unchanged overlay can be skipped.
     generation: u64,
+    /// The store's count of mark changes when the held records' marks were last read ([`Overlay::refresh_marks`]).
+    marks_version: Option<u64>,
 }
 
 impl Overlay {
     /// Merges `changes` over the records read through `view`, then carries idea values up from them.
     pub fn apply(&mut self, view: &ReadView<'_>, changes: &[Change]) -> Result<(), StoreError> {
+        // The marks of the records read from here on are those of this count of mark changes.
+        if self.marks_version.is_none() {
+            self.marks_version = Some(view.marks_version()?);
+        }
         let mut changed = Vec::new();
         for change in changes {
             let Change::Merge { key, node, children } = change else { continue };
@@ -91,6 +97,32 @@ impl Overlay {
             Some(e) => Err(e),
             None => Ok(()),
         }
+    }
+
+    /// Reads the analyst's marks of the held records again where marks changed in the store since they were read
+    /// (another process marked a move while this run went on): a held record keeps its answers but takes the
+    /// store's marks, so that no walk over it goes below a move excluded since.
+    pub fn refresh_marks(&mut self, view: &ReadView<'_>) -> Result<(), StoreError> {
+        let version = view.marks_version()?;
+        let seen = self.marks_version.replace(version);
+        if seen.is_none_or(|seen| seen == version) {
+            return Ok(());
+        }
+        for (key, record) in &mut self.nodes {
+            let stored = view.node(*key)?;
+            for edge in &mut record.edges {
+                edge.steering = stored.as_ref().and_then(|s| s.edge(&edge.uci)).and_then(|e| e.steering);
+            }
+            // A move marked since that the held record lacks: its placeholder, as the store has it.
+            for edge in stored.iter().flat_map(|s| s.edges.iter()).filter(|e| e.steering.is_some()) {
+                if record.edge(&edge.uci).is_none() {
+                    record.edges.push(edge.clone());
+                }
+            }
+        }
+        self.graph.get_mut().clear();
+        self.generation += 1;
+        Ok(())
     }
 
     /// The tree seen through `store` with this overlay laid over it.

@@ -130,11 +130,29 @@ pub fn store_spine(
     if pv.first() != Some(&evaluation.best_move) {
         pv = vec![evaluation.best_move];
     }
+    pv.truncate(before_excluded(store, position, &pv)?);
     let (score, bound, depth) = (evaluation.score(), evaluation.bound(), evaluation.depth());
     let changes = spine_changes(position, &pv, score, bound, depth, engine, engine_depth)?;
     let stored = changes.len();
     store.writer().submit(changes).wait()?;
     Ok(stored)
+}
+
+/// How many moves of `pv` from `position` come before the first one the analyst excluded where it is played: the
+/// spine stops there (the position before it keeps no evaluation of the excluded line).
+fn before_excluded(store: &Store, position: &Chess, pv: &[UciMove]) -> Result<usize, StoreError> {
+    let view = store.read()?;
+    let mut at = position.clone();
+    for (ply, uci) in pv.iter().enumerate() {
+        let Some(stored) = crate::notation::canonical_uci(&at, uci) else { return Ok(ply) };
+        let record = view.node(crate::store::key::PositionKey::of(&at))?;
+        if record.and_then(|r| r.edge(&stored).cloned()).is_some_and(|e| e.is_excluded()) {
+            return Ok(ply);
+        }
+        let Some(next) = crate::notation::play_uci(&at, &stored) else { return Ok(ply) };
+        at = next;
+    }
+    Ok(pv.len())
 }
 
 /// The records of the spine: from `root` along `pv`, each position with the next move as its one edge, scored with

@@ -110,6 +110,19 @@ pub(crate) fn insert_checked(page: &mut Vec<u8>, child: PositionKey, parent: Pos
     true
 }
 
+/// Removes the link `child` <- `parent` from a page already checked, in place; false when it was not there.
+pub(crate) fn remove_checked(page: &mut Vec<u8>, child: PositionKey, parent: PositionKey) -> bool {
+    let mut gone = [0u8; ENTRY];
+    gone[..PositionKey::SIZE].copy_from_slice(&child.to_bytes());
+    gone[PositionKey::SIZE..].copy_from_slice(&parent.to_bytes());
+    let at = partition(page, |e| e < &gone[..]);
+    if page.get(at * ENTRY..(at + 1) * ENTRY) != Some(&gone[..]) {
+        return false;
+    }
+    page.drain(at * ENTRY..(at + 1) * ENTRY);
+    true
+}
+
 /// A page cut into pages of at most [`PAGE_LINKS`] entries of about equal size, each cut where one child's links
 /// end; with the key of each piece after the first (its first child's). A page within the limit comes back whole.
 pub fn split(page: &[u8]) -> Vec<(Option<PositionKey>, &[u8])> {

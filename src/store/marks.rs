@@ -40,6 +40,10 @@ use crate::score::{Bound, Score};
 /// Prefix of the meta entries that describe marks: `marks/<position key>/<move>`.
 pub(super) const META_MARKS: &str = "marks/";
 
+/// The meta entry counting the changes of marks (a big-endian u64): a run that holds records read earlier (the
+/// look-ahead's overlay) reads them again when it moves.
+pub(super) const META_MARKS_VERSION: &str = "marks_version";
+
 /// What a mark does to a move.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -117,6 +121,17 @@ pub struct Mark {
     pub user: String,
     /// When it was made, in milliseconds since 1970 (UTC).
     pub time: u64,
+}
+
+impl Mark {
+    /// The position the move is played in: its FEN read as standard chess, or where it cannot be (a Chess960
+    /// position's X-FEN), as Chess960.
+    pub fn position(&self) -> Option<Chess> {
+        crate::notation::parse_position(&self.fen, false)
+            .or_else(|_| crate::notation::parse_position(&self.fen, true))
+            .ok()
+            .map(|(pos, _)| pos)
+    }
 }
 
 mod uci_text {
@@ -210,7 +225,7 @@ pub fn searchable_moves(pos: &Chess, node: Option<&Node>) -> Vec<UciMove> {
 }
 
 /// A placeholder edge a mark made: no engine valued it, and no game or book brought it.
-fn made_by_mark(edge: &Edge) -> bool {
+pub fn made_by_mark(edge: &Edge) -> bool {
     !edge.imported && edge.depth == 0 && !edge.is_valued()
 }
 
@@ -261,13 +276,24 @@ impl Store {
     pub fn undo_mark(&self) -> Result<Option<Mark>, MarkError> {
         let newest = self.read()?.marks()?.into_iter().max_by_key(|m| m.time);
         let Some(newest) = newest else { return Ok(None) };
-        let (pos, _) = crate::notation::parse_position(&newest.fen, false)
-            .map_err(|_| MarkError::IllegalMove { fen: newest.fen.clone(), uci: newest.uci.to_string() })?;
+        let pos = newest
+            .position()
+            .ok_or_else(|| MarkError::IllegalMove { fen: newest.fen.clone(), uci: newest.uci.to_string() })?;
         self.lift_mark(&pos, newest.uci).map(Some)
     }
 }
 
 impl ReadView<'_> {
+    /// How many times marks were set or lifted in this store (0 for one never marked): a change means records read
+    /// before may carry stale marks.
+    pub fn marks_version(&self) -> Result<u64, StoreError> {
+        let shared = self.shared;
+        Ok(shared
+            .meta_value(&self.txn, META_MARKS_VERSION)?
+            .and_then(|bytes| <[u8; 8]>::try_from(bytes).ok())
+            .map_or(0, u64::from_be_bytes))
+    }
+
     /// Every mark in the tree, in the order of their positions' keys.
     pub fn marks(&self) -> Result<Vec<Mark>, StoreError> {
         self.marks_with_prefix(META_MARKS)

@@ -158,6 +158,9 @@ pub enum StoreError {
     /// A move of a change is not legal in its position; nothing of the change was written.
     #[error("illegal move {uci} in position {fen}")]
     IllegalMove { fen: String, uci: String },
+    /// Excluding the move would leave its position no move the tree may play (another process excluded the others).
+    #[error("{uci} is the last move of {fen} not excluded: a position keeps at least one move")]
+    LastMoveExcluded { fen: String, uci: String },
     /// The writer thread has stopped (the store is closing).
     #[error("{}: the store writer has stopped", path.display())]
     WriterStopped { path: PathBuf },

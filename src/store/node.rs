@@ -320,20 +320,37 @@ impl Node {
         }
     }
 
+    /// The record with no move marked: what a merge brings of a record the store does not hold yet (only a mark's
+    /// own change sets a mark).
+    pub fn without_steering(&self) -> Node {
+        let mut node = self.clone();
+        for edge in &mut node.edges {
+            edge.steering = None;
+        }
+        node
+    }
+
     pub fn edge(&self, uci: &UciMove) -> Option<&Edge> {
         self.edges.iter().find(|e| &e.uci == uci)
     }
 
     /// Merges another record of the same position into this one: the deeper evaluation wins, edges are united
-    /// (per move the deeper score wins), the deeper rest bound wins (the lower at equal depth), the screen bound of
+    /// (per move the deeper score wins, the analyst's mark kept as it is here, none taken from `other`), the deeper rest bound wins (the lower at equal depth), the screen bound of
     /// fewer moves wins (see [`ScreenBound`]), the settled depth is the larger.
     pub fn merge(&mut self, other: &Node) {
         match (&self.eval, &other.eval) {
             (_, None) => {}
             (None, Some(theirs)) => self.eval = Some(theirs.clone()),
             (Some(ours), Some(theirs)) => {
-                if theirs.depth > ours.depth
-                    || (theirs.depth == ours.depth && !(theirs.bound != Bound::Exact && ours.bound == Bound::Exact))
+                // An evaluation whose best move the analyst excluded gives way to any that keeps to the marks (a
+                // search of the other moves): it is the excluded line's, however deep.
+                let excluded =
+                    |best: Option<UciMove>| best.is_some_and(|b| self.edge(&b).is_some_and(Edge::is_excluded));
+                if (excluded(ours.best) && !excluded(theirs.best))
+                    || (excluded(ours.best) == excluded(theirs.best)
+                        && (theirs.depth > ours.depth
+                            || (theirs.depth == ours.depth
+                                && !(theirs.bound != Bound::Exact && ours.bound == Bound::Exact))))
                 {
                     self.eval = Some(theirs.clone());
                 }
@@ -343,15 +360,16 @@ impl Node {
             match self.edges.iter_mut().find(|e| e.uci == theirs.uci) {
                 Some(ours) => {
                     let imported = ours.imported || theirs.imported;
-                    // A mark is changed only by a mark's own change (see `marks`), never by an engine's answer.
-                    let steering = ours.steering.or(theirs.steering);
+                    // A mark is set or lifted only by a mark's own change (see `marks`), never by a merge: a copy of
+                    // an edge read before its mark was lifted must not bring the mark back.
+                    let steering = ours.steering;
                     if theirs.supersedes(ours) {
                         *ours = theirs.clone();
                     }
                     ours.imported = imported;
                     ours.steering = steering;
                 }
-                None => self.edges.push(theirs.clone()),
+                None => self.edges.push(Edge { steering: None, ..theirs.clone() }),
             }
         }
         // Every rest bound bounds every move that has no edge now: moves only ever gain edges, so a bound found when

@@ -17,11 +17,9 @@
 //!     source: MarkSource::Cli,
 //! })?;
 //! assert_eq!(task.id, 1);
-//! let mut tasks = store.read()?.tasks()?;
-//! assert_eq!(tasks.len(), 1);
-//! // A run spends some of it: the progress is kept.
-//! tasks[0].spent_seconds = 30.0;
-//! store.update_task(&tasks[0])?;
+//! assert_eq!(store.read()?.tasks()?.len(), 1);
+//! // A run spends some of it: the progress is added to what the store holds.
+//! store.add_task_progress(1, 30.0, 400, Some(3))?;
 //! assert_eq!(store.read()?.tasks()?[0].left_seconds(), 570.0);
 //! store.remove_task(1)?;
 //! assert!(store.read()?.tasks()?.is_empty());
@@ -106,7 +104,7 @@ pub struct NewTask {
 pub enum TaskError {
     #[error("the task's line: {0}")]
     Line(String),
-    #[error("a task's budget is a number of seconds above 0, not {0}")]
+    #[error("a task's budget is a number of seconds above 0 and at most {MAX_BUDGET_SECONDS} (a year), not {0}")]
     Budget(f64),
     #[error("a task's priority is 0 to {MAX_PRIORITY}, not {0}")]
     Priority(u8),
@@ -119,16 +117,41 @@ pub enum TaskError {
 /// The highest priority: 16 software depths ahead of a task of priority 0.
 pub const MAX_PRIORITY: u8 = 16;
 
-/// A task written (`Some`) or removed (`None`) at `id`.
+/// The largest budget: a year of growth.
+pub const MAX_BUDGET_SECONDS: f64 = 366.0 * 86_400.0;
+
+/// A change of one task, applied by the writer to the task as the store holds it in the write's transaction.
 #[derive(Debug, Clone)]
-pub struct TaskChange {
-    pub id: u32,
-    pub task: Option<Task>,
+pub enum TaskChange {
+    /// Write the task (a new one).
+    Put(Task),
+    /// Remove task `id`.
+    Remove(u32),
+    /// Add a run's progress to task `id` as it stands: seconds and evaluations added, the settled depth the deeper.
+    /// A task removed meanwhile stays removed; two runs sharing the store both count.
+    Progress { id: u32, seconds: f64, evaluations: u64, settled_depth: Option<u8> },
 }
 
 impl TaskChange {
     pub(super) fn meta_name(&self) -> String {
-        meta_name(self.id)
+        meta_name(match self {
+            TaskChange::Put(task) => task.id,
+            TaskChange::Remove(id) | TaskChange::Progress { id, .. } => *id,
+        })
+    }
+
+    /// The task's entry after this change, from the entry stored now (`None`: absent); `None`: removed.
+    pub(super) fn applied(&self, stored: Option<Task>) -> Option<Task> {
+        match self {
+            TaskChange::Put(task) => Some(task.clone()),
+            TaskChange::Remove(_) => None,
+            TaskChange::Progress { seconds, evaluations, settled_depth, .. } => stored.map(|mut task| {
+                task.spent_seconds += seconds;
+                task.evaluations += evaluations;
+                task.settled_depth = task.settled_depth.max(*settled_depth);
+                task
+            }),
+        }
     }
 }
 
@@ -168,7 +191,7 @@ impl Store {
     /// Adds a task, its line checked legal; returns it with its number.
     pub fn add_task(&self, new: NewTask) -> Result<Task, TaskError> {
         check_line(new.fen.as_deref(), &new.moves, new.chess960)?;
-        if !new.budget_seconds.is_finite() || new.budget_seconds <= 0.0 {
+        if !new.budget_seconds.is_finite() || new.budget_seconds <= 0.0 || new.budget_seconds > MAX_BUDGET_SECONDS {
             return Err(TaskError::Budget(new.budget_seconds));
         }
         if new.priority > MAX_PRIORITY {
@@ -191,20 +214,27 @@ impl Store {
             user: super::marks::os_user(),
             created: super::marks::now(),
         };
-        self.writer().submit(vec![Change::Task(TaskChange { id, task: Some(task.clone()) })]).wait()?;
+        self.writer().submit(vec![Change::Task(TaskChange::Put(task.clone()))]).wait()?;
         Ok(task)
     }
 
-    /// Writes a task's progress (or any change to it) over what the store holds.
-    pub fn update_task(&self, task: &Task) -> Result<(), TaskError> {
-        self.writer().submit(vec![Change::Task(TaskChange { id: task.id, task: Some(task.clone()) })]).wait()?;
+    /// Adds a run's progress on task `id` to what the store holds of it (nothing where it was removed).
+    pub fn add_task_progress(
+        &self,
+        id: u32,
+        seconds: f64,
+        evaluations: u64,
+        settled_depth: Option<u8>,
+    ) -> Result<(), TaskError> {
+        let change = TaskChange::Progress { id, seconds, evaluations, settled_depth };
+        self.writer().submit(vec![Change::Task(change)]).wait()?;
         Ok(())
     }
 
     /// Removes task `id`; the tree it grew stays.
     pub fn remove_task(&self, id: u32) -> Result<Task, TaskError> {
         let task = self.read()?.tasks()?.into_iter().find(|t| t.id == id).ok_or(TaskError::Missing(id))?;
-        self.writer().submit(vec![Change::Task(TaskChange { id, task: None })]).wait()?;
+        self.writer().submit(vec![Change::Task(TaskChange::Remove(id))]).wait()?;
         Ok(task)
     }
 }

@@ -106,6 +106,10 @@ impl StoreWriter {
     /// cached values, by the next [`settle`](Self::settle), at the latest when the store closes or when many records
     /// wait (see the [module](self) docs).
     pub fn submit_deferred(&self, changes: Vec<Change>) -> Receipt {
+        // The analyst's marks and tasks are never deferred: a mark's edge and its entry are written together.
+        if changes.iter().any(|c| matches!(c, Change::Mark(_) | Change::Task(_))) {
+            return self.submit(changes);
+        }
         self.send(|ack| Message::Write { changes, values: Values::Deferred, ack })
     }
 
@@ -292,7 +296,7 @@ fn accept_deferred(
                     match pending.nodes.get_mut(&key) {
                         Some(waiting) => waiting.merge(&node),
                         None => {
-                            pending.nodes.insert(key, node);
+                            pending.nodes.insert(key, node.without_steering());
                         }
                     }
                 }
@@ -440,21 +444,25 @@ fn apply_batch(shared: &Shared, txn: &mut RwTxn, batch: &[&[Change]]) -> Result<
         merge(shared, txn, key, node, &mut merged, &mut stored)?;
     }
     // The analyst's marks, after the engines' answers of the same batch, in the order they came.
+    let mut unlinked = Vec::new();
     for (changes, _) in batch.iter().zip(&results).filter(|(_, verdict)| verdict.is_ok()) {
         for change in *changes {
-            if let Change::Mark(mark) = change
-                && apply_mark(shared, txn, mark, &mut merged, &mut stored)?
-            {
-                links.push((mark.child.to_bytes(), mark.key.to_bytes()));
+            if let Change::Mark(mark) = change {
+                match apply_mark(shared, txn, mark, &mut merged, &mut stored)? {
+                    EdgeMade::Made => links.push((mark.child.to_bytes(), mark.key.to_bytes())),
+                    EdgeMade::Removed => unlinked.push((mark.child, mark.key)),
+                    EdgeMade::Same => {}
+                }
             }
         }
     }
     links.sort_unstable();
     links.dedup();
     let added = store_links(shared, txn, &links)?;
-    if added > 0 {
+    let removed = remove_links(shared, txn, &unlinked)?;
+    if added > 0 || removed > 0 {
         let count = shared.link_count(txn)?;
-        shared.put_meta(txn, META_LINKS, &(count + added).to_be_bytes())?;
+        shared.put_meta(txn, META_LINKS, &(count + added).saturating_sub(removed).to_be_bytes())?;
     }
     Ok((results, merged))
 }
@@ -475,6 +483,7 @@ fn check_batch(
         .flat_map(|changes| changes.iter())
         .filter_map(|change| match change {
             Change::Merge { key, .. } if !waiting.contains_key(key) => Some(*key),
+            Change::Mark(mark) => Some(mark.key),
             _ => None,
         })
         .collect();
@@ -510,18 +519,29 @@ fn check_batch(
                     }
                     Change::SetEngine(identity) => shared.put_meta(txn, META_ENGINE, identity.as_bytes())?,
                     Change::AddEngines(names) => shared.add_engines(txn, names)?,
-                    Change::Task(change) => match &change.task {
-                        Some(task) => shared.put_meta(txn, &change.meta_name(), &tasks::encode(task))?,
-                        None => {
-                            shared.meta.delete(txn, &change.meta_name()).map_err(|e| shared.lmdb_error(e))?;
+                    Change::Task(change) => {
+                        let name = change.meta_name();
+                        let stored = shared.meta_value(txn, &name)?.and_then(tasks::decode);
+                        match change.applied(stored) {
+                            Some(task) => shared.put_meta(txn, &name, &tasks::encode(&task))?,
+                            None => {
+                                shared.meta.delete(txn, &name).map_err(|e| shared.lmdb_error(e))?;
+                            }
                         }
-                    },
-                    Change::Mark(change) => match &change.mark {
-                        Some(mark) => shared.put_meta(txn, &change.meta_name(), &marks::encode(mark))?,
-                        None => {
-                            shared.meta.delete(txn, &change.meta_name()).map_err(|e| shared.lmdb_error(e))?;
+                    }
+                    Change::Mark(change) => {
+                        match &change.mark {
+                            Some(mark) => shared.put_meta(txn, &change.meta_name(), &marks::encode(mark))?,
+                            None => {
+                                shared.meta.delete(txn, &change.meta_name()).map_err(|e| shared.lmdb_error(e))?;
+                            }
                         }
-                    },
+                        let version = shared
+                            .meta_value(txn, marks::META_MARKS_VERSION)?
+                            .and_then(|bytes| <[u8; 8]>::try_from(bytes).ok())
+                            .map_or(0, u64::from_be_bytes);
+                        shared.put_meta(txn, marks::META_MARKS_VERSION, &(version + 1).to_be_bytes())?;
+                    }
                 }
             }
         }
@@ -541,6 +561,10 @@ fn check(
     corrupt: &KeyMap<StoreError>,
 ) -> Result<(), StoreError> {
     for change in changes {
+        if let Change::Mark(mark) = change {
+            check_mark(mark, corrupt, stored)?;
+            continue;
+        }
         let Change::Merge { key, node, .. } = change else {
             continue;
         };
@@ -561,6 +585,30 @@ fn check(
                 new_fen: node.position.fen(),
             });
         }
+    }
+    Ok(())
+}
+
+/// Would this mark be accepted? Its record must read, and an exclusion must leave its position a move that is not
+/// excluded (checked here, in the write's transaction, as well as by [`Store::set_mark`](super::Store::set_mark)
+/// before it: another process, or a merge, may have excluded the others since).
+fn check_mark(
+    mark: &marks::MarkChange,
+    corrupt: &KeyMap<StoreError>,
+    stored: &KeyMap<Option<Node>>,
+) -> Result<(), StoreError> {
+    if let Some(damaged) = corrupt.get(&mark.key) {
+        return Err(damaged.clone());
+    }
+    let excludes = mark.mark.as_ref().is_some_and(|m| m.kind == marks::MarkKind::Exclude);
+    let Some(pos) = mark.position.to_position().filter(|_| excludes) else { return Ok(()) };
+    let record = stored.get(&mark.key).and_then(Option::as_ref);
+    let excluded = |uci: &shakmaty::uci::UciMove| {
+        *uci == mark.uci || record.and_then(|r| r.edge(uci)).is_some_and(super::node::Edge::is_excluded)
+    };
+    use shakmaty::Position;
+    if pos.legal_moves().iter().map(|m| crate::notation::canonical(*m)).all(|m| excluded(&m)) {
+        return Err(StoreError::LastMoveExcluded { fen: mark.position.fen(), uci: mark.uci.to_string() });
     }
     Ok(())
 }
@@ -621,7 +669,8 @@ fn merge(
     };
     match record {
         None => {
-            merged.insert(key, node.clone());
+            // Only a mark's own change sets a mark: a record written otherwise comes without any.
+            merged.insert(key, node.without_steering());
         }
         Some(stored) => {
             let mut updated = stored.clone();
@@ -634,15 +683,39 @@ fn merge(
     Ok(())
 }
 
+/// What a mark's change did to its move's edge.
+enum EdgeMade {
+    /// A placeholder edge was made: its parent link is owed.
+    Made,
+    /// The placeholder the mark made went with it: its parent link goes too.
+    Removed,
+    Same,
+}
+
+/// Removes the parent links (child, parent) of edges a lifted mark took away; returns how many were there.
+fn remove_links(shared: &Shared, txn: &mut RwTxn<'_>, links: &[(PositionKey, PositionKey)]) -> Result<u64, StoreError> {
+    let mut removed = 0;
+    for &(child, parent) in links {
+        let Some((page_key, page)) = shared.link_page(txn, child)? else { continue };
+        let mut page = page.to_vec();
+        if super::links::remove_checked(&mut page, child, parent) {
+            removed += 1;
+            let value = super::links::write_page(page_key, &page);
+            shared.links.put(txn, &page_key.to_bytes(), &value).map_err(|e| shared.lmdb_error(e))?;
+        }
+    }
+    Ok(removed)
+}
+
 /// Sets or lifts a mark on its move's edge in the record (as merged so far in this batch, or as stored, or a new
-/// one); returns whether an edge was made (its parent link is then owed).
+/// one); says whether an edge was made or removed (its parent link is then owed, or goes).
 fn apply_mark(
     shared: &Shared,
     txn: &RwTxn,
     change: &marks::MarkChange,
     merged: &mut KeyMap<Node>,
     stored: &mut KeyMap<Option<Node>>,
-) -> Result<bool, StoreError> {
+) -> Result<EdgeMade, StoreError> {
     let record = match merged.remove(&change.key) {
         Some(node) => Some(node),
         None => match stored.remove(&change.key) {
@@ -655,9 +728,17 @@ fn apply_mark(
         Some(child) => child.eval.is_some(),
         None => shared.node_at(txn, change.child)?.is_some_and(|child| child.eval.is_some()),
     };
+    let edges = node.edges.len();
     let made = change.apply(&mut node, child_evaluated);
+    let removed = node.edges.len() < edges;
     merged.insert(change.key, node);
-    Ok(made)
+    Ok(if made {
+        EdgeMade::Made
+    } else if removed {
+        EdgeMade::Removed
+    } else {
+        EdgeMade::Same
+    })
 }
 
 /// Brings cached values up to date from the merged records upward, then writes every merged or updated record once,

@@ -291,7 +291,10 @@ pub fn direct(
             let infos: Vec<Info> = found_each_move.into_iter().chain(closing).collect();
             let ponder = evaluation.ponder.filter(|_| ctx.options.ponder);
             let timing = evaluation.timing;
-            let learns = searchmoves.is_empty() && !evaluation.stopped;
+            // A search of every move the analyst did not exclude is the position's, as the tree values it (§6.3): it
+            // is learnt from and stored; one the GUI narrowed is not.
+            let whole = searchmoves.is_empty() || only_exclusions(ctx, root, searchmoves);
+            let learns = whole && !evaluation.stopped;
             let sample = learns.then(|| DepthSample {
                 phase: Phase::of(root),
                 nodes: evaluation.nodes,
@@ -338,6 +341,19 @@ pub fn direct(
             }
             (fallback(ctx, line, searchmoves, problem), Aftermath::NONE)
         }
+    }
+}
+
+/// Whether `searchmoves` are exactly the moves the analyst left at `root` (every move but those excluded): a
+/// search of them is a search of the position as the tree values it.
+fn only_exclusions(ctx: &Context, root: &Chess, searchmoves: &[UciMove]) -> bool {
+    let Some(store) = &ctx.store else { return false };
+    match store.read().and_then(|view| view.node(crate::store::key::PositionKey::of(root))) {
+        Ok(node) => {
+            let searchable = crate::store::marks::searchable_moves(root, node.as_ref());
+            !searchable.is_empty() && searchable == searchmoves
+        }
+        Err(_) => false,
     }
 }
 

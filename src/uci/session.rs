@@ -146,6 +146,9 @@ struct Session {
     relay_ms: u64,
     /// The current position; `None` after a `position` that could not be used.
     line: Option<Line>,
+    /// A `position` came in this session: the analyst's marks from a GUI (`MarkExclude`, ...) apply to it, never to
+    /// the start position a GUI has not sent (GUIs send their saved options at startup).
+    position_sent: bool,
     search: Option<Running>,
     /// Searches that have answered and are storing what they found: joined later, never waited for by a `go`.
     finishing: Vec<JoinHandle<()>>,
@@ -226,6 +229,7 @@ pub fn run(config: &Config, tree_dir: PathBuf) {
         relay_ms: relay.margin_ms(),
         relay,
         line: Some(Line::start_position()),
+        position_sent: false,
         search: None,
         finishing: Vec::new(),
         background: None,
@@ -375,6 +379,7 @@ impl Session {
                             self.record_game(&ended, false);
                         }
                         self.line = Some(line);
+                        self.position_sent = true;
                     }
                     Err(e) => {
                         self.line = None;

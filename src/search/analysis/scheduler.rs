@@ -656,9 +656,12 @@ impl<'a, E: Evaluator> Scheduler<'a, E> {
     /// alternatives it planned are split into searches of each move alone, queued last. Every search the walks reach
     /// (new, running or answered), and the moves of every search for alternatives, are the wanted ones.
     fn look_ahead_walk(&mut self, ctx: &Context<'_, 'a>, depth: u8) -> Result<(), AnalysisError> {
+        let view = self.store.read()?;
+        if let Some(overlay) = &mut self.speculation.overlay {
+            overlay.refresh_marks(&view)?;
+        }
         let Some(overlay) = &self.speculation.overlay else { return Ok(()) };
         let free = self.evaluator.workers().saturating_sub(self.flights.running());
-        let view = self.store.read()?;
         let walks = ctx.walk.ahead(&view, overlay, ctx.recorder.failed(), depth, self.look_ahead.unwrap_or(0))?;
         let mut queue = VecDeque::new();
         let mut wanted: HashSet<JobKey> = HashSet::new();

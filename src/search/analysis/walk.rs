@@ -215,7 +215,13 @@ impl<G: Records> Walk<'_, G> {
         }
         self.max_ply = self.max_ply.max(ply);
         let node = self.tree.record(key)?;
-        let needs_eval = node.as_ref().and_then(|n| n.eval.as_ref()).is_none_or(|e| e.depth < self.params.engine_depth);
+        // An evaluation whose best move the analyst excluded is the excluded line's: the position is searched again
+        // without it (the search's answer takes its place in the record).
+        let needs_eval = node.as_ref().is_none_or(|n| {
+            n.eval.as_ref().is_none_or(|e| {
+                e.depth < self.params.engine_depth || e.best.is_some_and(|b| n.edge(&b).is_some_and(Edge::is_excluded))
+            })
+        });
         if needs_eval {
             return Ok(self.evaluate(pos, key, ply, node.as_ref()));
         }

@@ -110,10 +110,12 @@ impl Session {
     /// Marks `text` (a move in SAN or UCI) in the last `position` with `kind`, or lifts its mark (`None`), in the
     /// tree store; says what it did in an `info string`, or why it did nothing.
     fn mark_move(&mut self, kind: Option<MarkKind>, text: &str) {
-        if text.trim().is_empty() {
+        // No move (an empty value, as GUIs send an option they never set): nothing to mark.
+        if text.trim().is_empty() || text.trim() == "<empty>" {
             return;
         }
-        let Some(line) = self.line.clone() else {
+        let line = self.line.clone().filter(|_| self.position_sent);
+        let Some(line) = line else {
             self.out.error("no position to mark a move in: send position first");
             return;
         };
