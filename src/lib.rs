@@ -36,6 +36,8 @@
 //!   (`EngineConfig`, `StoreOptions`, `Params`) made from it.
 //! - [`uci`]: the GUI's face: the protocol loop, the `go` policy (tree against search), the direct engine's
 //!   relay, tree growth.
+//! - [`serve`]: the tree in a browser (`deeptree serve`): a small HTTP server, its safety rules, the JSON API over the
+//!   store and the search's view of a position, steering with marks, and the page served from memory.
 //! - [`commands`], [`bench`](mod@bench): the bodies of the `deeptree` commands and the measurements; `main.rs` parses
 //!   the command line and dispatches to them.
 
@@ -49,6 +51,7 @@ pub mod logger;
 pub mod notation;
 pub mod score;
 pub mod search;
+pub mod serve;
 pub mod store;
 pub mod uci;
 pub mod values;

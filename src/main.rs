@@ -8,7 +8,7 @@ use clap::{Parser, Subcommand};
 use deeptree::{
     commands::{
         self, analyze::AnalyzeArgs, bench::BenchCommand, bench::FillArgs, open_existing_store, open_store,
-        show::ShowArgs, stats::StatsArgs,
+        serve::ServeArgs, show::ShowArgs, stats::StatsArgs,
     },
     config::Config,
     interop::cli::{ExportArgs, ImportArgs, MergeArgs},
@@ -48,6 +48,8 @@ enum Command {
     Mark(commands::mark::MarkArgs),
     /// The analyst's tasks: lines to analyse with a priority and a budget, grown by `analyze --tasks`.
     Task(commands::task::TaskArgs),
+    /// Serve the tree live in a browser on 127.0.0.1 (steering with the per-run token printed at start).
+    Serve(ServeArgs),
     /// Rewrite the store without free pages (only while no other process has it open).
     Compact(commands::compact::CompactArgs),
     /// Read and verify every record; list the damaged ones (exit status 3), and with --repair --out DIR copy every
@@ -124,6 +126,7 @@ fn run(cli: Cli, config: &Config) -> commands::CommandResult {
             deeptree::interop::cli::merge(&store, &args, &deeptree::store::StoreOptions::from(config))?
         }
         Some(Command::Stats(args)) => commands::stats::run(db, config, args)?,
+        Some(Command::Serve(args)) => commands::serve::run(db, config, args)?,
         Some(Command::Compact(args)) => commands::compact::run(db, config, args)?,
         Some(Command::Mark(args)) => commands::mark::run(db, config, args)?,
         Some(Command::Task(args)) => commands::task::run(db, config, args)?,

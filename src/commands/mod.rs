@@ -9,6 +9,7 @@ pub mod bench;
 pub mod check;
 pub mod compact;
 pub mod mark;
+pub mod serve;
 pub mod show;
 pub mod stats;
 pub mod task;

@@ -232,6 +232,13 @@ pub struct ClaimsSummary {
     pub answers: u64,
 }
 
+/// A search a live process runs now: the search's key (as its owner claimed it) and the process.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunningSearch {
+    pub search: Vec<u8>,
+    pub pid: u32,
+}
+
 impl Claims {
     pub(crate) fn new(env: Arc<ClaimsEnv>) -> Claims {
         Claims { env, owner: fastrand::u64(1..), pid: std::process::id(), claimed: Default::default() }
@@ -256,6 +263,21 @@ impl Claims {
         }
         summary.processes.sort_unstable();
         Ok(summary)
+    }
+
+    /// The searches running now, claimed by live processes, in key order.
+    pub fn running(&self) -> Result<Vec<RunningSearch>, StoreError> {
+        let txn = self.env.env.read_txn().map_err(|e| self.env.lmdb_error(e))?;
+        let now = now_ms();
+        let mut running = Vec::new();
+        for item in self.env.claims.iter(&txn).map_err(|e| self.env.lmdb_error(e))? {
+            let (key, value) = item.map_err(|e| self.env.lmdb_error(e))?;
+            let Some(record) = decode(key, value).filter(|r| r.expires_ms > now) else { continue };
+            if record.answered.is_none() && alive(record.pid) {
+                running.push(RunningSearch { search: key.to_vec(), pid: record.pid });
+            }
+        }
+        Ok(running)
     }
 
     /// Claims `search` unless another owner holds it or answered it.

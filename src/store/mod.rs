@@ -761,6 +761,15 @@ impl Store {
         self.claims()?.summary().map(Some)
     }
 
+    /// The searches that processes sharing this store run now (see [`claims::Claims::running`]); none when no process
+    /// ever claimed a search here (nothing is created to find out).
+    pub fn running_searches(&self) -> Result<Vec<claims::RunningSearch>, StoreError> {
+        if self.shared.claims.lock().is_none() && !self.shared.dir.join("claims").join("data.mdb").is_file() {
+            return Ok(Vec::new());
+        }
+        self.claims()?.running()
+    }
+
     /// Why this process writes no more to the store, if it does not: a write failed on the disk
     /// ([`StoreError::WriteFailed`]), or the store was opened read-only ([`StoreError::ReadOnly`]).
     pub fn write_failure(&self) -> Option<StoreError> {

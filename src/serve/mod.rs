@@ -1,0 +1,404 @@
+//! `deeptree serve`: the stored tree live in a browser, served from the store while other processes grow it.
+//!
+//! A small synchronous HTTP/1.1 server ([`http`]) on a loopback address: a fixed pool of [`WORKERS`] threads
+//! answers connections taken from a queue of [`QUEUE`]; a connection that finds the queue full is answered 503 at
+//! once. Every request is checked by [`guard`] (its Host; for a request that changes the store, its Origin and the
+//! per-run token), then routed: the page and its assets (from memory), the JSON API (`/api/position`, `/api/live`)
+//! and steering (`/api/mark`, `/api/task`, see [`steer`]). Each request holds one read transaction of the store only
+//! while it builds its answer. A background thread samples the store ([`live`]).
+
+pub mod guard;
+pub mod http;
+pub mod live;
+pub mod steer;
+
+use std::{
+    io::{Read, Write},
+    net::{Shutdown, TcpListener, TcpStream},
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use parking_lot::Mutex;
+use serde_json::{Value, json};
+use shakmaty::{Chess, Color, Position, uci::UciMove};
+
+use crate::{
+    game::Line,
+    notation::canonical,
+    search::{show, tree},
+    store::{Store, StoreError, key::PositionKey},
+};
+
+use guard::{Guard, TOKEN_HEADER};
+use http::{Request, Response};
+
+/// Threads that answer requests.
+pub const WORKERS: usize = 4;
+/// Connections waiting for a worker; one more is answered 503.
+pub const QUEUE: usize = 16;
+/// How long a client may take to send its request.
+const READ_TIMEOUT: Duration = Duration::from_secs(5);
+/// The longest main line shown.
+const MAIN_LINE_PLIES: usize = 40;
+/// The most running searches `/api/live` lists.
+const SEARCHES_SHOWN: usize = 40;
+
+/// The page and its assets, served from memory.
+const ASSETS: &[(&str, &str, &[u8])] = &[
+    ("/", "text/html; charset=utf-8", include_bytes!("assets/index.html")),
+    ("/app.js", "text/javascript; charset=utf-8", include_bytes!("assets/app.js")),
+    ("/app.css", "text/css; charset=utf-8", include_bytes!("assets/app.css")),
+    ("/chessground.js", "text/javascript; charset=utf-8", include_bytes!("assets/chessground.js")),
+    ("/chessground.css", "text/css; charset=utf-8", include_bytes!("assets/chessground.css")),
+];
+
+/// What the routes share.
+pub struct Server {
+    store: Arc<Store>,
+    guard: Guard,
+    /// The root the page opens at (`--fen`, `--moves`).
+    root: Line,
+    ring: Arc<Mutex<live::Ring>>,
+    started: Instant,
+}
+
+impl Server {
+    /// A server of `store` at `root`, guarded by `guard`; [`Server::run`] starts it.
+    pub fn new(store: Store, guard: Guard, root: Line) -> Server {
+        Server {
+            store: Arc::new(store),
+            guard,
+            root,
+            ring: Arc::new(Mutex::new(live::Ring::new())),
+            started: Instant::now(),
+        }
+    }
+
+    /// Answers connections on `listener` until the process ends: the sampler, the workers, and the accepting loop
+    /// on this thread.
+    pub fn run(self, listener: TcpListener) -> std::io::Result<()> {
+        live::spawn_sampler(self.store.clone(), self.root.clone(), self.ring.clone(), self.started);
+        let server = Arc::new(self);
+        let (queue, waiting) = crossbeam_channel::bounded::<TcpStream>(QUEUE);
+        for n in 0..WORKERS {
+            let (server, waiting) = (server.clone(), waiting.clone());
+            std::thread::Builder::new().name(format!("serve-{n}")).spawn(move || {
+                for stream in waiting {
+                    server.answer(stream);
+                }
+            })?;
+        }
+        for stream in listener.incoming() {
+            let stream = match stream {
+                Ok(stream) => stream,
+                Err(e) => {
+                    log::warn!("serve: cannot accept a connection: {e}");
+                    std::thread::sleep(Duration::from_millis(50));
+                    continue;
+                }
+            };
+            if let Err(crossbeam_channel::TrySendError::Full(stream)) = queue.try_send(stream) {
+                refuse_busy(stream);
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads one request from `stream`, answers it and closes the connection.
+    fn answer(&self, mut stream: TcpStream) {
+        let _ = stream.set_read_timeout(Some(READ_TIMEOUT));
+        let _ = stream.set_write_timeout(Some(READ_TIMEOUT));
+        let response = match http::read_request(&mut stream) {
+            Ok(request) => {
+                let response = self.route(&request);
+                log::info!("serve: {} {} -> {}", request.method, request.path, response.status);
+                response
+            }
+            Err(refusal) => refusal,
+        };
+        finish(stream, &response);
+    }
+
+    /// The answer to `request`.
+    pub fn route(&self, request: &Request) -> Response {
+        let host = request.header("host");
+        if !self.guard.host_allowed(host) {
+            return Response::text(
+                403,
+                format!(
+                    "refused: Host {} is not this server's (only 127.0.0.1:{port}, localhost:{port} or [::1]:{port})",
+                    host.map_or("(none)".to_owned(), |h| format!("'{h}'")),
+                    port = self.guard.port
+                ),
+            );
+        }
+        match request.method.as_str() {
+            "GET" | "HEAD" => self.get(request),
+            "POST" => {
+                let host = host.unwrap_or_default();
+                if !self.guard.origin_allowed(request.header("origin"), host, request.header("sec-fetch-site")) {
+                    return Response::text(403, "refused: a request that changes the store must come from this page");
+                }
+                if !self.guard.token_ok(request.header(TOKEN_HEADER)) {
+                    return Response::text(
+                        403,
+                        "refused: missing or wrong X-Deeptree-Token (the token is in the URL serve printed at start)",
+                    );
+                }
+                self.post(request)
+            }
+            _ => Response::text(405, format!("method {} is not served", request.method)),
+        }
+    }
+
+    fn get(&self, request: &Request) -> Response {
+        if let Some((_, kind, body)) = ASSETS.iter().find(|(path, _, _)| *path == request.path) {
+            return Response::new(200, kind, *body);
+        }
+        match request.path.as_str() {
+            "/api/position" => {
+                let line = match self.line(request.param("fen"), request.param("moves")) {
+                    Ok(line) => line,
+                    Err(message) => return Response::json_error(400, message),
+                };
+                answer_json(self.position(&line))
+            }
+            "/api/live" => answer_json(self.live()),
+            "/api/mark" | "/api/task" => Response::text(405, "use POST"),
+            _ => Response::text(404, format!("nothing at {}", request.path)),
+        }
+    }
+
+    fn post(&self, request: &Request) -> Response {
+        if !matches!(request.path.as_str(), "/api/mark" | "/api/task") {
+            return if request.path.starts_with("/api/") || ASSETS.iter().any(|(p, _, _)| *p == request.path) {
+                Response::text(405, format!("{} takes no POST", request.path))
+            } else {
+                Response::text(404, format!("nothing at {}", request.path))
+            };
+        }
+        let body: Value = match serde_json::from_slice(&request.body) {
+            Ok(Value::Object(map)) => Value::Object(map),
+            Ok(_) => return Response::json_error(400, "the body must be a JSON object"),
+            Err(e) => return Response::json_error(400, format!("the body is not JSON: {e}")),
+        };
+        let text = |name: &str| body.get(name).and_then(Value::as_str).map(str::to_owned);
+        let line = match self.line(text("fen"), text("moves")) {
+            Ok(line) => line,
+            Err(message) => return Response::json_error(400, message),
+        };
+        let result = if request.path == "/api/mark" {
+            let Some(kind) = text("kind").as_deref().and_then(steer::Kind::parse) else {
+                return Response::json_error(400, "kind must be \"exclude\" or \"include\"");
+            };
+            let undo = match body.get("undo") {
+                None | Some(Value::Null) => false,
+                Some(Value::Bool(b)) => *b,
+                Some(_) => return Response::json_error(400, "undo must be true or false"),
+            };
+            let uci = match legal_move(line.root(), text("move").as_deref()) {
+                Ok(uci) => uci,
+                Err(message) => return Response::json_error(400, message),
+            };
+            steer::mark(&self.store, &line, uci, kind, undo)
+        } else {
+            steer::task(&self.store, &line, &body)
+        };
+        match result {
+            Ok(value) => Response::json(&value),
+            Err((status, message)) => Response::json_error(status, message),
+        }
+    }
+
+    /// The line of a request: `fen` (default: the served root's start) and `moves` from it (default: the served
+    /// root's moves, when no `fen` is given either).
+    fn line(&self, fen: Option<String>, moves: Option<String>) -> Result<Line, String> {
+        if fen.is_none() && moves.is_none() {
+            return Ok(self.root.clone());
+        }
+        let start = match fen.as_deref().map(str::trim).filter(|f| !f.is_empty()) {
+            Some(fen) => fen.to_owned(),
+            None => start_fen(&self.root),
+        };
+        Line::parse_in(Some(&start), moves.as_deref().unwrap_or(""), self.root.chess960)
+            .map_err(|e| format!("unknown position: {e}"))
+    }
+
+    /// `/api/position`: the position at the end of `line` as the tree knows it.
+    fn position(&self, line: &Line) -> Result<Value, StoreError> {
+        let root = line.root();
+        let history = line.history_keys();
+        let key = PositionKey::of(root);
+        let view = self.store.read()?;
+        let shown = show::tree(&view, root, &history, 1)?;
+        let seen = tree::view(&view, root, &history)?;
+        let node = view.node(key)?;
+        let marks = steer::marks_at(&view, key)?;
+        drop(view);
+        let mut moves = Vec::new();
+        for m in &shown.moves {
+            let mut value = serde_json::to_value(m).unwrap_or(Value::Null);
+            value.as_object_mut().map(|o| o.remove("child"));
+            let own: Vec<&Value> =
+                marks.iter().filter(|mark| mark.get("uci").and_then(Value::as_str) == Some(m.uci.as_str())).collect();
+            value["marks"] = json!(own);
+            moves.push(value);
+        }
+        let main_line = seen
+            .as_ref()
+            .and_then(|s| s.candidates.first())
+            .filter(|c| c.alpha.is_valued())
+            .map(|c| sans(root, c.pv.iter().take(MAIN_LINE_PLIES)))
+            .unwrap_or_default();
+        let legal: Vec<Value> = root
+            .legal_moves()
+            .iter()
+            .map(|m| {
+                let uci = canonical(*m);
+                json!({"uci": uci.to_string(), "san": show::san_of(root, &uci)})
+            })
+            .collect();
+        let line_moves = sans(&line.start, line.moves.iter());
+        Ok(json!({
+            "start_fen": start_fen(line),
+            "line": line_moves,
+            "fen": shown.fen,
+            "key": shown.key,
+            "turn": if root.turn() == Color::White { "white" } else { "black" },
+            "ply": line.moves.len(),
+            "fullmove": root.fullmoves().get(),
+            "score": seen.as_ref().and_then(|s| s.candidates.first()).map(|c| c.alpha).filter(|s| s.is_valued()),
+            "settled_depth": shown.settled_depth,
+            "engine_depth": node.as_ref().and_then(|n| n.eval.as_ref()).map(|e| e.depth),
+            "main_line": main_line,
+            "moves": moves,
+            "unsearched": shown.unsearched,
+            "rest": shown.rest,
+            "screen": shown.screen,
+            "legal": legal,
+            "marks": marks,
+            "outcome": match root.outcome() { shakmaty::Outcome::Known(o) => Some(o.to_string()), shakmaty::Outcome::Unknown => None },
+            "check": root.is_check(),
+        }))
+    }
+
+    /// `/api/live`: what the store holds and grows by, what is searched now, and the samples since serve started.
+    fn live(&self) -> Result<Value, StoreError> {
+        let stats = self.store.stats()?;
+        let claims = self.store.claims_summary()?;
+        let running = self.store.running_searches()?;
+        let searching = {
+            let view = self.store.read()?;
+            let mut shown = Vec::new();
+            for search in running.iter().take(SEARCHES_SHOWN) {
+                shown.push(describe_search(&view, &search.search, search.pid)?);
+            }
+            shown
+        };
+        let (samples, rate) = {
+            let ring = self.ring.lock();
+            (ring.samples(), ring.rate())
+        };
+        Ok(json!({
+            "uptime": self.started.elapsed().as_secs_f64(),
+            "positions": stats.positions,
+            "edges": stats.edges,
+            "bytes": stats.bytes,
+            "rate": rate,
+            "claims": claims,
+            "running": running.len(),
+            "searching": searching,
+            "root": {"fen": start_fen(&self.root), "moves": self.root.moves.iter().map(ToString::to_string).collect::<Vec<_>>()},
+            "samples": samples,
+        }))
+    }
+}
+
+/// The start position of `line` as FEN.
+fn start_fen(line: &Line) -> String {
+    shakmaty::fen::Fen::from_position(&line.start, shakmaty::EnPassantMode::Legal).to_string()
+}
+
+/// `moves` played from `pos`, each as `{uci, san}`, up to the first that is not legal.
+fn sans<'m>(pos: &Chess, moves: impl Iterator<Item = &'m UciMove>) -> Vec<Value> {
+    let mut pos = pos.clone();
+    let mut out = Vec::new();
+    for uci in moves {
+        let Ok(m) = uci.to_move(&pos) else { break };
+        out.push(json!({"uci": uci.to_string(), "san": show::san_of(&pos, uci)}));
+        pos.play_unchecked(m);
+    }
+    out
+}
+
+/// The move `text` names, in its stored form, if it is a UCI move legal in `pos`.
+fn legal_move(pos: &Chess, text: Option<&str>) -> Result<UciMove, String> {
+    let text = text.ok_or("no move given")?;
+    let uci: UciMove =
+        text.parse().map_err(|_| format!("malformed move {}: not a UCI move", crate::game::quote(text)))?;
+    let m = uci.to_move(pos).map_err(|_| format!("move {} is not legal in this position", crate::game::quote(text)))?;
+    Ok(canonical(m))
+}
+
+/// A running search as `/api/live` lists it: its position (FEN where the store has the position or a parent of it
+/// with the move to it), the engine depth, the moves it is restricted to, and the process that runs it.
+fn describe_search(view: &crate::store::ReadView<'_>, search: &[u8], pid: u32) -> Result<Value, StoreError> {
+    let Some(key) = search.get(..PositionKey::SIZE).and_then(PositionKey::from_slice) else {
+        return Ok(json!({"pid": pid}));
+    };
+    let depth = search.get(PositionKey::SIZE).copied();
+    let rest = search.get(PositionKey::SIZE + 1..).unwrap_or_default();
+    let restricted = rest.iter().position(|&b| b == b'S').map_or(rest.len(), |i| i) / 2;
+    let mut fen = view.node(key)?.map(|n| n.position.fen());
+    let mut after = None;
+    if fen.is_none() {
+        'parents: for parent in view.parents(key)? {
+            let Some(node) = view.node(parent)? else { continue };
+            let Some(pos) = node.position.to_position() else { continue };
+            for edge in &node.edges {
+                if let Some(child) = crate::game::play_uci(&pos, &edge.uci)
+                    && PositionKey::of(&child) == key
+                {
+                    fen = Some(shakmaty::fen::Fen::from_position(&child, shakmaty::EnPassantMode::Legal).to_string());
+                    after = Some(json!({"fen": node.position.fen(), "san": show::san_of(&pos, &edge.uci)}));
+                    break 'parents;
+                }
+            }
+        }
+    }
+    Ok(json!({"key": key.to_string(), "fen": fen, "after": after, "depth": depth, "moves": restricted, "pid": pid}))
+}
+
+/// A JSON answer, or 500 with the store's error.
+fn answer_json(result: Result<Value, StoreError>) -> Response {
+    match result {
+        Ok(value) => Response::json(&value),
+        Err(e) => Response::json_error(500, format!("cannot read the store: {e}")),
+    }
+}
+
+/// Writes `response`, then closes the connection without resetting it: what the client still sends (a body refused
+/// before it was read) is read and dropped, for a moment and up to a bound, so that the client reads the answer.
+fn finish(mut stream: TcpStream, response: &Response) {
+    if response.write_to(&mut stream).is_err() {
+        return;
+    }
+    let _ = stream.shutdown(Shutdown::Write);
+    let _ = stream.set_read_timeout(Some(Duration::from_millis(200)));
+    let mut sink = [0u8; 8192];
+    let mut drained = 0;
+    while drained < 2 * http::MAX_BODY {
+        match stream.read(&mut sink) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => drained += n,
+        }
+    }
+}
+
+/// Answers 503 to a connection that found every worker busy and the queue full.
+fn refuse_busy(mut stream: TcpStream) {
+    let _ = stream.set_write_timeout(Some(Duration::from_millis(200)));
+    let _ = Response::text(503, "busy: too many connections, try again").write_to(&mut stream);
+    let _ = stream.flush();
+}
