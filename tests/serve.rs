@@ -1,0 +1,447 @@
+//! `deeptree serve` as a client meets it: the built binary on a free port (`--port 0`) over a store grown by the real
+//! Stockfish, spoken to in raw HTTP/1.1 over TCP. The page and its API, and every refusal of the safety rules, each
+//! with the store left as it was.
+
+mod common;
+
+use std::{
+    io::{BufRead, BufReader, Read, Write},
+    net::TcpStream,
+    path::{Path, PathBuf},
+    process::{Child, Command, Stdio},
+    sync::OnceLock,
+    time::Duration,
+};
+
+fn deeptree() -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_deeptree"));
+    command.env_remove("DEEPTREE_DB").env_remove("DEEPTREE_CONFIG");
+    command
+}
+
+/// A store grown once for all the tests here (engine depth 6, software depth 1), copied for each test.
+fn grown_store() -> &'static Path {
+    static STORE: OnceLock<(tempfile::TempDir, PathBuf)> = OnceLock::new();
+    let (_, db) = STORE.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("tree");
+        let out = deeptree()
+            .arg("--db")
+            .arg(&db)
+            .args(["analyze", "--engine-depth", "6", "--max-depth", "1", "--engine"])
+            .arg(common::stockfish())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        (dir, db)
+    });
+    db
+}
+
+/// A copy of the grown store in a directory of its own.
+fn store_copy() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("tree");
+    std::fs::create_dir(&db).unwrap();
+    std::fs::copy(grown_store().join("data.mdb"), db.join("data.mdb")).unwrap();
+    (dir, db)
+}
+
+/// A running `deeptree serve`, stopped when dropped.
+struct Served {
+    child: Child,
+    port: u16,
+    token: String,
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn serve(db: &Path, args: &[&str]) -> Served {
+    let mut child = deeptree()
+        .arg("--db")
+        .arg(db)
+        .args(["serve", "--port", "0"])
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    // http://127.0.0.1:PORT/?token=HEX
+    let url = line.trim();
+    let rest = url.strip_prefix("http://127.0.0.1:").unwrap_or_else(|| panic!("serve printed {url:?}"));
+    let (port, token) = rest.split_once("/?token=").unwrap();
+    assert_eq!(token.len(), 32, "{url}");
+    Served { child, port: port.parse().unwrap(), token: token.to_owned() }
+}
+
+/// An answer: status, headers (lower-case names) and body.
+#[derive(Debug)]
+struct Answer {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: String,
+}
+
+impl Answer {
+    fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("{e}: {}", self.body))
+    }
+}
+
+/// Sends `raw` (a whole request) to `port` and reads the answer to its end.
+fn send(port: u16, raw: &[u8]) -> Answer {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    stream.write_all(raw).unwrap();
+    let mut bytes = Vec::new();
+    stream.read_to_end(&mut bytes).unwrap();
+    parse(&bytes)
+}
+
+fn parse(bytes: &[u8]) -> Answer {
+    let text = String::from_utf8_lossy(bytes);
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or_else(|| panic!("no answer: {text:?}"));
+    let mut lines = head.split("\r\n");
+    let status = lines.next().unwrap().split(' ').nth(1).unwrap().parse().unwrap();
+    let headers = lines
+        .map(|l| l.split_once(':').unwrap())
+        .map(|(n, v)| (n.to_ascii_lowercase(), v.trim().to_owned()))
+        .collect::<Vec<_>>();
+    for (name, _) in &headers {
+        assert!(!name.starts_with("access-control-"), "a CORS header: {head}");
+    }
+    Answer { status, headers, body: body.to_owned() }
+}
+
+fn get(served: &Served, path: &str) -> Answer {
+    send(served.port, format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\n\r\n", served.port).as_bytes())
+}
+
+/// A POST of `body` with `headers` (each `Name: value`), and the Host of the server.
+fn post(served: &Served, path: &str, headers: &[String], body: &str) -> Answer {
+    let mut raw =
+        format!("POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Type: application/json\r\n", served.port);
+    for header in headers {
+        raw.push_str(header);
+        raw.push_str("\r\n");
+    }
+    raw.push_str(&format!("Content-Length: {}\r\n\r\n{body}", body.len()));
+    send(served.port, raw.as_bytes())
+}
+
+/// The headers of a request from the page itself.
+fn from_page(served: &Served) -> Vec<String> {
+    vec![format!("Origin: http://127.0.0.1:{}", served.port), format!("X-Deeptree-Token: {}", served.token)]
+}
+
+const EXCLUDE_E4: &str = r#"{"fen": "", "moves": "", "move": "e2e4", "kind": "exclude", "undo": false}"#;
+
+/// What `show --json` prints of the store: the state every refusal must leave as it was.
+fn shown(db: &Path) -> String {
+    let out = deeptree().arg("--db").arg(db).args(["show", "--json", "--depth", "2"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn the_page_its_assets_and_the_json_api_are_served() {
+    let (_dir, db) = store_copy();
+    let served = serve(&db, &[]);
+    let page = get(&served, "/");
+    assert_eq!(page.status, 200);
+    assert!(page.body.contains("<script src=\"/chessground.js\">"), "{}", page.body);
+    assert!(!page.body.contains("https://"), "the page loads nothing from the network");
+    for (path, kind) in [
+        ("/chessground.js", "text/javascript"),
+        ("/chessground.css", "text/css"),
+        ("/app.js", "text/javascript"),
+        ("/app.css", "text/css"),
+    ] {
+        let asset = get(&served, path);
+        assert_eq!(asset.status, 200, "{path}");
+        assert!(asset.headers.iter().any(|(n, v)| n == "content-type" && v.starts_with(kind)), "{path}");
+        assert!(asset.body.len() > 1000, "{path}");
+    }
+    assert!(get(&served, "/chessground.js").body.contains("Chessground"));
+
+    let root = get(&served, "/api/position").json();
+    assert_eq!(root["fen"], "rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq - 0 1");
+    assert_eq!(root["turn"], "white");
+    assert_eq!(root["settled_depth"], 1);
+    assert_eq!(root["engine_depth"], 6);
+    assert_eq!(root["legal"].as_array().unwrap().len(), 20);
+    let moves = root["moves"].as_array().unwrap();
+    assert!(!moves.is_empty());
+    for field in ["uci", "san", "idea", "alpha", "depth", "engine", "bound", "imported", "marks"] {
+        assert!(moves[0].get(field).is_some(), "{field} in {}", moves[0]);
+    }
+    assert_eq!(moves[0]["depth"], 6);
+    assert!(moves[0]["alpha"]["cp"].is_i64());
+    assert_eq!(root["main_line"][0]["uci"], moves[0]["uci"], "the main line starts with the best move");
+    assert_eq!(root["score"], moves[0]["alpha"]);
+
+    // A move walked: the position after it, its line from the start.
+    let best = moves[0]["uci"].as_str().unwrap();
+    let after = get(&served, &format!("/api/position?moves={best}")).json();
+    assert_eq!(after["turn"], "black");
+    assert_eq!(after["line"][0]["uci"], best);
+    assert_ne!(after["fen"], root["fen"]);
+    let fen = "8/8/8/8/8/4k3/8/4K2R w K - 0 1";
+    let other =
+        get(&served, &format!("/api/position?fen={}&moves=e1g1", fen.replace(' ', "+").replace('/', "%2F"))).json();
+    assert_eq!(other["fen"], "8/8/8/8/8/4k3/8/5RK1 b - - 1 1");
+    assert_eq!(other["moves"].as_array().unwrap().len(), 0, "not in the store");
+
+    let live = get(&served, "/api/live").json();
+    assert_eq!(
+        live["positions"].as_u64(),
+        serde_json::from_str::<serde_json::Value>(&shown_stats(&db)).unwrap()["positions"].as_u64()
+    );
+    assert!(live["edges"].as_u64().unwrap() > 0);
+    assert!(live["rate"].is_number());
+    assert!(live["searching"].as_array().unwrap().is_empty());
+    let samples = live["samples"].as_array().unwrap();
+    assert!(!samples.is_empty());
+    assert_eq!(samples[0]["settled_depth"], 1);
+    assert_eq!(samples[0]["score"], root["score"]);
+}
+
+fn shown_stats(db: &Path) -> String {
+    let out = deeptree().arg("--db").arg(db).args(["stats", "--json"]).output().unwrap();
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn a_foreign_host_is_refused() {
+    let (_dir, db) = store_copy();
+    let served = serve(&db, &[]);
+    let port = served.port;
+    for host in [
+        format!("Host: evil.example:{port}\r\n"),
+        format!("Host: localhost.evil.example:{port}\r\n"),
+        format!("Host: 127.0.0.1:{}\r\n", port.wrapping_add(1)),
+        "Host: 127.0.0.1\r\n".to_owned(),
+        String::new(),
+    ] {
+        let answer = send(port, format!("GET /api/position HTTP/1.1\r\n{host}\r\n").as_bytes());
+        assert_eq!(answer.status, 403, "{host:?}");
+        assert!(answer.body.contains("Host"), "{}", answer.body);
+    }
+    for host in [format!("localhost:{port}"), format!("[::1]:{port}")] {
+        let answer = send(port, format!("GET /api/live HTTP/1.1\r\nHost: {host}\r\n\r\n").as_bytes());
+        assert_eq!(answer.status, 200, "{host}");
+    }
+    // A POST with the token is refused too, and changes nothing.
+    let before = shown(&db);
+    let raw = format!(
+        "POST /api/mark HTTP/1.1\r\nHost: evil.example:{port}\r\nOrigin: http://evil.example:{port}\r\nX-Deeptree-Token: \
+         {}\r\nContent-Length: {}\r\n\r\n{EXCLUDE_E4}",
+        served.token,
+        EXCLUDE_E4.len()
+    );
+    assert_eq!(send(port, raw.as_bytes()).status, 403);
+    assert_eq!(shown(&db), before);
+}
+
+#[test]
+fn a_post_from_a_foreign_origin_is_refused() {
+    let (_dir, db) = store_copy();
+    let served = serve(&db, &[]);
+    let before = shown(&db);
+    let token = format!("X-Deeptree-Token: {}", served.token);
+    for origin in ["http://evil.example", "null", &format!("https://127.0.0.1:{}", served.port)] {
+        let answer = post(&served, "/api/mark", &[format!("Origin: {origin}"), token.clone()], EXCLUDE_E4);
+        assert_eq!(answer.status, 403, "{origin}");
+        assert!(answer.body.contains("must come from this page"), "{}", answer.body);
+    }
+    let cross_site = post(&served, "/api/mark", &["Sec-Fetch-Site: cross-site".to_owned(), token], EXCLUDE_E4);
+    assert_eq!(cross_site.status, 403);
+    assert_eq!(shown(&db), before);
+}
+
+#[test]
+fn a_post_without_the_token_is_refused() {
+    let (_dir, db) = store_copy();
+    let served = serve(&db, &[]);
+    let before = shown(&db);
+    let answer = post(&served, "/api/mark", &[format!("Origin: http://127.0.0.1:{}", served.port)], EXCLUDE_E4);
+    assert_eq!(answer.status, 403);
+    assert!(answer.body.contains("X-Deeptree-Token"), "{}", answer.body);
+    assert_eq!(post(&served, "/api/task", &[], "{}").status, 403);
+    assert_eq!(shown(&db), before);
+}
+
+#[test]
+fn a_post_with_a_wrong_token_is_refused() {
+    let (_dir, db) = store_copy();
+    let served = serve(&db, &[]);
+    let before = shown(&db);
+    let mut wrong = served.token.clone();
+    wrong.replace_range(0..1, if wrong.starts_with('0') { "1" } else { "0" });
+    for token in [wrong, served.token[..31].to_owned(), format!("{}0", served.token), String::new()] {
+        let headers = [format!("Origin: http://127.0.0.1:{}", served.port), format!("X-Deeptree-Token: {token}")];
+        assert_eq!(post(&served, "/api/mark", &headers, EXCLUDE_E4).status, 403, "{token}");
+    }
+    // A token in the query is not a token.
+    let path = format!("/api/mark?token={}", served.token);
+    assert_eq!(post(&served, &path, &[format!("Origin: http://127.0.0.1:{}", served.port)], EXCLUDE_E4).status, 403);
+    assert_eq!(shown(&db), before);
+}
+
+#[test]
+fn a_body_too_large_is_refused_before_it_is_read() {
+    let (_dir, db) = store_copy();
+    let served = serve(&db, &[]);
+    let before = shown(&db);
+    let head = |length: u64| {
+        format!(
+            "POST /api/mark HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nOrigin: http://127.0.0.1:{}\r\nX-Deeptree-Token: {}\r\n\
+             Content-Type: application/json\r\nContent-Length: {length}\r\n\r\n",
+            served.port, served.port, served.token
+        )
+    };
+    // A declared length of 100 GB and no body: answered at once, nothing read or allocated.
+    let answer = send(served.port, head(100_000_000_000).as_bytes());
+    assert_eq!(answer.status, 413);
+    assert!(answer.body.contains("at most 65536"), "{}", answer.body);
+    // One byte over, sent in full.
+    let mut raw = head(64 * 1024 + 1).into_bytes();
+    raw.extend(std::iter::repeat_n(b' ', 64 * 1024 + 1));
+    assert_eq!(send(served.port, &raw).status, 413);
+    // A chunked body is refused too.
+    let chunked = format!(
+        "POST /api/mark HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nX-Deeptree-Token: {}\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+        served.port, served.token
+    );
+    assert_eq!(send(served.port, chunked.as_bytes()).status, 411);
+    assert_eq!(shown(&db), before);
+    // The server still answers.
+    assert_eq!(get(&served, "/api/live").status, 200);
+}
+
+#[test]
+fn an_unknown_position_or_a_bad_move_is_refused_with_400() {
+    let (_dir, db) = store_copy();
+    let served = serve(&db, &[]);
+    let before = shown(&db);
+    for query in
+        ["fen=not+a+fen", "moves=e2e5", "moves=e2e4+e2e4", "moves=zz", "fen=8%2F8%2F8%2F8%2F8%2F8%2F8%2F8+w+-+-+0+1"]
+    {
+        let answer = get(&served, &format!("/api/position?{query}"));
+        assert_eq!(answer.status, 400, "{query}: {}", answer.body);
+        assert!(answer.json()["error"].as_str().unwrap().starts_with("unknown position"), "{}", answer.body);
+    }
+    let page = from_page(&served);
+    for (body, says) in [
+        (r#"{"moves": "", "move": "e2e5", "kind": "exclude"}"#, "not legal"),
+        (r#"{"moves": "", "move": "zz", "kind": "exclude"}"#, "malformed move"),
+        (r#"{"moves": "", "kind": "exclude"}"#, "no move"),
+        (r#"{"moves": "e2e4 e2e4", "move": "e7e5", "kind": "exclude"}"#, "unknown position"),
+        (r#"{"moves": "", "move": "e2e4", "kind": "ban"}"#, "kind must be"),
+        (r#"{"moves": "", "move": "e2e4", "kind": "exclude", "undo": "yes"}"#, "undo must be"),
+        ("[1, 2]", "JSON object"),
+        ("{\"moves\": ", "not JSON"),
+    ] {
+        let answer = post(&served, "/api/mark", &page, body);
+        assert_eq!(answer.status, 400, "{body}: {}", answer.body);
+        assert!(answer.json()["error"].as_str().unwrap().contains(says), "{body}: {}", answer.body);
+    }
+    assert_eq!(get(&served, "/nothing-here").status, 404);
+    assert_eq!(post(&served, "/nothing-here", &page, "{}").status, 404);
+    assert_eq!(
+        send(served.port, format!("DELETE / HTTP/1.1\r\nHost: 127.0.0.1:{}\r\n\r\n", served.port).as_bytes()).status,
+        405
+    );
+    assert_eq!(send(served.port, b"NONSENSE\r\n\r\n").status, 400);
+    assert_eq!(shown(&db), before);
+}
+
+#[test]
+fn connections_beyond_the_workers_and_the_queue_are_answered_busy() {
+    let (_dir, db) = store_copy();
+    let served = serve(&db, &[]);
+    // Idle connections hold every worker (until they time out) and fill the queue: of 30, at most 4 + 16 wait and
+    // the others are answered 503 at once.
+    let idle: Vec<TcpStream> = (0..30).map(|_| TcpStream::connect(("127.0.0.1", served.port)).unwrap()).collect();
+    std::thread::sleep(Duration::from_millis(500));
+    let mut busy = 0;
+    for mut stream in &idle {
+        stream.set_read_timeout(Some(Duration::from_millis(20))).unwrap();
+        let mut bytes = Vec::new();
+        let _ = stream.read_to_end(&mut bytes);
+        if !bytes.is_empty() {
+            let answer = parse(&bytes);
+            assert_eq!(answer.status, 503, "{}", answer.body);
+            assert!(answer.body.contains("busy"), "{}", answer.body);
+            busy += 1;
+        }
+    }
+    assert!(busy >= 10, "{busy} connections answered busy");
+    drop(idle);
+    // Once they are gone the server answers again.
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    while get(&served, "/api/live").status != 200 {
+        assert!(std::time::Instant::now() < deadline, "the server stays busy");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn a_bind_beyond_loopback_needs_allow_remote_and_warns() {
+    let (_dir, db) = store_copy();
+    let refused = deeptree().arg("--db").arg(&db).args(["serve", "--port", "0", "--bind", "0.0.0.0"]).output().unwrap();
+    assert_eq!(refused.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(stderr.contains("not a loopback address") && stderr.contains("--allow-remote"), "{stderr}");
+    assert!(refused.stdout.is_empty(), "no URL printed");
+
+    let mut child = deeptree()
+        .arg("--db")
+        .arg(&db)
+        .args(["serve", "--port", "0", "--bind", "0.0.0.0", "--allow-remote"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    assert!(line.starts_with("http://127.0.0.1:") && line.contains("/?token="), "{line}");
+    let mut warning = String::new();
+    BufReader::new(child.stderr.take().unwrap()).read_line(&mut warning).unwrap();
+    assert!(warning.contains("in clear"), "{warning}");
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
+#[test]
+fn compact_is_refused_while_serve_runs() {
+    let (_dir, db) = store_copy();
+    let served = serve(&db, &[]);
+    let size = || std::fs::metadata(db.join("data.mdb")).unwrap().len();
+    let before = size();
+    let refused = deeptree().arg("--db").arg(&db).arg("compact").output().unwrap();
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("open in another process"));
+    assert_eq!(size(), before);
+    assert_eq!(get(&served, "/api/live").status, 200);
+    drop(served);
+    let done = deeptree().arg("--db").arg(&db).arg("compact").output().unwrap();
+    assert!(done.status.success(), "{}", String::from_utf8_lossy(&done.stderr));
+}
+
+#[test]
+fn serve_needs_an_existing_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("none");
+    let out = deeptree().arg("--db").arg(&missing).args(["serve", "--port", "0"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no deeptree store"));
+    assert!(!missing.exists());
+}
