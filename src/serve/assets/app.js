@@ -147,7 +147,8 @@
     $('turn').textContent = (pos.turn === 'white' ? 'White' : 'Black') + ' to move · scores for the side to move';
     $('score').textContent = pos.outcome ? 'game over: ' + pos.outcome : fmtScore(pos.score);
     const depth = pos.settled_depth;
-    $('depth').textContent = depth === null || depth === undefined ? 'none yet' :
+    $('depth').textContent = depth === null || depth === undefined ?
+      (pos.moves.length ? 'none of its own (analysed as part of a line above)' : 'none yet') :
       depth + (pos.engine_depth ? '  (combined depth ' + (depth + pos.engine_depth) + ' with engine depth ' + pos.engine_depth + ')' : '');
     const ml = $('main-line');
     ml.replaceChildren();
@@ -243,8 +244,9 @@
       const d = s.settled_depth || 0;
       if (i === 0) g.moveTo(x(s.t), yd(d)); else { g.lineTo(x(s.t), yd(samples[i - 1].settled_depth || 0)); g.lineTo(x(s.t), yd(d)); }
     });
+    if (samples.length === 1) g.lineTo(x(samples[0].t) + 2, yd(samples[0].settled_depth || 0));
     g.stroke();
-    g.strokeStyle = '#2f6db5'; g.lineWidth = 2; g.beginPath();
+    g.strokeStyle = '#2f6db5'; g.fillStyle = '#2f6db5'; g.lineWidth = 2; g.beginPath();
     let started = false;
     for (const s of samples) {
       const v = scorePawns(s.score);
@@ -252,6 +254,8 @@
       if (!started) { g.moveTo(x(s.t), y(v)); started = true; } else g.lineTo(x(s.t), y(v));
     }
     g.stroke();
+    const last = samples[samples.length - 1];
+    if (last && scorePawns(last.score) !== null) { g.beginPath(); g.arc(x(last.t), y(scorePawns(last.score)), 3, 0, 7); g.fill(); }
   }
   function renderLive(live) {
     $('live-positions').textContent = live.positions.toLocaleString('en');
