@@ -134,7 +134,7 @@ impl Server {
             );
         }
         match request.method.as_str() {
-            "GET" | "HEAD" => self.get(request),
+            "GET" => self.get(request),
             "POST" => {
                 let host = host.unwrap_or_default();
                 if !self.guard.origin_allowed(request.header("origin"), host, request.header("sec-fetch-site")) {
@@ -241,7 +241,7 @@ impl Server {
             let mut value = serde_json::to_value(m).unwrap_or(Value::Null);
             value.as_object_mut().map(|o| o.remove("child"));
             let own: Vec<&Value> =
-                marks.iter().filter(|mark| mark.get("uci").and_then(Value::as_str) == Some(m.uci.as_str())).collect();
+                marks.iter().filter(|mark| mark.get("move").and_then(Value::as_str) == Some(m.uci.as_str())).collect();
             value["marks"] = json!(own);
             moves.push(value);
         }

@@ -29,7 +29,7 @@ impl Kind {
 /// A request the store could not carry out: the status and why.
 pub type Refusal = (u16, String);
 
-/// The marks on the moves of the position `key`, as JSON objects with at least `uci` and `kind`.
+/// The marks on the moves of the position `key`, as JSON objects with at least `move` and `kind`.
 pub fn marks_at(_view: &ReadView<'_>, _key: PositionKey) -> Result<Vec<Value>, StoreError> {
     Ok(Vec::new())
 }

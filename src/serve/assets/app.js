@@ -128,10 +128,10 @@
     $('fen').textContent = pos.fen;
   }
 
-  function markButtons(m) {
+  function markButtons(m, own) {
     const td = el('td', { class: 'actions' });
     for (const kind of ['exclude', 'include']) {
-      const has = (m.marks || []).some((k) => k.kind === kind);
+      const has = own.some((k) => k.kind === kind);
       const b = el('button', {
         class: 'mark-' + kind, 'data-uci': m.uci,
         title: (has ? 'lift the ' : '') + kind + (has ? '' : ' this move') + ' (a mark in the store)',
@@ -164,24 +164,36 @@
     void plyBase;
     const body = $('moves').querySelector('tbody');
     body.replaceChildren();
-    pos.moves.forEach((m, i) => {
-      const excluded = (m.marks || []).some((k) => k.kind === 'exclude');
-      const marks = el('td', {});
-      for (const k of m.marks || []) {
-        marks.append(el('span', { class: 'badge ' + k.kind, title: [k.source, k.user].filter(Boolean).join(' · ') }, k.kind + 'd'), ' ');
+    const marksOf = (uci) => (pos.marks || []).filter((k) => (k.move || k.uci) === uci);
+    const row = (m, best) => {
+      const own = marksOf(m.uci);
+      const excluded = own.some((k) => k.kind === 'exclude');
+      const badges = el('td', {});
+      for (const k of own) {
+        const when = k.time ? new Date(k.time).toLocaleString() : '';
+        badges.append(el('span', { class: 'badge ' + k.kind, title: [k.source, k.user, when].filter(Boolean).join(' · ') }, k.kind + 'd'), ' ');
       }
-      if (m.imported) marks.append(el('span', { class: 'badge imported', title: 'a move of a game or of the root\'s line' }, 'line'));
-      const row = el('tr', { class: (i === 0 && !excluded ? 'best ' : '') + (excluded ? 'excluded' : ''), 'data-uci': m.uci, onclick: () => walk(m.uci) },
+      if (m.imported) badges.append(el('span', { class: 'badge imported', title: 'a move of a game or of the root\'s line' }, 'line'));
+      return el('tr', { class: (best && !excluded ? 'best ' : '') + (excluded ? 'excluded' : ''), 'data-uci': m.uci, onclick: () => walk(m.uci) },
         el('td', { class: 'san' }, m.san),
-        el('td', {}, fmtScore(m.alpha)),
-        el('td', {}, fmtScore(m.idea)),
-        el('td', {}, m.depth === null ? '' : String(m.depth)),
-        el('td', {}, m.bound || ''),
-        marks,
-        markButtons(m));
-      body.append(row);
-    });
-    const shownUci = new Set(pos.moves.map((m) => m.uci));
+        el('td', {}, excluded ? '' : fmtScore(m.alpha)),
+        el('td', {}, excluded ? '' : fmtScore(m.idea)),
+        el('td', {}, m.depth === null || m.depth === undefined || excluded ? '' : String(m.depth)),
+        el('td', {}, excluded ? '' : (m.bound || '')),
+        badges,
+        markButtons(m, own));
+    };
+    pos.moves.forEach((m, i) => body.append(row(m, i === 0)));
+    // Excluded moves are no moves of the tree: the server lists them among the marks only.
+    const listed = new Set(pos.moves.map((m) => m.uci));
+    for (const k of pos.marks || []) {
+      const uci = k.move || k.uci;
+      if (listed.has(uci)) continue;
+      listed.add(uci);
+      const legal = pos.legal.find((m) => m.uci === uci);
+      body.append(row({ uci, san: k.san || (legal && legal.san) || uci }, false));
+    }
+    const shownUci = listed;
     const others = pos.legal.filter((m) => !shownUci.has(m.uci));
     const un = $('unsearched');
     un.replaceChildren();
