@@ -445,3 +445,23 @@ fn serve_needs_an_existing_store() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("no deeptree store"));
     assert!(!missing.exists());
 }
+
+#[test]
+fn a_request_trickled_a_byte_at_a_time_is_cut_off_in_time() {
+    let (_dir, db) = store_copy();
+    let served = serve(&db, &[]);
+    let mut stream = TcpStream::connect(("127.0.0.1", served.port)).unwrap();
+    let started = std::time::Instant::now();
+    stream.write_all(format!("GET / HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nX-Slow: ", served.port).as_bytes()).unwrap();
+    let mut writer = stream.try_clone().unwrap();
+    std::thread::spawn(move || {
+        while writer.write_all(b"a").is_ok() && started.elapsed() < Duration::from_secs(20) {
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    });
+    stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let mut bytes = Vec::new();
+    let _ = stream.read_to_end(&mut bytes);
+    assert_eq!(parse(&bytes).status, 408);
+    assert!(started.elapsed() < Duration::from_secs(8), "{:?}", started.elapsed());
+}

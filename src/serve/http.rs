@@ -7,6 +7,7 @@
 use std::{
     io::{self, BufRead, BufReader, Read, Write},
     net::TcpStream,
+    time::{Duration, Instant},
 };
 
 /// The most bytes a request's line and headers may take.
@@ -109,10 +110,30 @@ fn reason(status: u16) -> &'static str {
     }
 }
 
-/// Reads one request from `stream`: its line, its headers and its body. A request that cannot be served is answered
-/// by the [`Response`] returned as the error (400, 408 when it stalls, 411, 413, 431).
-pub fn read_request(stream: &mut TcpStream) -> Result<Request, Response> {
-    let mut reader = BufReader::new(Read::by_ref(stream).take(MAX_HEAD as u64));
+/// A stream read until a deadline: each read waits at most for the time left, so that a client sending a byte at a
+/// time holds a worker no longer than the deadline.
+struct Timed<'s> {
+    stream: &'s mut TcpStream,
+    deadline: Instant,
+}
+
+impl Read for Timed<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let left = self.deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(io::ErrorKind::TimedOut.into());
+        }
+        self.stream.set_read_timeout(Some(left))?;
+        self.stream.read(buf)
+    }
+}
+
+/// Reads one request from `stream` within `time`: its line, its headers and its body. A request that cannot be
+/// served is answered by the [`Response`] returned as the error (400, 408 when it is not sent in time, 411, 413,
+/// 431).
+pub fn read_request(stream: &mut TcpStream, time: Duration) -> Result<Request, Response> {
+    let mut timed = Timed { stream, deadline: Instant::now() + time };
+    let mut reader = BufReader::new(Read::by_ref(&mut timed).take(MAX_HEAD as u64));
     let mut head = Vec::new();
     let mut line = Vec::new();
     loop {
@@ -150,7 +171,7 @@ pub fn read_request(stream: &mut TcpStream) -> Result<Request, Response> {
     if body.len() < length {
         let start = body.len();
         body.resize(length, 0);
-        stream.read_exact(&mut body[start..]).map_err(io_refusal)?;
+        timed.read_exact(&mut body[start..]).map_err(io_refusal)?;
     }
     request.body = body;
     Ok(request)

@@ -39,6 +39,8 @@ pub const WORKERS: usize = 4;
 pub const QUEUE: usize = 16;
 /// How long a client may take to send its request.
 const READ_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a connection is drained after its answer (what the client still sends is dropped).
+const DRAIN_TIME: Duration = Duration::from_millis(500);
 /// The longest main line shown.
 const MAIN_LINE_PLIES: usize = 40;
 /// The most running searches `/api/live` lists.
@@ -107,9 +109,8 @@ impl Server {
 
     /// Reads one request from `stream`, answers it and closes the connection.
     fn answer(&self, mut stream: TcpStream) {
-        let _ = stream.set_read_timeout(Some(READ_TIMEOUT));
         let _ = stream.set_write_timeout(Some(READ_TIMEOUT));
-        let response = match http::read_request(&mut stream) {
+        let response = match http::read_request(&mut stream, READ_TIMEOUT) {
             Ok(request) => {
                 let response = self.route(&request);
                 log::info!("serve: {} {} -> {}", request.method, request.path, response.status);
@@ -379,16 +380,21 @@ fn answer_json(result: Result<Value, StoreError>) -> Response {
 }
 
 /// Writes `response`, then closes the connection without resetting it: what the client still sends (a body refused
-/// before it was read) is read and dropped, for a moment and up to a bound, so that the client reads the answer.
+/// before it was read) is read and dropped, for at most [`DRAIN_TIME`] and up to a bound, so that the client reads
+/// the answer instead of a reset connection.
 fn finish(mut stream: TcpStream, response: &Response) {
     if response.write_to(&mut stream).is_err() {
         return;
     }
     let _ = stream.shutdown(Shutdown::Write);
-    let _ = stream.set_read_timeout(Some(Duration::from_millis(200)));
+    let deadline = Instant::now() + DRAIN_TIME;
     let mut sink = [0u8; 8192];
     let mut drained = 0;
     while drained < 2 * http::MAX_BODY {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() || stream.set_read_timeout(Some(left)).is_err() {
+            break;
+        }
         match stream.read(&mut sink) {
             Ok(0) | Err(_) => break,
             Ok(n) => drained += n,
