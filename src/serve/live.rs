@@ -84,12 +84,14 @@ impl Ring {
         self.kept.iter().chain(&self.latest).cloned().collect()
     }
 
-    /// Positions added per second over the last [`RATE_SPAN`] seconds (or since the first sample), 0 without two
-    /// samples apart in time.
-    pub fn rate(&self) -> f64 {
-        let (Some((t0, p0)), Some((t1, p1))) = (self.recent.front(), self.recent.back()) else { return 0.0 };
-        let dt = t1 - t0;
-        if dt <= 0.0 { 0.0 } else { p1.saturating_sub(*p0) as f64 / dt }
+    /// Positions added per second from the oldest of the last [`RATE_SPAN`] seconds' samples to `positions` now, at
+    /// `t` seconds since serve started; 0 without a sample before `t`.
+    pub fn rate(&self, t: f64, positions: u64) -> f64 {
+        let Some(&(t0, p0)) = self.recent.iter().find(|(t0, _)| t - t0 <= RATE_SPAN).or(self.recent.back()) else {
+            return 0.0;
+        };
+        let dt = t - t0;
+        if dt <= 0.0 { 0.0 } else { positions.saturating_sub(p0) as f64 / dt }
     }
 }
 
@@ -151,12 +153,14 @@ mod tests {
     #[test]
     fn the_rate_is_positions_per_second_over_the_last_seconds() {
         let mut ring = Ring::new();
-        assert_eq!(ring.rate(), 0.0);
+        assert_eq!(ring.rate(1.0, 10), 0.0);
         ring.push(at(0.0, 0));
-        assert_eq!(ring.rate(), 0.0);
+        assert_eq!(ring.rate(0.0, 0), 0.0);
+        assert_eq!(ring.rate(0.5, 10), 20.0, "measured to the positions now");
         for i in 1..=30u64 {
             ring.push(at(i as f64, if i <= 20 { 0 } else { (i - 20) * 5 }));
         }
-        assert!((ring.rate() - 5.0).abs() < 1e-9, "{}", ring.rate());
+        assert!((ring.rate(30.0, 50) - 5.0).abs() < 1e-9, "{}", ring.rate(30.0, 50));
+        assert!((ring.rate(31.0, 60) - 5.5).abs() < 1e-9, "{}", ring.rate(31.0, 60));
     }
 }

@@ -297,12 +297,13 @@ impl Server {
             }
             shown
         };
+        let uptime = self.started.elapsed().as_secs_f64();
         let (samples, rate) = {
             let ring = self.ring.lock();
-            (ring.samples(), ring.rate())
+            (ring.samples(), ring.rate(uptime, stats.positions))
         };
         Ok(json!({
-            "uptime": self.started.elapsed().as_secs_f64(),
+            "uptime": uptime,
             "positions": stats.positions,
             "edges": stats.edges,
             "bytes": stats.bytes,
