@@ -46,6 +46,9 @@
     const num = startFullmove + Math.floor(abs / 2);
     return abs % 2 === 0 ? num + '. ' : (ply === 0 ? num + '… ' : '');
   }
+  function plural(n, one, many) {
+    return n + ' ' + (n === 1 ? one : many);
+  }
   function el(tag, attrs, ...children) {
     const e = document.createElement(tag);
     for (const [k, v] of Object.entries(attrs || {})) {
@@ -273,13 +276,16 @@
     $('live-positions').textContent = live.positions.toLocaleString('en');
     $('live-rate').textContent = live.rate.toFixed(1);
     $('live-running').textContent = String(live.running);
+    $('live-running-label').textContent = live.running === 1 ? 'search running' : 'searches running';
     $('live-state').textContent = 'live · up ' + Math.round(live.uptime) + ' s';
     $('live-state').className = 'state';
     document.body.dataset.positions = String(live.positions);
     const claims = live.claims;
     $('claims').textContent = !claims ? 'No process has claimed a search on this store yet.' :
-      claims.running + ' searches running' + (claims.processes.length ? ' in process ' + claims.processes.join(', ') : '') +
-      '; ' + claims.answers + ' answers kept for other processes. ' + live.edges.toLocaleString('en') + ' edges.';
+      plural(claims.running, 'search', 'searches') + ' running' +
+      (claims.processes.length ? ' in ' + (claims.processes.length > 1 ? 'processes ' : 'process ') + claims.processes.join(', ') : '') +
+      '; ' + plural(claims.answers, 'answer', 'answers') + ' kept for other processes. ' +
+      live.edges.toLocaleString('en') + ' edges.';
     const ul = $('searching');
     ul.replaceChildren();
     for (const s of live.searching) {
