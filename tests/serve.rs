@@ -465,3 +465,38 @@ fn a_request_trickled_a_byte_at_a_time_is_cut_off_in_time() {
     assert_eq!(parse(&bytes).status, 408);
     assert!(started.elapsed() < Duration::from_secs(8), "{:?}", started.elapsed());
 }
+
+#[test]
+fn a_mark_made_from_the_page_holds_in_show_and_is_lifted_again() {
+    let (_dir, db) = store_copy();
+    let served = serve(&db, &[]);
+    let page = from_page(&served);
+    let best = get(&served, "/api/position").json()["moves"][0]["uci"].as_str().unwrap().to_owned();
+    let body = |kind: &str, undo: bool| {
+        serde_json::json!({"fen": "", "moves": "", "move": best, "kind": kind, "undo": undo}).to_string()
+    };
+    let made = post(&served, "/api/mark", &page, &body("exclude", false));
+    assert_eq!(made.status, 200, "{}", made.body);
+    let made = made.json();
+    assert_eq!((made["mark"]["move"].as_str(), made["mark"]["kind"].as_str()), (Some(best.as_str()), Some("exclude")));
+    assert_eq!(made["mark"]["source"], "serve");
+
+    // `show` leaves the move out of the tree's moves and lists it among the marks.
+    let tree: serde_json::Value = serde_json::from_str(&shown(&db)).unwrap();
+    assert!(tree["moves"].as_array().unwrap().iter().all(|m| m["uci"] != best.as_str()), "{tree}");
+    assert!(tree["marks"].as_array().unwrap().iter().any(|m| m["move"] == best.as_str() && m["kind"] == "exclude"));
+    let position = get(&served, "/api/position").json();
+    assert!(position["moves"].as_array().unwrap().iter().all(|m| m["uci"] != best.as_str()));
+    assert_eq!(position["marks"][0]["move"], best.as_str());
+
+    // Lifting a mark of another kind is refused and changes nothing; lifting this one restores the move.
+    let before = shown(&db);
+    let wrong = post(&served, "/api/mark", &page, &body("include", true));
+    assert_eq!(wrong.status, 409, "{}", wrong.body);
+    assert_eq!(shown(&db), before);
+    assert_eq!(post(&served, "/api/mark", &page, &body("exclude", true)).status, 200);
+    let tree: serde_json::Value = serde_json::from_str(&shown(&db)).unwrap();
+    assert_eq!(tree["moves"][0]["uci"], best.as_str());
+    assert!(tree.get("marks").is_none_or(|m| m.as_array().unwrap().is_empty()), "{tree}");
+    assert_eq!(post(&served, "/api/mark", &page, &body("exclude", true)).status, 409, "nothing left to lift");
+}

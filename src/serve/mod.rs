@@ -27,7 +27,7 @@ use crate::{
     game::Line,
     notation::canonical,
     search::{show, tree},
-    store::{Store, StoreError, key::PositionKey},
+    store::{Store, StoreError, key::PositionKey, marks::MarkKind},
 };
 
 use guard::{Guard, TOKEN_HEADER};
@@ -190,7 +190,7 @@ impl Server {
             Err(message) => return Response::json_error(400, message),
         };
         let result = if request.path == "/api/mark" {
-            let Some(kind) = text("kind").as_deref().and_then(steer::Kind::parse) else {
+            let Some(kind) = text("kind").and_then(|k| k.parse::<MarkKind>().ok()) else {
                 return Response::json_error(400, "kind must be \"exclude\" or \"include\"");
             };
             let undo = match body.get("undo") {
@@ -235,8 +235,9 @@ impl Server {
         let shown = show::tree(&view, root, &history, 1)?;
         let seen = tree::view(&view, root, &history)?;
         let node = view.node(key)?;
-        let marks = steer::marks_at(&view, key)?;
         drop(view);
+        let marks: Vec<Value> =
+            shown.marks.iter().map(|mark| serde_json::to_value(mark).unwrap_or(Value::Null)).collect();
         let mut moves = Vec::new();
         for m in &shown.moves {
             let mut value = serde_json::to_value(m).unwrap_or(Value::Null);

@@ -139,7 +139,7 @@
         class: 'mark-' + kind, 'data-uci': m.uci,
         title: (has ? 'lift the ' : '') + kind + (has ? '' : ' this move') + ' (a mark in the store)',
         onclick: (ev) => { ev.stopPropagation(); mark(m, kind, has); },
-      }, has ? 'un' + kind : kind);
+      }, has ? 'lift' : kind);
       td.append(b);
     }
     return td;
