@@ -500,3 +500,34 @@ fn a_mark_made_from_the_page_holds_in_show_and_is_lifted_again() {
     assert!(tree.get("marks").is_none_or(|m| m.as_array().unwrap().is_empty()), "{tree}");
     assert_eq!(post(&served, "/api/mark", &page, &body("exclude", true)).status, 409, "nothing left to lift");
 }
+
+#[test]
+fn a_task_added_from_the_page_is_in_the_task_list() {
+    let (_dir, db) = store_copy();
+    let served = serve(&db, &[]);
+    let page = from_page(&served);
+    for (body, says) in [
+        (r#"{"moves": "e2e4"}"#, "budget_seconds"),
+        (r#"{"moves": "e2e4", "budget_seconds": 0}"#, "budget"),
+        (r#"{"moves": "e2e4", "budget_seconds": 60, "priority": 99}"#, "priority"),
+        (r#"{"moves": "e2e4", "budget_seconds": 60, "priority": -1}"#, "priority"),
+        (r#"{"moves": "e2e5", "budget_seconds": 60}"#, "unknown position"),
+    ] {
+        let answer = post(&served, "/api/task", &page, body);
+        assert_eq!(answer.status, 400, "{body}: {}", answer.body);
+        assert!(answer.json()["error"].as_str().unwrap().contains(says), "{body}: {}", answer.body);
+    }
+    let list = || {
+        let out = deeptree().arg("--db").arg(&db).args(["task", "list", "--json"]).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
+    };
+    assert_eq!(list().as_array().map(Vec::len), Some(0), "refused requests add nothing");
+    let added = post(&served, "/api/task", &page, r#"{"moves": "e2e4 e7e5", "budget_seconds": 90, "priority": 2}"#);
+    assert_eq!(added.status, 200, "{}", added.body);
+    assert_eq!(added.json()["task"]["label"], "e2e4 e7e5");
+    let tasks = list();
+    assert_eq!(tasks.as_array().unwrap().len(), 1, "{tasks}");
+    assert_eq!(tasks[0]["moves"], serde_json::json!(["e2e4", "e7e5"]));
+    assert_eq!((tasks[0]["budget_seconds"].as_f64(), tasks[0]["priority"].as_u64()), (Some(90.0), Some(2)));
+}

@@ -1,4 +1,5 @@
-//! Steering from the page: the analyst's marks on moves (exclude, include, see [`crate::store::marks`]) and tasks.
+//! Steering from the page: the analyst's marks on moves (exclude, include, see [`crate::store::marks`]) and tasks
+//! (see [`crate::store::tasks`]).
 //! The routes call only these functions, so that the store's steering API is met in one place.
 
 use serde_json::{Value, json};
@@ -9,6 +10,7 @@ use crate::{
     store::{
         Store,
         marks::{MarkError, MarkKind, MarkSource},
+        tasks::{NewTask, TaskError},
     },
 };
 
@@ -47,7 +49,53 @@ fn internal(e: crate::store::StoreError) -> Refusal {
     (500, format!("cannot write the store: {e}"))
 }
 
-/// Adds the task `body` describes.
-pub fn task(_store: &Store, _line: &Line, _body: &Value) -> Result<Value, Refusal> {
-    Err((501, "tasks are not in this build of deeptree yet".to_owned()))
+/// Adds a task for `line` (its start as FEN, its moves) from the body's `budget_seconds` (required, above 0),
+/// `priority` (0 to 16, default 0), `max_depth` (optional) and `label` (default: the moves, or `root`), as
+/// `deeptree task add` does; answers the task. A field of the wrong type, or a budget or priority out of range, is 400.
+pub fn task(store: &Store, line: &Line, body: &Value) -> Result<Value, Refusal> {
+    let bad = |what: &str| (400, what.to_owned());
+    let budget_seconds = body
+        .get("budget_seconds")
+        .and_then(Value::as_f64)
+        .ok_or_else(|| bad("budget_seconds (a number of seconds above 0) is required"))?;
+    let small = |name: &str| -> Result<Option<u8>, Refusal> {
+        match body.get(name) {
+            None | Some(Value::Null) => Ok(None),
+            Some(v) => v
+                .as_u64()
+                .and_then(|n| u8::try_from(n).ok())
+                .map(Some)
+                .ok_or_else(|| bad(&format!("{name} must be a small whole number"))),
+        }
+    };
+    let priority = small("priority")?.unwrap_or(0);
+    let max_depth = small("max_depth")?;
+    let moves: Vec<String> = line.moves.iter().map(ToString::to_string).collect();
+    let label = match body.get("label") {
+        Some(Value::String(label)) if !label.trim().is_empty() => label.trim().to_owned(),
+        None | Some(Value::Null) | Some(Value::String(_)) => {
+            if moves.is_empty() {
+                "root".to_owned()
+            } else {
+                moves.join(" ")
+            }
+        }
+        Some(_) => return Err(bad("label must be text")),
+    };
+    let fen = shakmaty::fen::Fen::from_position(&line.start, shakmaty::EnPassantMode::Legal).to_string();
+    let new = NewTask {
+        fen: Some(fen),
+        moves,
+        label,
+        priority,
+        budget_seconds,
+        max_depth,
+        source: MarkSource::Serve,
+        chess960: line.chess960,
+    };
+    match store.add_task(new) {
+        Ok(task) => Ok(json!({ "task": task })),
+        Err(TaskError::Store(e)) => Err(internal(e)),
+        Err(e) => Err((400, e.to_string())),
+    }
 }

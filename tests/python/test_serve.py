@@ -3,7 +3,7 @@ chromium-driver, over a store grown by the real Stockfish (engine depth 8, softw
 
 Usage: python3 tests/python/test_serve.py DEEPTREE_BINARY [--screenshots DIR]
 The page loads; a click on a move walks into it (the board's FEN changes); an exclusion made in the page holds in
-`deeptree show --json`; the live view's numbers change, without a reload, while an `analyze` runs beside serve.
+`deeptree show --json`; a task added in the page is in `deeptree task list`; the live view's numbers change, without a reload, while an `analyze` runs beside serve.
 Prints one line per step and exits 1 on any failure. With --screenshots, PNGs of the page are saved in DIR.
 """
 
@@ -137,6 +137,16 @@ def main():
         step(f"{target} excluded in the page; `show --json` leaves it out of the moves and lists its mark")
         time.sleep(0.4 if SHOTS else 0)  # the board's animation
         shot(driver, "excluded.png")
+
+        # A task for this position, added from the page.
+        driver.find_element(By.ID, "add-task").click()
+        wait.until(lambda d: "added" in d.find_element(By.ID, "task-message").text
+                   or "cannot" in d.find_element(By.ID, "task-message").text)
+        assert "task 1 added" in driver.find_element(By.ID, "task-message").text, \
+            driver.find_element(By.ID, "task-message").text
+        tasks = json.loads(deeptree(db, "task", "list", "--json").stdout)
+        assert len(tasks) == 1 and tasks[0]["budget_seconds"] == 600, tasks
+        step("a task added from the page is in `task list`")
 
         # The live view, while an analysis grows the tree beside serve.
         before = int(driver.find_element(By.TAG_NAME, "body").get_attribute("data-positions"))

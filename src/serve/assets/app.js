@@ -322,8 +322,12 @@
   $('add-task').addEventListener('click', async () => {
     say('task-message', 'adding…');
     try {
-      const r = await post('/api/task', { fen: state.startFen, moves: state.moves.join(' ') });
-      say('task-message', 'task added' + (r.id !== undefined ? ' (' + r.id + ')' : ''), 'ok');
+      const r = await post('/api/task', {
+        fen: state.startFen, moves: state.moves.join(' '),
+        budget_seconds: Number($('task-budget').value), priority: Number($('task-priority').value),
+      });
+      say('task-message', 'task ' + r.task.id + ' added: ' + r.task.label + ', ' + r.task.budget_seconds + ' s, priority ' +
+        r.task.priority, 'ok');
     } catch (e) {
       say('task-message', 'cannot add a task: ' + e.message, 'error');
     }
