@@ -1,5 +1,8 @@
 //! The deep-analysis search: scripted evaluations for exact checks, the real Stockfish for the repetition example.
 
+mod common;
+
+use common::Recording;
 use std::{collections::HashSet, process::Command, time::Duration};
 
 use deeptree::{
@@ -14,31 +17,6 @@ use deeptree::{
 use serde_json::Value;
 use shakmaty::Color;
 
-/// A scripted evaluator that records every job it is given.
-struct Recording {
-    inner: ScriptedEvaluator,
-    jobs: Vec<Job>,
-}
-
-impl Evaluator for Recording {
-    fn workers(&self) -> usize {
-        self.inner.workers()
-    }
-    fn submit(&mut self, id: u64, job: Job) -> Result<(), EvalError> {
-        self.jobs.push(job.clone());
-        self.inner.submit(id, job)
-    }
-    fn next(&mut self, timeout: Duration) -> Option<(u64, Result<Answer, EvalError>)> {
-        self.inner.next(timeout)
-    }
-    fn cancel_all(&mut self) {
-        self.inner.cancel_all()
-    }
-    fn identity(&self) -> String {
-        self.inner.identity()
-    }
-}
-
 fn params(max_depth: u8) -> Params {
     Params::new(10, 20).with_max_depth(max_depth)
 }
@@ -49,7 +27,7 @@ fn run_scripted(store: &Store, workers: usize, seed: u64, max_depth: u8, moves: 
 }
 
 fn run_scripted_report(store: &Store, workers: usize, seed: u64, max_depth: u8, moves: &str) -> (Report, Vec<Job>) {
-    let evaluator = Recording { inner: ScriptedEvaluator::new(workers, seed), jobs: Vec::new() };
+    let evaluator = Recording::new(workers, seed);
     let mut analysis = Analysis::new(store, evaluator, params(max_depth));
     let report = analysis.run(&Line::parse(None, moves).unwrap(), |_| {}).unwrap();
     assert_eq!(report.settled_depth, Some(max_depth));

@@ -7,6 +7,8 @@
 
 mod common;
 
+use common::Recording;
+
 use std::time::Duration;
 
 use deeptree::{
@@ -18,7 +20,7 @@ use deeptree::{
     score::{Bound, Score},
     search::{
         analysis::{Analysis, AnalysisOptions, Params, Trace},
-        evaluator::{Answer, EvalError, Evaluator, Job, ScriptedEvaluator},
+        evaluator::{Job, ScriptedEvaluator},
         overlay::Overlay,
         show, tree,
     },
@@ -33,35 +35,10 @@ use deeptree::{
 use proptest::prelude::*;
 use shakmaty::{Chess, Position, uci::UciMove};
 
-/// A scripted evaluator that records every job it is given.
-struct Recording {
-    inner: ScriptedEvaluator,
-    jobs: Vec<Job>,
-}
-
-impl Evaluator for Recording {
-    fn workers(&self) -> usize {
-        self.inner.workers()
-    }
-    fn submit(&mut self, id: u64, job: Job) -> Result<(), EvalError> {
-        self.jobs.push(job.clone());
-        self.inner.submit(id, job)
-    }
-    fn next(&mut self, timeout: Duration) -> Option<(u64, Result<Answer, EvalError>)> {
-        self.inner.next(timeout)
-    }
-    fn cancel_all(&mut self) {
-        self.inner.cancel_all()
-    }
-    fn identity(&self) -> String {
-        self.inner.identity()
-    }
-}
-
 /// Grows the start position's tree to software depth `depth` (engine depth 10, move distance 20, no searches ahead
 /// of their turn); the jobs asked.
 fn grow(store: &Store, depth: u8) -> Vec<Job> {
-    let evaluator = Recording { inner: ScriptedEvaluator::new(1, 7), jobs: Vec::new() };
+    let evaluator = Recording::new(1, 7);
     let options = AnalysisOptions { look_ahead: None, ..AnalysisOptions::default() };
     let params = Params::new(10, 20).with_max_depth(depth);
     let mut analysis = Analysis::with_options(store, evaluator, params, options);
@@ -795,7 +772,7 @@ fn a_lifted_placeholder_marks_move_is_searched_again() {
 }
 
 fn grow_with(store: &Store, depth: u8, distance: i32) -> Vec<Job> {
-    let evaluator = Recording { inner: ScriptedEvaluator::new(1, 7), jobs: Vec::new() };
+    let evaluator = Recording::new(1, 7);
     let options = AnalysisOptions { look_ahead: None, ..AnalysisOptions::default() };
     let params = Params::new(10, distance).with_max_depth(depth);
     let mut analysis = Analysis::with_options(store, evaluator, params, options);

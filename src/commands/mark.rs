@@ -4,11 +4,11 @@ use std::path::Path;
 
 use crate::{
     config::Config,
-    game::{Line, parse_move},
+    game::parse_move,
     store::marks::{Mark, MarkKind, MarkSource, utc_text},
 };
 
-use super::{CommandResult, open_existing_store, open_store};
+use super::{CommandResult, PositionArgs, open_existing_store, open_store};
 
 /// `deeptree mark exclude|include|lift MOVE [--fen FEN] [--moves "..."]`, `deeptree mark undo`, `deeptree mark list`
 #[derive(Debug, clap::Args)]
@@ -41,14 +41,8 @@ pub struct MoveAt {
     /// The move, in SAN (`Nf3`) or UCI (`g1f3`).
     #[arg(value_name = "MOVE")]
     pub mv: String,
-    #[arg(long)]
-    pub fen: Option<String>,
-    /// Moves (UCI) from the FEN (or the start position) to the position.
-    #[arg(long, default_value = "")]
-    pub moves: String,
-    /// Chess960 (a Shredder-FEN implies it).
-    #[arg(long)]
-    pub chess960: bool,
+    #[command(flatten)]
+    pub position: PositionArgs,
 }
 
 /// Runs `deeptree mark`.
@@ -84,7 +78,7 @@ pub fn run(db: Option<&Path>, config: &Config, args: MarkArgs) -> CommandResult 
 }
 
 fn set(db: Option<&Path>, config: &Config, at: MoveAt, kind: Option<MarkKind>) -> CommandResult {
-    let line = Line::parse_in(at.fen.as_deref(), &at.moves, at.chess960)?;
+    let line = at.position.line()?;
     let pos = line.root();
     let uci = parse_move(pos, &at.mv).ok_or_else(|| format!("{}: not a legal move here (SAN or UCI)", at.mv))?;
     let store = open_store(db, config)?;

@@ -18,8 +18,31 @@ use std::path::Path;
 
 use crate::{
     config::Config,
+    game::{Line, LineError},
     store::{Store, StoreError, StoreOptions},
 };
+
+/// A position as the commands take it (`show`, `mark`, `task add`, `serve`): a FEN, or the start position, and moves
+/// played from it.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct PositionArgs {
+    /// The position the moves start from (default: the standard start position).
+    #[arg(long)]
+    pub fen: Option<String>,
+    /// Moves played from the FEN (or the start position), in UCI notation.
+    #[arg(long, default_value = "")]
+    pub moves: String,
+    /// Chess960 (a Shredder-FEN implies it).
+    #[arg(long)]
+    pub chess960: bool,
+}
+
+impl PositionArgs {
+    /// The line to the position, every move checked legal.
+    pub fn line(&self) -> Result<Line, LineError> {
+        Line::parse_in(self.fen.as_deref(), &self.moves, self.chess960)
+    }
+}
 
 /// What a command comes to: nothing, or an error for the user.
 pub type CommandResult = Result<(), Box<dyn std::error::Error>>;

@@ -8,7 +8,6 @@ use std::{
 
 use crate::{
     config::Config,
-    game::Line,
     serve::{
         Server,
         guard::{Guard, check_bind, new_token},
@@ -16,7 +15,7 @@ use crate::{
     store::{Store, StoreOptions},
 };
 
-use super::CommandResult;
+use super::{CommandResult, PositionArgs};
 
 /// `deeptree serve [--port P] [--bind ADDR] [--allow-remote] [--fen FEN] [--moves "..."]`
 #[derive(Debug, clap::Args)]
@@ -30,21 +29,15 @@ pub struct ServeArgs {
     /// Serve on an address other than loopback (plain HTTP: the token travels in clear).
     #[arg(long)]
     pub allow_remote: bool,
-    /// The page's first position: this FEN (default: the start position) ...
-    #[arg(long)]
-    pub fen: Option<String>,
-    /// ... and these moves from it.
-    #[arg(long, default_value = "")]
-    pub moves: String,
-    /// Chess960 (a Shredder-FEN implies it).
-    #[arg(long)]
-    pub chess960: bool,
+    /// The page's first position.
+    #[command(flatten)]
+    pub position: PositionArgs,
 }
 
 /// Runs `deeptree serve` on the existing store in `db` until the process is stopped.
 pub fn run(db: Option<&Path>, config: &Config, args: ServeArgs) -> CommandResult {
-    let ServeArgs { port, bind, allow_remote, fen, moves, chess960 } = args;
-    let root = Line::parse_in(fen.as_deref(), &moves, chess960)?;
+    let ServeArgs { port, bind, allow_remote, position } = args;
+    let root = position.line()?;
     let warning = check_bind(bind, allow_remote)?;
     // Opened for writing (steering writes marks), shared: `compact` is refused while serve runs.
     let dir = config.tree_dir(db);

@@ -14,30 +14,25 @@ use crate::{
     store::{ReadView, StoreError, key::PositionKey},
 };
 
-use super::{CommandResult, open_existing_store};
+use super::{CommandResult, PositionArgs, open_existing_store};
 
 /// `deeptree show [--fen FEN] [--moves "..."] [--depth K] [--json]`
 #[derive(Debug, clap::Args)]
 pub struct ShowArgs {
-    #[arg(long)]
-    pub fen: Option<String>,
-    #[arg(long, default_value = "")]
-    pub moves: String,
+    #[command(flatten)]
+    pub position: PositionArgs,
     /// Plies to show below the root.
     #[arg(long, default_value_t = 3)]
     pub depth: u8,
     /// Print one JSON object.
     #[arg(long)]
     pub json: bool,
-    /// Chess960 (a Shredder-FEN implies it).
-    #[arg(long)]
-    pub chess960: bool,
 }
 
 /// Runs `deeptree show` on the existing store in `db`.
 pub fn run(db: Option<&Path>, config: &Config, args: ShowArgs) -> CommandResult {
-    let ShowArgs { fen, moves, depth, json, chess960 } = args;
-    let line = Line::parse_in(fen.as_deref(), &moves, chess960)?;
+    let ShowArgs { position, depth, json } = args;
+    let line = position.line()?;
     let store = open_existing_store(db, config)?;
     let view = store.read()?;
     let mut tree = show::tree(&view, line.root(), &line.history_keys(), depth)?;

@@ -4,14 +4,13 @@ use std::path::Path;
 
 use crate::{
     config::Config,
-    game::Line,
     store::{
         marks::MarkSource,
         tasks::{MAX_PRIORITY, NewTask, Task},
     },
 };
 
-use super::{CommandResult, open_existing_store, open_store};
+use super::{CommandResult, PositionArgs, open_existing_store, open_store};
 
 /// `deeptree task add|list|remove`
 #[derive(Debug, clap::Args)]
@@ -24,12 +23,9 @@ pub struct TaskArgs {
 pub enum TaskCommand {
     /// Add a line to analyse: `analyze --tasks` grows it within its budget, resuming where the last run stopped.
     Add {
-        /// The position the moves start from (default: the standard start position).
-        #[arg(long)]
-        fen: Option<String>,
-        /// Moves (UCI) from the FEN (or the start position) to the task's root.
-        #[arg(long, default_value = "")]
-        moves: String,
+        /// The task's root.
+        #[command(flatten)]
+        position: PositionArgs,
         /// A name for it (default: the moves).
         #[arg(long)]
         label: Option<String>,
@@ -42,9 +38,6 @@ pub enum TaskCommand {
         /// The deepest software depth it asks for (default: as deep as its budget goes).
         #[arg(long)]
         max_depth: Option<u8>,
-        /// Chess960 (a Shredder-FEN implies it).
-        #[arg(long)]
-        chess960: bool,
     },
     /// List the tasks and each one's progress.
     List {
@@ -62,8 +55,9 @@ pub enum TaskCommand {
 /// Runs `deeptree task`.
 pub fn run(db: Option<&Path>, config: &Config, args: TaskArgs) -> CommandResult {
     match args.what {
-        TaskCommand::Add { fen, moves, label, priority, time, max_depth, chess960 } => {
-            let line = Line::parse_in(fen.as_deref(), &moves, chess960)?;
+        TaskCommand::Add { position, label, priority, time, max_depth } => {
+            let line = position.line()?;
+            let fen = position.fen.clone();
             let moves: Vec<String> = line.moves.iter().map(ToString::to_string).collect();
             let label = label.unwrap_or_else(|| if moves.is_empty() { "root".to_owned() } else { moves.join(" ") });
             let store = open_store(db, config)?;

@@ -146,3 +146,41 @@ pub fn fake_session(db: &Path, log: &Path, settings: &[&str]) -> Uci {
     uci.ready();
     uci
 }
+
+/// A scripted evaluator (exact answers for the tests of the search) that records every job it is given.
+pub struct Recording {
+    pub inner: deeptree::search::evaluator::ScriptedEvaluator,
+    pub jobs: Vec<deeptree::search::evaluator::Job>,
+}
+
+impl Recording {
+    pub fn new(workers: usize, seed: u64) -> Recording {
+        Recording { inner: deeptree::search::evaluator::ScriptedEvaluator::new(workers, seed), jobs: Vec::new() }
+    }
+}
+
+impl deeptree::search::evaluator::Evaluator for Recording {
+    fn workers(&self) -> usize {
+        self.inner.workers()
+    }
+    fn submit(
+        &mut self,
+        id: u64,
+        job: deeptree::search::evaluator::Job,
+    ) -> Result<(), deeptree::search::evaluator::EvalError> {
+        self.jobs.push(job.clone());
+        self.inner.submit(id, job)
+    }
+    fn next(
+        &mut self,
+        timeout: Duration,
+    ) -> Option<(u64, Result<deeptree::search::evaluator::Answer, deeptree::search::evaluator::EvalError>)> {
+        self.inner.next(timeout)
+    }
+    fn cancel_all(&mut self) {
+        self.inner.cancel_all()
+    }
+    fn identity(&self) -> String {
+        self.inner.identity()
+    }
+}
