@@ -39,6 +39,8 @@ pub fn mark(store: &Store, line: &Line, uci: UciMove, kind: MarkKind, undo: bool
     };
     match done {
         Ok(mark) => Ok(json!({"mark": mark, "undone": undo})),
+        // Another process excluded the position's other moves since the page read it: refused as the store says.
+        Err(MarkError::Store(e @ crate::store::StoreError::LastMoveExcluded { .. })) => Err((409, e.to_string())),
         Err(MarkError::Store(e)) => Err(internal(e)),
         Err(e @ (MarkError::IllegalMove { .. } | MarkError::UnknownKind(_))) => Err((400, e.to_string())),
         Err(e) => Err((409, e.to_string())),
