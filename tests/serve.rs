@@ -360,6 +360,14 @@ fn an_unknown_position_or_a_bad_move_is_refused_with_400() {
         405
     );
     assert_eq!(send(served.port, b"NONSENSE\r\n\r\n").status, 400);
+    // A parameter that does not decode, or comes twice, is refused, never taken as absent.
+    for query in ["fen=%ff%&moves=%zz", "moves=%zz", "moves=e2e4&moves=d2d4"] {
+        let answer = get(&served, &format!("/api/position?{query}"));
+        assert_eq!(answer.status, 400, "{query}: {}", answer.body);
+    }
+    // A header the safety rules read, given twice: refused whichever comes first.
+    let twice = format!("GET /api/live HTTP/1.1\r\nHost: 127.0.0.1:{0}\r\nHost: evil.example:{0}\r\n\r\n", served.port);
+    assert_eq!(send(served.port, twice.as_bytes()).status, 400);
     assert_eq!(shown(&db), before);
 }
 

@@ -10,7 +10,7 @@ use crate::{
     config::Config,
     serve::{
         Server,
-        guard::{Guard, check_bind, new_token},
+        guard::{Guard, check_bind, new_token, url_host},
     },
     store::{Store, StoreOptions},
 };
@@ -49,13 +49,11 @@ pub fn run(db: Option<&Path>, config: &Config, args: ServeArgs) -> CommandResult
     if let Some(warning) = warning {
         eprintln!("deeptree: {warning}");
     }
-    let host = if bind.is_loopback() || bind.is_unspecified() {
-        "127.0.0.1".to_owned()
-    } else {
-        match bind {
-            IpAddr::V4(v4) => v4.to_string(),
-            IpAddr::V6(v6) => format!("[{v6}]"),
-        }
+    // The address it listens on (every address: the loopback one of its family).
+    let host = match bind {
+        IpAddr::V4(v4) if v4.is_unspecified() => "127.0.0.1".to_owned(),
+        IpAddr::V6(v6) if v6.is_unspecified() => "[::1]".to_owned(),
+        bound => url_host(bound),
     };
     let mut out = std::io::stdout().lock();
     writeln!(out, "http://{host}:{port}/?token={}", guard.token)?;

@@ -32,17 +32,12 @@ impl Guard {
         if matches!(name, "127.0.0.1" | "localhost" | "[::1]") {
             return true;
         }
-        if !self.allow_remote {
-            return false;
+        // The address it is bound to, as a URL names it: another loopback address (127.0.0.2), or with
+        // `--allow-remote` any.
+        if (self.bind.is_loopback() || self.allow_remote) && name == url_host(self.bind) {
+            return true;
         }
-        if self.bind.is_unspecified() {
-            return !name.is_empty();
-        }
-        let bound = match self.bind {
-            IpAddr::V4(v4) => v4.to_string(),
-            IpAddr::V6(v6) => format!("[{v6}]"),
-        };
-        name == bound
+        self.allow_remote && self.bind.is_unspecified() && !name.is_empty()
     }
 
     /// May a request that changes the store come from `origin` (its Origin header), sent to `host` (its Host header,
@@ -64,6 +59,14 @@ impl Guard {
         let Some(sent) = sent else { return false };
         let (a, b) = (sent.as_bytes(), self.token.as_bytes());
         a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    }
+}
+
+/// How a URL names `addr`: an IPv6 address in brackets.
+pub fn url_host(addr: IpAddr) -> String {
+    match addr {
+        IpAddr::V4(v4) => v4.to_string(),
+        IpAddr::V6(v6) => format!("[{v6}]"),
     }
 }
 
@@ -119,6 +122,15 @@ mod tests {
         ] {
             assert!(!g.host_allowed(host), "{host:?}");
         }
+    }
+
+    #[test]
+    fn another_loopback_bind_answers_to_its_own_address_too() {
+        let g = guard("127.0.0.2", false);
+        assert!(g.host_allowed(Some("127.0.0.2:8123")));
+        assert!(g.host_allowed(Some("localhost:8123")));
+        assert!(!g.host_allowed(Some("127.0.0.3:8123")));
+        assert_eq!(url_host("::1".parse().unwrap()), "[::1]");
     }
 
     #[test]

@@ -34,8 +34,9 @@ impl Request {
         self.headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
     }
 
-    /// The value of query parameter `name`, percent-decoded (`+` is a space).
-    pub fn param(&self, name: &str) -> Option<String> {
+    /// The value of query parameter `name`, percent-decoded (`+` is a space); an error naming it where it appears
+    /// more than once or does not decode.
+    pub fn param(&self, name: &str) -> Result<Option<String>, String> {
         query_param(&self.query, name)
     }
 }
@@ -100,6 +101,7 @@ fn reason(status: u16) -> &'static str {
         404 => "Not Found",
         405 => "Method Not Allowed",
         408 => "Request Timeout",
+        409 => "Conflict",
         411 => "Length Required",
         413 => "Content Too Large",
         431 => "Request Header Fields Too Large",
@@ -210,17 +212,37 @@ pub fn parse_head(head: &[u8]) -> Result<Request, Response> {
         if name.is_empty() || name.bytes().any(|b| b.is_ascii_whitespace()) {
             return Err(Response::text(400, "malformed header name"));
         }
-        headers.push((name.to_ascii_lowercase(), value.trim().to_owned()));
+        let name = name.to_ascii_lowercase();
+        // The headers the safety rules read: one of each, never two to choose from (RFC 9112: a request with more
+        // than one Host is refused).
+        if ONE_ONLY.contains(&name.as_str()) && headers.iter().any(|(n, _)| *n == name) {
+            return Err(Response::text(400, format!("header {name} given twice")));
+        }
+        headers.push((name, value.trim().to_owned()));
     }
     Ok(Request { method: method.to_owned(), path: path.to_owned(), query: query.to_owned(), headers, body: Vec::new() })
 }
 
-/// The value of `name` in a `a=1&b=2` query, percent-decoded.
-pub fn query_param(query: &str, name: &str) -> Option<String> {
-    query
-        .split('&')
-        .filter_map(|pair| pair.split_once('=').or(Some((pair, ""))))
-        .find_map(|(n, v)| (percent_decode(n).as_deref() == Some(name)).then(|| percent_decode(v)).flatten())
+/// Headers a request may carry once at most.
+const ONE_ONLY: [&str; 6] =
+    ["host", "origin", "x-deeptree-token", "content-length", "sec-fetch-site", "transfer-encoding"];
+
+/// The value of `name` in a `a=1&b=2` query, percent-decoded; an error where it is there twice or a value named so
+/// (or any name) does not decode: a bad request, never a parameter taken as absent.
+pub fn query_param(query: &str, name: &str) -> Result<Option<String>, String> {
+    let mut found = None;
+    for pair in query.split('&').filter(|pair| !pair.is_empty()) {
+        let (n, v) = pair.split_once('=').unwrap_or((pair, ""));
+        let n = percent_decode(n).ok_or_else(|| format!("bad percent-encoding in the query's name '{n}'"))?;
+        if n != name {
+            continue;
+        }
+        let v = percent_decode(v).ok_or_else(|| format!("bad percent-encoding in {name}"))?;
+        if found.replace(v).is_some() {
+            return Err(format!("{name} is given twice"));
+        }
+    }
+    Ok(found)
 }
 
 /// Decodes `%XX` escapes and `+` (a space); `None` for a bad escape or bytes that are not UTF-8.
@@ -258,9 +280,11 @@ mod tests {
             parse_head(b"GET /api/position?fen=a+b&moves=e2e4%20e7e5 HTTP/1.1\r\nHost: 127.0.0.1:80\r\nX-A:  v \r\n")
                 .unwrap();
         assert_eq!((r.method.as_str(), r.path.as_str()), ("GET", "/api/position"));
-        assert_eq!(r.param("fen").as_deref(), Some("a b"));
-        assert_eq!(r.param("moves").as_deref(), Some("e2e4 e7e5"));
-        assert_eq!(r.param("none"), None);
+        assert_eq!(r.param("fen"), Ok(Some("a b".to_owned())));
+        assert_eq!(r.param("moves"), Ok(Some("e2e4 e7e5".to_owned())));
+        assert_eq!(r.param("none"), Ok(None));
+        assert!(query_param("fen=%ff%&moves=%zz", "fen").unwrap_err().contains("percent-encoding"));
+        assert!(query_param("fen=a&fen=b", "fen").unwrap_err().contains("twice"));
         assert_eq!(r.header("host"), Some("127.0.0.1:80"));
         assert_eq!(r.header("x-a"), Some("v"));
     }

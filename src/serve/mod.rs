@@ -112,7 +112,9 @@ impl Server {
         let _ = stream.set_write_timeout(Some(READ_TIMEOUT));
         let response = match http::read_request(&mut stream, READ_TIMEOUT) {
             Ok(request) => {
-                let response = self.route(&request);
+                // A panic costs one answer (500), never a worker.
+                let routed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.route(&request)));
+                let response = routed.unwrap_or_else(|_| Response::text(500, "internal error: see the log"));
                 log::info!("serve: {} {} -> {}", request.method, request.path, response.status);
                 response
             }
@@ -159,7 +161,11 @@ impl Server {
         }
         match request.path.as_str() {
             "/api/position" => {
-                let line = match self.line(request.param("fen"), request.param("moves")) {
+                let (fen, moves) = match (request.param("fen"), request.param("moves")) {
+                    (Ok(fen), Ok(moves)) => (fen, moves),
+                    (Err(message), _) | (_, Err(message)) => return Response::json_error(400, message),
+                };
+                let line = match self.line(fen, moves) {
                     Ok(line) => line,
                     Err(message) => return Response::json_error(400, message),
                 };
