@@ -442,9 +442,7 @@ fn excluding_the_evaluated_best_move_of_a_leaf_evaluates_it_again() {
     let (_dir, store) = new_store();
     grow(&store, 1);
     let start = Chess::default();
-    let view = store.read().unwrap();
-    let best = tree::view(&view, &start, &[]).unwrap().unwrap().candidates[0].uci;
-    drop(view);
+    let best = tree_best(&store, &start).unwrap();
     let child = play(&start, &best);
     let record = node(&store, &child).unwrap();
     let reply = record.eval.as_ref().unwrap().best.unwrap();
@@ -585,9 +583,7 @@ fn the_epd_export_never_names_an_excluded_move() {
     let (_dir, store) = new_store();
     grow(&store, 1);
     let start = Chess::default();
-    let view = store.read().unwrap();
-    let best = tree::view(&view, &start, &[]).unwrap().unwrap().candidates[0].uci;
-    drop(view);
+    let best = tree_best(&store, &start).unwrap();
     let child = play(&start, &best);
     let reply = node(&store, &child).unwrap().eval.unwrap().best.unwrap();
     store.set_mark(&child, reply, MarkKind::Exclude, MarkSource::Cli).unwrap();
@@ -610,9 +606,7 @@ fn cached_values_follow_a_mark() {
     let (_dir, store) = new_store();
     grow(&store, 3);
     let start = Chess::default();
-    let view = store.read().unwrap();
-    let best = tree::view(&view, &start, &[]).unwrap().unwrap().candidates[0].uci;
-    drop(view);
+    let best = tree_best(&store, &start).unwrap();
     let child = play(&start, &best);
     let view = store.read().unwrap();
     let reply = tree::view(&view, &child, &[]).unwrap().unwrap().candidates[0].uci;
@@ -746,9 +740,7 @@ fn a_lifted_placeholder_marks_move_is_searched_again() {
     let start = Chess::default();
     let (_plain_dir, plain) = new_store();
     grow(&plain, 2);
-    let view = plain.read().unwrap();
-    let best = tree::view(&view, &start, &[]).unwrap().unwrap().candidates[0].uci;
-    drop(view);
+    let best = tree_best(&plain, &start).unwrap();
 
     let (_dir, store) = new_store();
     store.set_mark(&start, best, MarkKind::Exclude, MarkSource::Cli).unwrap();
