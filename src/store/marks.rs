@@ -239,15 +239,6 @@ impl Store {
     pub fn set_mark(&self, pos: &Chess, uci: UciMove, kind: MarkKind, source: MarkSource) -> Result<Mark, MarkError> {
         let (fen, uci, child) = legal(pos, uci)?;
         let key = PositionKey::of(pos);
-        if kind == MarkKind::Exclude {
-            let node = self.read()?.node(key)?;
-            let excluded = |candidate: &UciMove| {
-                *candidate == uci || node.as_ref().and_then(|n| n.edge(candidate)).is_some_and(Edge::is_excluded)
-            };
-            if pos.legal_moves().iter().map(|m| crate::notation::canonical(*m)).all(|m| excluded(&m)) {
-                return Err(MarkError::LastMove { fen, uci: uci.to_string() });
-            }
-        }
         let mark = Mark { fen, uci, kind, source, user: os_user(), time: now() };
         let change = MarkChange {
             key,
@@ -256,8 +247,14 @@ impl Store {
             child: PositionKey::of(&child),
             mark: Some(mark.clone()),
         };
-        self.writer().submit(vec![Change::Mark(change)]).wait()?;
-        Ok(mark)
+        // The writer refuses, in its transaction, an exclusion that would leave the position no move.
+        match self.writer().submit(vec![Change::Mark(change)]).wait() {
+            Ok(()) => Ok(mark),
+            Err(StoreError::LastMoveExcluded { .. }) => {
+                Err(MarkError::LastMove { fen: mark.fen, uci: uci.to_string() })
+            }
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// Lifts the mark on `uci` in `pos`, returning it: the move is as it was before it was marked.
