@@ -3,7 +3,7 @@
 
 mod common;
 
-use std::time::Duration;
+use std::{path::Path, time::Duration};
 
 use common::{PATIENCE, Uci, fake, fake_log, fake_session, stockfish};
 use shakmaty::{CastlingMode, Chess, Move, Position, fen::Fen, uci::UciMove};
@@ -295,6 +295,47 @@ fn bestmove_waits_for_stop_or_ponderhit_whatever_else_arrives() {
     let commands = fake_log(&log);
     let newgame = commands.iter().rposition(|c| c == "ucinewgame").expect("ucinewgame reached the engine");
     assert!(commands[..newgame].iter().any(|c| c == "stop" || c.starts_with("go depth")), "{commands:?}");
+}
+
+#[test]
+fn a_games_go_ponder_off_the_tree_is_the_engines_own_ponder_and_ponderhit_or_stop_reaches_it() {
+    // An empty tree knows no position: with a clock, `go ponder` goes to the inner engine as `go ponder` (the bare
+    // engine would ponder there), and the GUI's `ponderhit` or `stop` is passed on to it.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = dir.path().join("fake.log");
+    let mut uci = fake_session(dir.path(), &log, &["Ponder value true"]);
+    let gos_pondering = |log: &Path| fake_log(log).into_iter().filter(|c| c.starts_with("go ponder")).count();
+    for (round, release) in [(1, "ponderhit"), (2, "stop")] {
+        let moves = if round == 1 { "e2e4 e7e5" } else { "e2e4 e7e5 g1f3 b8c6" };
+        uci.send(&format!("position startpos moves {moves}"));
+        uci.send("go ponder wtime 60000 btime 60000 winc 100 binc 100");
+        let asked = std::time::Instant::now();
+        while gos_pondering(&log) < round && asked.elapsed() < PATIENCE {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let early = uci.until("bestmove", Duration::from_millis(300));
+        assert!(!early.iter().any(|l| l.starts_with("bestmove")), "bestmove before {release}: {early:?}");
+        uci.send(release);
+        let lines = uci.until("bestmove", PATIENCE);
+        assert!(lines.last().is_some_and(|l| l.starts_with("bestmove")), "{release}: {lines:?}");
+        let played: Vec<String> = moves.split_whitespace().map(str::to_owned).collect();
+        check_output(&lines, &position_of(None, &played, false), false, release);
+        let commands = fake_log(&log);
+        let go = commands.iter().rposition(|c| c.starts_with("go ponder")).expect("go ponder reached the engine");
+        assert_eq!(commands[go], "go ponder wtime 60000 btime 60000 winc 100 binc 100", "{commands:?}");
+        assert_eq!(commands[go + 1..].iter().filter(|c| *c == release).count(), 1, "{release}: {commands:?}");
+        let other = if release == "stop" { "ponderhit" } else { "stop" };
+        assert!(!commands[go + 1..].iter().any(|c| c == other), "{release}: {commands:?}");
+        uci.ready();
+    }
+    // Without a clock (analysis on the opponent's time), `go ponder` grows the tree and the engine never ponders.
+    uci.send("position startpos moves d2d4");
+    uci.send("go ponder");
+    std::thread::sleep(Duration::from_millis(300));
+    uci.send("ponderhit");
+    let lines = uci.until("bestmove", PATIENCE);
+    assert!(lines.last().is_some_and(|l| l.starts_with("bestmove")), "{lines:?}");
+    assert_eq!(gos_pondering(&log), 2, "{:?}", fake_log(&log));
 }
 
 /// The value following `key` in an `info` line.

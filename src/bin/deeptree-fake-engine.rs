@@ -6,8 +6,8 @@
 //!
 //! `--mode` (or `DEEPTREE_FAKE_MODE`) is one of:
 //! - `normal`: answers like an engine; `go depth N` gives N depths of `info` then `bestmove`, `go infinite` waits for
-//!   `stop`. Line `k` (MultiPV) plays the `k`-th candidate move (legal moves, or `searchmoves`, in UCI text order)
-//!   with score `cp 20 - 7(k-1)`.
+//!   `stop` (`go ponder` for `stop` or `ponderhit`). Line `k` (MultiPV) plays the `k`-th candidate move (legal
+//!   moves, or `searchmoves`, in UCI text order) with score `cp 20 - 7(k-1)`.
 //! - `crash`: exits in the middle of every search (after one `info` line).
 //! - `crash-once`: like `crash` for the first process that finds no `--state` file (it creates it), normal after.
 //! - `hang`: after `go`, never answers anything again (`isready` included).
@@ -287,7 +287,8 @@ impl Fake {
                 }
             }
             "go" => return self.go(tokens),
-            "stop" => {
+            // After `go ponder`, `ponderhit` answers as `stop` does: the fake engine's clock is not kept.
+            "stop" | "ponderhit" => {
                 if let Some(candidates) = self.pending.take() {
                     self.answer(&candidates, 3);
                 }
@@ -305,7 +306,7 @@ impl Fake {
         while let Some(token) = tokens.next() {
             match token {
                 "depth" => depth = tokens.next().and_then(|d| d.parse().ok()).unwrap_or(3),
-                "infinite" => infinite = true,
+                "infinite" | "ponder" => infinite = true,
                 "searchmoves" => {
                     searchmoves.extend(tokens.by_ref().filter_map(|m| m.parse::<UciMove>().ok()));
                 }

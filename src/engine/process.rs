@@ -336,6 +336,10 @@ struct LinkState {
     /// `stop` asked for before `go` was sent.
     stop_requested: bool,
     stop_sent: bool,
+    /// The search running is a `go ponder` that has heard neither `ponderhit` nor `stop`.
+    pondering: bool,
+    /// `ponderhit` asked for before `go ponder` was sent: it follows the `go` at once.
+    ponderhit_requested: bool,
 }
 
 /// What the engine is expected to do next.
@@ -505,6 +509,24 @@ impl StopHandle {
             let _ = link.send("stop");
         }
     }
+
+    /// Sends `ponderhit` if the search is a `go ponder` still pondering: the opponent played the expected move, and
+    /// the engine's clock runs from here. Before the search has started, the `ponderhit` follows its `go` at once;
+    /// to any other search it sends nothing.
+    pub fn ponderhit(&self) {
+        let Some(link) = self.link.upgrade() else { return };
+        let mut state = link.state.lock();
+        if state.generation != self.generation || state.stop_sent {
+            return;
+        }
+        if !state.searching {
+            state.ponderhit_requested = true;
+        } else if state.pondering {
+            state.pondering = false;
+            // Sent under the lock, as `stop` is: it cannot reach a later search.
+            let _ = link.send("ponderhit");
+        }
+    }
 }
 
 impl Engine {
@@ -548,6 +570,8 @@ impl Engine {
                 searching: false,
                 stop_requested: false,
                 stop_sent: false,
+                pondering: false,
+                ponderhit_requested: false,
             }),
             wake: Condvar::new(),
             timeouts: config.timeouts.bounded(),
@@ -825,11 +849,13 @@ impl Engine {
     fn end_search_phase(&self, last: bool) {
         let mut state = self.link.state.lock();
         state.searching = false;
+        state.pondering = false;
         // A stop sent to one of several searches that answer one request holds for the rest of them.
         state.stop_requested |= state.stop_sent && !last;
         state.stop_sent = false;
         if last {
             state.stop_requested = false;
+            state.ponderhit_requested = false;
             state.generation += 1;
         }
         self.link.enter(&mut state, Phase::Idle);
@@ -932,7 +958,7 @@ impl Engine {
                 let share = Duration::from_millis(own / 30 + inc / 2);
                 Limit::MoveTime(share.saturating_sub(spent) / count)
             }
-            Limit::Infinite => {
+            Limit::Infinite | Limit::PonderClock { .. } => {
                 return Err(EngineError::InvalidRequest(format!(
                     "{} does not keep to searchmoves, and a search without a limit cannot be shared out among the \
                      moves",
@@ -1052,10 +1078,16 @@ impl Engine {
                 return Err(EngineError::Stopped);
             }
             state.searching = true;
+            let ponder = matches!(request.limit, Limit::PonderClock { .. });
+            state.pondering = ponder && !state.ponderhit_requested;
             self.link.enter(&mut state, Phase::Search { ping: None });
-            // Sent under the lock, so that a stop comes either before this (and is kept) or after `go`.
-            let command =
+            // Sent under the lock, so that a stop comes either before this (and is kept) or after `go`, and a
+            // `ponderhit` that came before `go ponder` follows it at once.
+            let mut command =
                 format!("{}\n{}", request.position.uci_command_in(self.chess960), request.go_command_in(self.chess960));
+            if ponder && std::mem::take(&mut state.ponderhit_requested) {
+                command.push_str("\nponderhit");
+            }
             self.link.send(&command)?;
             trace!("{} >> {command}", self.name);
         }

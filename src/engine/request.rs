@@ -150,6 +150,15 @@ pub enum Limit {
         binc: u64,
         movestogo: Option<u64>,
     },
+    /// `go ponder` with a game clock: the engine thinks on the opponent's time until `ponderhit` (then its clock
+    /// runs, as for [`Limit::Clock`]) or `stop` ([`crate::engine::StopHandle::ponderhit`]).
+    PonderClock {
+        wtime: u64,
+        btime: u64,
+        winc: u64,
+        binc: u64,
+        movestogo: Option<u64>,
+    },
 }
 
 impl Limit {
@@ -159,8 +168,10 @@ impl Limit {
             Limit::Nodes(n) => format!("nodes {}", n.max(1)),
             Limit::MoveTime(t) => format!("movetime {}", t.as_millis().max(1)),
             Limit::Infinite => "infinite".to_owned(),
-            Limit::Clock { wtime, btime, winc, binc, movestogo } => {
-                let mut text = format!("wtime {wtime} btime {btime} winc {winc} binc {binc}");
+            Limit::Clock { wtime, btime, winc, binc, movestogo }
+            | Limit::PonderClock { wtime, btime, winc, binc, movestogo } => {
+                let ponder = if matches!(self, Limit::PonderClock { .. }) { "ponder " } else { "" };
+                let mut text = format!("{ponder}wtime {wtime} btime {btime} winc {winc} binc {binc}");
                 if let Some(moves) = movestogo {
                     text.push_str(&format!(" movestogo {}", moves.max(1)));
                 }

@@ -49,14 +49,21 @@ impl Steer {
         (steer, Control { signals: rx, handles: Some(handles), stopped: false, ponderhit: false, received })
     }
 
-    /// Sends a signal (`stop` also stops the direct engine's search); a search that has ended no longer listens,
-    /// and that is no error.
+    /// Sends a signal (`stop` also stops the direct engine's search, and `ponderhit` reaches a direct engine that
+    /// ponders); a search that has ended no longer listens, and that is no error.
     pub fn send(&mut self, signal: Signal) {
-        self.ponderhit_sent |= signal == Signal::PonderHit;
-        if signal == Signal::Stop {
-            self.stop_sent = true;
-            if let Some(handle) = &self.handle {
-                handle.stop();
+        match signal {
+            Signal::Stop => {
+                self.stop_sent = true;
+                if let Some(handle) = &self.handle {
+                    handle.stop();
+                }
+            }
+            Signal::PonderHit => {
+                self.ponderhit_sent = true;
+                if let Some(handle) = &self.handle {
+                    handle.ponderhit();
+                }
             }
         }
         let _ = self.signals.send(signal);
@@ -85,10 +92,13 @@ impl Steer {
         }
     }
 
-    /// A stop handle the search announced: kept for the next `stop`, used at once if `stop` came before it.
+    /// A stop handle the search announced: kept for the next `stop` (or `ponderhit`), used at once if `stop` (or
+    /// `ponderhit`, which reaches only a `go ponder`) came before it.
     fn take_handle(&mut self, handle: StopHandle) {
         if self.stop_sent {
             handle.stop();
+        } else if self.ponderhit_sent {
+            handle.ponderhit();
         }
         self.handle = Some(handle);
     }

@@ -187,12 +187,13 @@ fn limit_of(go: &Go, engine_depth: u8) -> Limit {
         Limit::MoveTime(Duration::from_millis(movetime.max(1)))
     } else if go.is_timed() {
         // The game clock as the GUI sent it: the engine manages its own time, and `Move Overhead` covers the relay.
-        Limit::Clock {
-            wtime: go.wtime.or(go.btime).unwrap_or(0),
-            btime: go.btime.or(go.wtime).unwrap_or(0),
-            winc: go.winc.unwrap_or(0),
-            binc: go.binc.unwrap_or(0),
-            movestogo: go.movestogo,
+        let (wtime, btime) = (go.wtime.or(go.btime).unwrap_or(0), go.btime.or(go.wtime).unwrap_or(0));
+        let (winc, binc, movestogo) = (go.winc.unwrap_or(0), go.binc.unwrap_or(0), go.movestogo);
+        if go.ponder {
+            // The engine ponders on the opponent's time, as the bare engine would: `ponderhit` starts its clock.
+            Limit::PonderClock { wtime, btime, winc, binc, movestogo }
+        } else {
+            Limit::Clock { wtime, btime, winc, binc, movestogo }
         }
     } else if let Some(mate) = go.mate {
         Limit::Depth((mate * 2).clamp(1, 250) as u32)
@@ -485,6 +486,18 @@ mod tests {
         assert_eq!((wtime, btime, winc, binc, movestogo), (5000, 4870, 50, 50, None));
         let go = Go { movetime: Some(200), ..Go::default() };
         assert!(matches!(limit_of(&go, 18), Limit::MoveTime(t) if t == Duration::from_millis(200)));
+    }
+
+    #[test]
+    fn a_pondering_clock_goes_to_the_engine_as_go_ponder_and_a_ponder_without_a_clock_does_not() {
+        let go = Go { ponder: true, wtime: Some(5000), btime: Some(4870), winc: Some(50), ..Go::default() };
+        let Limit::PonderClock { wtime, btime, winc, binc, movestogo } = limit_of(&go, 18) else { panic!("ponder") };
+        assert_eq!((wtime, btime, winc, binc, movestogo), (5000, 4870, 50, 0, None));
+        let start = crate::engine::EnginePosition::new(Chess::default(), Vec::new()).unwrap();
+        let request = EvalRequest::new(start, limit_of(&go, 18));
+        assert_eq!(request.go_command_in(false), "go ponder wtime 5000 btime 4870 winc 50 binc 0");
+        let go = Go { ponder: true, depth: Some(12), ..Go::default() };
+        assert!(matches!(limit_of(&go, 18), Limit::Depth(12)));
     }
 
     #[test]

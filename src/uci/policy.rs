@@ -63,6 +63,12 @@ pub fn think(ctx: &Context, lent: &mut Lent, line: &Line, go: &Go, control: &mut
     if !released_only {
         return play(ctx, lent, line, go, &searchmoves, control);
     }
+    if relays_ponder(ctx, line, go, &searchmoves) {
+        // A position the tree would not answer: the direct engine ponders on it, as the bare engine would, and
+        // `ponderhit` (or `stop`) reaches it through the control. Growing the tree here instead would cost the move
+        // the engine's pondering.
+        return direct(ctx, &mut lent.direct, line, go, &searchmoves, control);
+    }
     // No clock runs yet: the game's moves are stored first, so the tree knows its repetitions.
     super::answer::store_game_line(ctx, line);
     // Grow the tree around the position, reporting as it grows, until stop (or ponderhit); then wait for the GUI
@@ -119,17 +125,33 @@ fn without_excluded(ctx: &Context, root: &Chess, searchmoves: Vec<UciMove>) -> V
     if allowed.is_empty() { searchmoves } else { allowed }
 }
 
-/// A move to play: from the tree when it knows more than a search would find, else by the direct engine.
-fn play(
+/// Whether a `go ponder` of a game (a clock, no depth or node limit of the GUI's, no analysis) goes to the direct
+/// engine as `go ponder`: where, after `ponderhit`, the move would come from a direct search (ThinkMode direct or
+/// auto, and the tree does not know the position deeply enough to answer). Elsewhere the ponder time grows the tree.
+fn relays_ponder(ctx: &Context, line: &Line, go: &Go, searchmoves: &[UciMove]) -> bool {
+    go.ponder
+        && go.is_timed()
+        && go.depth.is_none()
+        && go.nodes.is_none()
+        && go.movetime.is_none()
+        && go.mate.is_none()
+        && searchmoves.is_empty()
+        && !ctx.options.analyse_mode
+        && ctx.options.config.think_mode != ThinkMode::Tree
+        && tree_move(ctx, line, &Go { ponder: false, ..go.clone() }, searchmoves, Instant::now()).is_none()
+}
+
+/// The tree's move where it knows more than a search of `go`'s budget would find (less the margin the user allows),
+/// and the game's history does not change its verdict; `None` in analysis mode.
+fn tree_move(
     ctx: &Context,
-    lent: &mut Lent,
     line: &Line,
     go: &Go,
     searchmoves: &[UciMove],
-    control: &mut Control,
-) -> (Outcome, Aftermath) {
+    received: Instant,
+) -> Option<(Outcome, Aftermath)> {
     // `timed`: the budget is a clock or a `movetime` (no depth, nodes or mate the GUI set): what TreeDepthMargin
-    // lowers, and what ThinkMode may spend on the tree.
+    // lowers.
     let (expected, timed) = expected_depth(go, line.root(), &ctx.depth_model, ctx.options.config.engine_depth);
     if !ctx.options.analyse_mode {
         // The margin the user allows lowers the estimate for a clock or `movetime`, never a limit the GUI set.
@@ -152,9 +174,26 @@ fn play(
                 answer.combined_depth - answer.software_depth,
                 answer.software_depth
             ));
-            return (answer.outcome(ctx, line, control.received, vec![note]), Aftermath::GAME_LINE);
+            return Some((answer.outcome(ctx, line, received, vec![note]), Aftermath::GAME_LINE));
         }
     }
+    None
+}
+
+/// A move to play: from the tree when it knows more than a search would find, else by the direct engine.
+fn play(
+    ctx: &Context,
+    lent: &mut Lent,
+    line: &Line,
+    go: &Go,
+    searchmoves: &[UciMove],
+    control: &mut Control,
+) -> (Outcome, Aftermath) {
+    if let Some(answer) = tree_move(ctx, line, go, searchmoves, control.received) {
+        return answer;
+    }
+    // `timed`: a clock or a `movetime`: what ThinkMode may spend on the tree.
+    let (_, timed) = expected_depth(go, line.root(), &ctx.depth_model, ctx.options.config.engine_depth);
     match ctx.options.config.think_mode {
         ThinkMode::Tree if timed => think_with_tree(ctx, lent, line, go, searchmoves, control),
         ThinkMode::Auto if timed => {

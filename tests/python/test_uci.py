@@ -216,6 +216,35 @@ def test_fast_game_never_loses_on_time(db):
         engine.quit()
 
 
+def test_fast_pondering_game_never_loses_on_time(db):
+    # deeptree plays White with pondering on a 2 s + 0.02 s clock, with the engine depth of a grown tree (the depth
+    # a growth in ponder time searches at); Black replies after a short think with the move deeptree expected when
+    # it is legal (a ponderhit) and with another one every fourth move (a stop). Its clock runs from Black's move to
+    # its bestmove, as a GUI's does.
+    engine = open_engine(db)
+    try:
+        engine.configure({"EngineDepth": 14})
+        board = chess.Board()
+        clock, inc = 2.0, 0.02
+        for ply in range(30):
+            started = time.monotonic()
+            result = engine.play(board, chess.engine.Limit(white_clock=clock, black_clock=2.0, white_inc=inc,
+                                                           black_inc=inc), ponder=True)
+            clock -= time.monotonic() - started
+            assert clock > 0, f"lost on time at move {ply + 1}"
+            clock += inc
+            board.push(result.move)
+            if board.is_game_over():
+                break
+            time.sleep(0.1)
+            expected = result.ponder if result.ponder in board.legal_moves and ply % 4 != 3 else None
+            board.push(expected or next(iter(board.legal_moves)))
+            if board.is_game_over():
+                break
+    finally:
+        engine.quit()
+
+
 CHESS960_FEN = "bqnbrkrn/pppppppp/8/8/8/8/PPPPPPPP/BQNBRKRN w GEge - 0 1"
 
 

@@ -143,6 +143,8 @@ struct Pass {
 
 /// How often a pass looks for the answers of searches another process runs.
 const POLL: Duration = Duration::from_millis(20);
+/// The longest a pass waits for an answer before it looks at its budget again (a stop among it).
+const STOP_CHECK: Duration = Duration::from_millis(10);
 
 impl Pass {
     /// A pass of `total` planned searches, none answered yet.
@@ -397,8 +399,9 @@ impl<'a, E: Evaluator> Scheduler<'a, E> {
             }
             self.start_searches(ctx, planned, pass, depth)?;
             show_progress(ctx, depth, pass_number, total - pass.outstanding, total);
-            let wait = if pass.foreign.is_empty() { Duration::from_millis(100) } else { POLL };
-            let Some(first) = self.evaluator.next(wait) else { continue };
+            // A short wait: a stop (a GUI's `stop` or `ponderhit`, the budget) is seen within it, and a move after
+            // `ponderhit` waits for no more.
+            let Some(first) = self.evaluator.next(STOP_CHECK) else { continue };
             // Every answer that is in now, before the next look ahead.
             let mut overlay_changes = Vec::new();
             let mut next = Some(first);
