@@ -213,13 +213,14 @@ fn final_batch<'a>(lines: &'a [String], best: &str) -> Vec<&'a String> {
 #[test]
 fn after_stop_the_last_lines_before_bestmove_are_the_final_batch_for_ponder_and_go_infinite() {
     // go ponder then stop, and go infinite with MultiPV 3 then stop, each from its own position: the tree's answer
-    // comes after its final batch, with multipv, and line 1 is the bestmove.
+    // comes after its final batch, with multipv, and line 1 is the bestmove. The ponder has no clock: a game's
+    // `go ponder` on a position the tree does not know is the inner engine's own (tests/uci_conformance.rs).
     let dir = tempfile::tempdir().unwrap();
     let mut uci = session(&dir.path().join("tree"), "direct");
     uci.send("setoption name EngineDepth value 8");
     uci.ready();
     uci.send("position startpos moves d2d4 d7d5");
-    uci.send("go ponder wtime 60000 btime 60000");
+    uci.send("go ponder");
     std::thread::sleep(Duration::from_millis(1500));
     let (best, lines) = uci.best("stop");
     assert_eq!(final_batch(&lines, &best).len(), 1, "MultiPV 1: {lines:?}");
