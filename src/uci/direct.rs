@@ -178,7 +178,7 @@ fn percentile(samples: &VecDeque<Duration>, p: f64) -> Duration {
 }
 
 /// The inner engine's limit for a `go`: the GUI's own, clocks unchanged.
-fn limit_of(go: &Go, engine_depth: u8) -> Limit {
+pub(super) fn limit_of(go: &Go, engine_depth: u8) -> Limit {
     if let Some(depth) = go.depth {
         Limit::Depth(depth.clamp(1, 250) as u32)
     } else if let Some(nodes) = go.nodes {

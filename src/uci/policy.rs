@@ -20,13 +20,14 @@ use super::{
     command::Go,
     control::{Context, Control},
     depth::{DepthModel, Phase},
-    direct::{Aftermath, DirectSlot, direct},
+    direct::{Aftermath, DirectSlot, direct, limit_of},
     growth::{Growth, TreePool, grow_tree, grown_answer, report},
     message::Info,
     time::share,
 };
 use crate::{
     config::ThinkMode,
+    engine::Limit,
     notation::canonical_uci,
     score::{Bound, Score},
     search::analysis::{MAX_CHECKED_DEPTH, SettledInStore},
@@ -129,30 +130,31 @@ fn without_excluded(ctx: &Context, root: &Chess, searchmoves: Vec<UciMove>) -> V
 /// engine as `go ponder`: where, after `ponderhit`, the move would come from a direct search (ThinkMode direct or
 /// auto, and the tree does not know the position deeply enough to answer). Elsewhere the ponder time grows the tree.
 fn relays_ponder(ctx: &Context, line: &Line, go: &Go, searchmoves: &[UciMove]) -> bool {
-    go.ponder
-        && go.is_timed()
-        && go.depth.is_none()
-        && go.nodes.is_none()
-        && go.movetime.is_none()
+    // The direct engine would be asked to ponder on a clock: no depth, nodes or movetime of the GUI's.
+    matches!(limit_of(go, ctx.options.config.engine_depth), Limit::PonderClock { .. })
         && go.mate.is_none()
         && searchmoves.is_empty()
         && !ctx.options.analyse_mode
         && ctx.options.config.think_mode != ThinkMode::Tree
-        && tree_move(ctx, line, &Go { ponder: false, ..go.clone() }, searchmoves, Instant::now()).is_none()
+        && tree_move(ctx, line, expected_here(ctx, line, go), searchmoves, Instant::now()).is_none()
 }
 
-/// The tree's move where it knows more than a search of `go`'s budget would find (less the margin the user allows),
-/// and the game's history does not change its verdict; `None` in analysis mode.
+/// The depth a search of `go`'s budget is expected to reach at `line`'s root, and whether that budget is `timed`: a
+/// clock or a `movetime` (no depth, nodes or mate the GUI set), what TreeDepthMargin lowers and what ThinkMode may
+/// spend on the tree.
+fn expected_here(ctx: &Context, line: &Line, go: &Go) -> (f64, bool) {
+    expected_depth(go, line.root(), &ctx.depth_model, ctx.options.config.engine_depth)
+}
+
+/// The tree's move where it knows more than a search would find (`expected` deep, `timed` as [`expected_here`] says;
+/// less the margin the user allows), and the game's history does not change its verdict; `None` in analysis mode.
 fn tree_move(
     ctx: &Context,
     line: &Line,
-    go: &Go,
+    (expected, timed): (f64, bool),
     searchmoves: &[UciMove],
     received: Instant,
 ) -> Option<(Outcome, Aftermath)> {
-    // `timed`: the budget is a clock or a `movetime` (no depth, nodes or mate the GUI set): what TreeDepthMargin
-    // lowers.
-    let (expected, timed) = expected_depth(go, line.root(), &ctx.depth_model, ctx.options.config.engine_depth);
     if !ctx.options.analyse_mode {
         // The margin the user allows lowers the estimate for a clock or `movetime`, never a limit the GUI set.
         let margin = if timed { ctx.options.config.tree_depth_margin } else { 0 };
@@ -189,11 +191,11 @@ fn play(
     searchmoves: &[UciMove],
     control: &mut Control,
 ) -> (Outcome, Aftermath) {
-    if let Some(answer) = tree_move(ctx, line, go, searchmoves, control.received) {
+    let expected = expected_here(ctx, line, go);
+    if let Some(answer) = tree_move(ctx, line, expected, searchmoves, control.received) {
         return answer;
     }
-    // `timed`: a clock or a `movetime`: what ThinkMode may spend on the tree.
-    let (_, timed) = expected_depth(go, line.root(), &ctx.depth_model, ctx.options.config.engine_depth);
+    let (_, timed) = expected;
     match ctx.options.config.think_mode {
         ThinkMode::Tree if timed => think_with_tree(ctx, lent, line, go, searchmoves, control),
         ThinkMode::Auto if timed => {
