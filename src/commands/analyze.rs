@@ -3,6 +3,7 @@
 
 use crate::game::{Line, quote};
 use std::{
+    collections::HashSet,
     path::Path,
     sync::{
         Arc,
@@ -21,6 +22,7 @@ use crate::{
     logger::{Progress, StatusLine},
     search::{
         analysis::{Analysis, AnalysisError, AnalysisOptions, Params, Report, Trace},
+        cover::{Cover, depth_for, walk},
         evaluator::PoolEvaluator,
         roots::{BookReport, BookRoot, RootProgress, grow, priority},
         split::{Spine, SplitError, direct_first},
@@ -55,13 +57,23 @@ pub struct AnalyzeArgs {
     /// task's progress is saved after every depth it settles, so a later run resumes it. `--time` bounds the run.
     #[arg(long, conflicts_with_all = ["fen", "moves", "trace", "roots", "from_games", "nodes", "split"])]
     pub tasks: bool,
+    /// Growth for play, with --roots: rounds that each grow the positions a game from the roots is most likely to
+    /// reach where the tree would not answer at once (known less than --play-depth, default the engine depth), the
+    /// likeliest first; the opponent's replies are taken as likely by how close they score to its best. Each round
+    /// says what it grows and the tree moves a game is expected to get. `--time` bounds the run.
+    #[arg(long, requires = "roots", conflicts_with_all = ["from_games", "tasks", "nodes", "split"])]
+    pub cover: bool,
+    /// With --cover: centipawns a reply may score below the opponent's best for its probability to fall by a factor
+    /// e (default 20).
+    #[arg(long, value_name = "CP", requires = "cover")]
+    pub cover_temperature: Option<u32>,
     /// With --from-games: the side of each game to learn for, by a name in its White or Black tag (default: both
     /// sides).
     #[arg(long, value_name = "NAME", requires = "from_games")]
     pub player: Option<String>,
-    /// With --from-games: the depth a direct search reaches in the games' time control; a position where the tree
-    /// knows less is where a game left it (default 20).
-    #[arg(long, value_name = "DEPTH", requires = "from_games")]
+    /// With --from-games or --cover: the depth a direct search reaches in the games' time control; a position where
+    /// the tree knows less is where a game left it (default 20 with --from-games, the engine depth with --cover).
+    #[arg(long, value_name = "DEPTH")]
     pub play_depth: Option<u8>,
     /// Moves played from the start position, in UCI notation: the last position is the root.
     #[arg(long, default_value = "")]
@@ -244,6 +256,12 @@ pub fn run(db: Option<&Path>, config: &Config, args: AnalyzeArgs) -> CommandResu
     let engine_config = engine_config_of(config, chess960);
     let (look_ahead, json) = (config.look_ahead(), args.json);
     if let Some((roots, skipped)) = book {
+        if args.cover {
+            let mut cover = Cover::new(play_depth, params.engine_depth, params.move_distance.unsigned_abs());
+            cover.temperature = args.cover_temperature.unwrap_or(cover.temperature);
+            let book = Book { roots, skipped, params, look_ahead, json, stop, started, tasks: None };
+            return grow_cover(&store, engines.configs(&engine_config), book, &cover);
+        }
         let tasks = args.tasks.then_some(tasks);
         let book = Book { roots, skipped, params, look_ahead, json, stop, started, tasks };
         return grow_book(&store, engines.configs(&engine_config), book);
@@ -291,6 +309,15 @@ fn check_args(args: &AnalyzeArgs, config: &Config) -> Result<u8, Box<dyn std::er
             return Err("--split shares a budget: give --nodes or --time too".into());
         }
         _ => {}
+    }
+    if args.play_depth.is_some() && args.from_games.is_none() && !args.cover {
+        return Err("--play-depth goes with --from-games or --cover".into());
+    }
+    if args.cover {
+        return match args.play_depth.unwrap_or(config.engine_depth) {
+            0 => Err("--play-depth 0: give a positive depth".into()),
+            depth => Ok(depth),
+        };
     }
     let play_depth = args.play_depth.unwrap_or(DEFAULT_PLAY_DEPTH);
     if args.from_games.is_some() && play_depth <= config.engine_depth {
@@ -635,6 +662,108 @@ struct Book {
     /// every step.
     tasks: Option<Vec<Task>>,
 }
+
+/// Growth for play (`--cover`): rounds of a walk of the tree from the book's roots ([`walk`]) and growth of the
+/// leaves of highest reach it finds, a few per group of engines, until the budget is spent, `stop` is set or no leaf
+/// is left above the walk's floor. Each round says what it grows; the engines are started again for each round.
+fn grow_cover(store: &Store, configs: Vec<EngineConfig>, book: Book, cover: &Cover) -> CommandResult {
+    let Book { roots, skipped, params, look_ahead, json, stop, started, .. } = book;
+    let per_round = (configs.len() * COVER_LEAVES_PER_ENGINE).max(COVER_LEAVES_PER_ENGINE);
+    let mut grown = HashSet::new();
+    let (mut evaluations, mut shared, mut failed, mut round) = (0u64, 0u64, 0u64, 0usize);
+    let mut stopped = false;
+    let expected_before = walk(&store.read()?, &roots, cover, &grown)?.expected_answers;
+    say(
+        json,
+        &format!(
+            "cover: {} roots, play depth {}, engine depth {}, temperature {} cp; {:.2} tree moves a game expected",
+            roots.len(),
+            cover.play_depth,
+            params.engine_depth,
+            cover.temperature,
+            expected_before
+        ),
+    );
+    let mut expected = expected_before;
+    loop {
+        let left = params.time.map(|t| t.saturating_sub(started.elapsed()));
+        if stop.load(std::sync::atomic::Ordering::Relaxed) || left.is_some_and(|l| l.is_zero()) {
+            stopped = true;
+            break;
+        }
+        let found = walk(&store.read()?, &roots, cover, &grown)?;
+        expected = found.expected_answers;
+        if found.leaves.is_empty() {
+            break;
+        }
+        round += 1;
+        let leaves: Vec<_> = found.leaves.into_iter().take(per_round).collect();
+        say(
+            json,
+            &format!(
+                "round {round}: {:.2} tree moves a game expected; growing {} positions of reach {:.4} to {:.4}",
+                expected,
+                leaves.len(),
+                leaves[0].reach,
+                leaves[leaves.len() - 1].reach
+            ),
+        );
+        let mut leaf_roots = Vec::with_capacity(leaves.len());
+        for leaf in &leaves {
+            grown.insert(leaf.key);
+            let depth = depth_for(leaf, cover.play_depth, params.engine_depth);
+            say(
+                json,
+                &format!(
+                    "  reach {:.4} ply {:>2} {} root {:>3} to depth {depth}: {}",
+                    leaf.reach,
+                    leaf.ply,
+                    if leaf.ours { "tree's move " } else { "the replies" },
+                    leaf.root + 1,
+                    shakmaty::fen::Fen::from_position(leaf.line.root(), shakmaty::EnPassantMode::Legal)
+                ),
+            );
+            let mut root = BookRoot::new(leaf.line.clone(), format!("reach {:.4}", leaf.reach));
+            root.max_depth = Some(depth);
+            leaf_roots.push(root);
+        }
+        let max_depth = leaf_roots.iter().filter_map(|r| r.max_depth).max().unwrap_or(1);
+        let pools = start_groups(configs.clone(), leaf_roots.len())?;
+        let round_params = params.clone().with_max_depth(max_depth).with_time(left);
+        let report = grow(store, pools, &leaf_roots, &round_params, look_ahead, &stop, None, |_| {})?;
+        evaluations += report.evaluations;
+        shared += report.shared;
+        failed += report.failed;
+        if report.stopped {
+            stopped = true;
+            break;
+        }
+    }
+    let positions = store.stats()?.positions;
+    let text = format!(
+        "cover: {round} rounds, {} positions grown, {evaluations} evaluations ({shared} taken from other searches, \
+         {failed} failed), {positions} positions in the tree; tree moves a game expected {expected_before:.2} before, \
+         {expected:.2} after{}",
+        grown.len(),
+        if stopped { "; stopped: run the command again to go on" } else { "" }
+    );
+    if json {
+        eprintln!("{text}");
+        let value = serde_json::json!({
+            "rounds": round, "grown": grown.len(), "evaluations": evaluations, "shared": shared, "failed": failed,
+            "positions": positions, "expected_answers_before": expected_before, "expected_answers": expected,
+            "stopped": stopped, "skipped": skipped,
+        });
+        println!("{value}");
+    } else {
+        println!("{text}");
+    }
+    Ok(())
+}
+
+/// Leaves a round of `--cover` grows for each inner engine: enough that a round's searches keep every engine busy
+/// while few enough that the next walk soon follows what this one grew.
+const COVER_LEAVES_PER_ENGINE: usize = 4;
 
 /// Grows the roots of a book with the engines of `configs`, split into as many groups as there are roots (at most
 /// one per engine).

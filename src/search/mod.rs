@@ -2,6 +2,7 @@
 
 pub mod alpha;
 pub mod analysis;
+pub mod cover;
 pub mod evaluator;
 pub mod host;
 pub mod host_bench;

@@ -1,0 +1,165 @@
+//! Growth for play (`analyze --roots BOOK --cover`): the walk finds where games from the roots leave the tree, the
+//! likeliest first; growing there makes the tree answer further along the lines play is likely to take.
+
+mod common;
+
+use std::{
+    collections::HashSet,
+    path::Path,
+    process::Command,
+    sync::{Arc, atomic::AtomicBool},
+};
+
+use common::{PATIENCE, Uci, fake_session};
+use deeptree::{
+    game::Line,
+    search::{
+        analysis::Params,
+        cover::{Cover, depth_for, walk},
+        evaluator::ScriptedEvaluator,
+        roots::{BookRoot, grow},
+    },
+    store::{Store, StoreOptions},
+};
+
+const ENGINE_DEPTH: u8 = 8;
+
+/// A root settled to software depth 1: the walk answers the book's move there and leaves the tree below it, the
+/// likeliest leaves first; growing the likeliest raises the tree moves a game is expected to get, and a grown leaf
+/// is a leaf no more.
+#[test]
+fn the_walk_grows_the_likeliest_leaves_first_and_each_growth_adds_tree_moves() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), &StoreOptions::default()).unwrap();
+    let roots = vec![BookRoot::new(Line::parse(None, "e2e4 e7e5").unwrap(), "open game")];
+    let stop = Arc::new(AtomicBool::new(false));
+    let params = Params::new(ENGINE_DEPTH, 20).with_max_depth(1);
+    grow(&store, vec![ScriptedEvaluator::new(1, 11)], &roots, &params, None, &stop, None, |_| {}).unwrap();
+    let cover = Cover::new(ENGINE_DEPTH, ENGINE_DEPTH, 20);
+    let before = walk(&store.read().unwrap(), &roots, &cover, &HashSet::new()).unwrap();
+    // White's half of the games: the tree moves at the root (settled at depth 1). Black's half: the replies at the
+    // root were searched, and each reply's position holds its own search at the engine depth: the tree moves there.
+    assert!((before.expected_answers - 1.0).abs() < 1e-9, "{}", before.expected_answers);
+    assert!(!before.leaves.is_empty());
+    assert!(before.leaves.windows(2).all(|w| w[0].reach >= w[1].reach), "highest reach first");
+    assert!(before.leaves.iter().all(|l| l.ply >= 1 && l.reach > 0.0));
+    let total: f64 = before.leaves.iter().map(|l| l.reach).sum();
+    assert!(total <= 1.0 + 1e-9, "reach is a share of the games: {total}");
+    let mut expected = before.expected_answers;
+    let mut grown = HashSet::new();
+    for round in 0..3 {
+        let found = walk(&store.read().unwrap(), &roots, &cover, &grown).unwrap();
+        let top = found.leaves[0].clone();
+        let mut root = BookRoot::new(top.line.clone(), "top leaf");
+        root.max_depth = Some(depth_for(&top, ENGINE_DEPTH, ENGINE_DEPTH));
+        let params = Params::new(ENGINE_DEPTH, 20).with_max_depth(1);
+        grow(&store, vec![ScriptedEvaluator::new(1, 11)], &[root], &params, None, &stop, None, |_| {}).unwrap();
+        grown.insert(top.key);
+        // Not excluded by `grown`: grown, it is simply no longer where games leave.
+        let after = walk(&store.read().unwrap(), &roots, &cover, &HashSet::new()).unwrap();
+        assert!(after.leaves.iter().all(|l| l.key != top.key), "round {round}: the grown leaf is still a leaf");
+        assert!(
+            after.expected_answers > expected + 1e-6,
+            "round {round}: {} tree moves a game expected, {expected} before",
+            after.expected_answers
+        );
+        expected = after.expected_answers;
+    }
+}
+
+/// Runs `analyze --roots EPD --cover` with `engine` at the engine depth for `seconds`, one worker, and returns its
+/// JSON report and its stderr.
+fn cover_run(db: &Path, epd: &Path, engine: &str, engine_depth: u8, seconds: &str) -> (serde_json::Value, String) {
+    let output = Command::new(env!("CARGO_BIN_EXE_deeptree"))
+        .arg("--db")
+        .arg(db)
+        .arg("analyze")
+        .arg("--roots")
+        .arg(epd)
+        .args(["--cover", "--engine", engine, "--engine-depth", &engine_depth.to_string()])
+        .args(["--time", seconds, "--workers", "1", "--json"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(output.status.success(), "{stderr}");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let report = serde_json::from_str(stdout.lines().last().unwrap_or("null")).unwrap();
+    (report, stderr)
+}
+
+/// The tree's best reply for the opponent at `moves` from `fen`, as `show` ranks the moves.
+fn likeliest_reply(db: &Path, fen: &str, moves: &str) -> String {
+    let shown = Command::new(env!("CARGO_BIN_EXE_deeptree"))
+        .arg("--db")
+        .arg(db)
+        .args(["show", "--fen", fen, "--moves", moves, "--depth", "1", "--json"])
+        .output()
+        .unwrap();
+    let shown: serde_json::Value = serde_json::from_slice(&shown.stdout).unwrap();
+    shown["moves"][0]["uci"].as_str().unwrap_or_else(|| panic!("no reply stored at {moves}: {shown}")).to_owned()
+}
+
+/// Along the likeliest line from the root (the tree's move, the opponent's best reply, the tree's move...), a session
+/// asked for a search at the engine depth answers from the tree for `moves` of its own moves.
+fn tree_answers_along_the_likeliest_line(uci: &mut Uci, db: &Path, fen: &str, depth: u8, moves: usize) {
+    let mut line: Vec<String> = Vec::new();
+    for answer in 0..moves {
+        uci.send(&format!("position fen {fen} moves {}", line.join(" ")));
+        let (best, lines) = uci.best(&format!("go depth {depth}"));
+        assert!(
+            lines.iter().any(|l| l.starts_with("info string tree move")),
+            "move {} along {line:?}: the tree does not answer: {lines:?}",
+            answer + 1
+        );
+        line.push(best);
+        if answer + 1 < moves {
+            let reply = likeliest_reply(db, fen, &line.join(" "));
+            line.push(reply);
+        }
+    }
+}
+
+const ROOT: &str = "rnbqkbnr/pppppppp/8/8/4P3/8/PPPP1PPP/RNBQKBNR b KQkq - 0 1";
+
+/// `analyze --cover` with the scripted engine: it says its rounds and what it grew, the tree moves a game is expected
+/// to get go up, and a session answers from the tree along the likeliest line.
+#[test]
+fn a_cover_run_reports_its_rounds_and_the_tree_answers_where_games_go() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("tree");
+    let epd = dir.path().join("roots.epd");
+    std::fs::write(&epd, format!("{}\n", ROOT.rsplitn(3, ' ').nth(2).unwrap())).unwrap();
+    let (report, stderr) = cover_run(&db, &epd, common::fake(), 6, "3");
+    assert!(stderr.contains("round 1: "), "{stderr}");
+    assert!(stderr.contains("the replies root   1 to depth 1: "), "{stderr}");
+    assert!(report["rounds"].as_u64().unwrap() >= 2, "{report}");
+    assert!(report["grown"].as_u64().unwrap() >= 2, "{report}");
+    let (before, after) = (report["expected_answers_before"].as_f64(), report["expected_answers"].as_f64());
+    assert!(after.unwrap() > before.unwrap(), "{report}");
+    let mut uci = fake_session(&db, &dir.path().join("fake.log"), &[]);
+    uci.send("ucinewgame");
+    tree_answers_along_the_likeliest_line(&mut uci, &db, ROOT, 6, 2);
+    uci.ready();
+}
+
+/// The same with a real Stockfish at engine depth 8: a few seconds of cover growth, and the session answers its
+/// first three moves from the tree along the likeliest line.
+#[test]
+fn with_stockfish_a_short_cover_run_answers_the_likeliest_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("tree");
+    let epd = dir.path().join("roots.epd");
+    std::fs::write(&epd, format!("{}\n", ROOT.rsplitn(3, ' ').nth(2).unwrap())).unwrap();
+    let stockfish = common::stockfish();
+    let (report, _) = cover_run(&db, &epd, stockfish.to_str().unwrap(), 8, "6");
+    assert!(report["expected_answers"].as_f64().unwrap() > report["expected_answers_before"].as_f64().unwrap());
+    let mut uci = Uci::deeptree(&db);
+    uci.send("uci");
+    uci.until("uciok", PATIENCE);
+    uci.send(&format!("setoption name InnerEngine value {}", stockfish.display()));
+    uci.send("setoption name BackgroundAnalysis value false");
+    uci.ready();
+    uci.send("ucinewgame");
+    tree_answers_along_the_likeliest_line(&mut uci, &db, ROOT, 8, 3);
+    uci.ready();
+}
