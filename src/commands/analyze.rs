@@ -61,7 +61,7 @@ pub struct AnalyzeArgs {
     /// reach where the tree would not answer at once (known less than --play-depth, default the engine depth), the
     /// likeliest first; the opponent's replies are taken as likely by how close they score to its best. Each round
     /// says what it grows and the tree moves a game is expected to get. `--time` bounds the run.
-    #[arg(long, requires = "roots", conflicts_with_all = ["from_games", "tasks", "nodes", "split"])]
+    #[arg(long, requires = "roots", conflicts_with_all = ["from_games", "tasks", "nodes", "split", "max_depth"])]
     pub cover: bool,
     /// With --cover: centipawns a reply may score below the opponent's best for its probability to fall by a factor
     /// e (default 20).
@@ -665,10 +665,13 @@ struct Book {
 
 /// Growth for play (`--cover`): rounds of a walk of the tree from the book's roots ([`walk`]) and growth of the
 /// leaves of highest reach it finds, a few per group of engines, until the budget is spent, `stop` is set or no leaf
-/// is left above the walk's floor. Each round says what it grows; the engines are started again for each round.
+/// is left above the walk's floor. Each round says what it grows; the engines, one group each, serve every round.
 fn grow_cover(store: &Store, configs: Vec<EngineConfig>, book: Book, cover: &Cover) -> CommandResult {
     let Book { roots, skipped, params, look_ahead, json, stop, started, .. } = book;
     let per_round = (configs.len() * COVER_LEAVES_PER_ENGINE).max(COVER_LEAVES_PER_ENGINE);
+    // One group per engine, started once and lent to every round.
+    let engines = configs.len();
+    let mut pools = start_groups(configs, engines)?;
     let mut grown = HashSet::new();
     let (mut evaluations, mut shared, mut failed, mut round) = (0u64, 0u64, 0u64, 0usize);
     let mut stopped = false;
@@ -728,9 +731,9 @@ fn grow_cover(store: &Store, configs: Vec<EngineConfig>, book: Book, cover: &Cov
             leaf_roots.push(root);
         }
         let max_depth = leaf_roots.iter().filter_map(|r| r.max_depth).max().unwrap_or(1);
-        let pools = start_groups(configs.clone(), leaf_roots.len())?;
+        let groups: Vec<&mut PoolEvaluator> = pools.iter_mut().take(leaf_roots.len()).collect();
         let round_params = params.clone().with_max_depth(max_depth).with_time(left);
-        let report = grow(store, pools, &leaf_roots, &round_params, look_ahead, &stop, None, |_| {})?;
+        let report = grow(store, groups, &leaf_roots, &round_params, look_ahead, &stop, None, |_| {})?;
         evaluations += report.evaluations;
         shared += report.shared;
         failed += report.failed;
