@@ -35,7 +35,7 @@ fn the_walk_grows_the_likeliest_leaves_first_and_each_growth_adds_tree_moves() {
     let stop = Arc::new(AtomicBool::new(false));
     let params = Params::new(ENGINE_DEPTH, 20).with_max_depth(1);
     grow(&store, vec![ScriptedEvaluator::new(1, 11)], &roots, &params, None, &stop, None, |_| {}).unwrap();
-    let cover = Cover::new(ENGINE_DEPTH, ENGINE_DEPTH, 20);
+    let cover = Cover::new(ENGINE_DEPTH, Params::new(ENGINE_DEPTH, 20));
     let before = walk(&store.read().unwrap(), &roots, &cover, &HashSet::new()).unwrap();
     // White's half of the games: the tree moves at the root (settled at depth 1). Black's half: the replies at the
     // root were searched, and each reply's position holds its own search at the engine depth: the tree moves there.
@@ -54,7 +54,7 @@ fn the_walk_grows_the_likeliest_leaves_first_and_each_growth_adds_tree_moves() {
         root.max_depth = Some(depth_for(&top, ENGINE_DEPTH, ENGINE_DEPTH));
         let params = Params::new(ENGINE_DEPTH, 20).with_max_depth(1);
         grow(&store, vec![ScriptedEvaluator::new(1, 11)], &[root], &params, None, &stop, None, |_| {}).unwrap();
-        grown.insert(top.key);
+        grown.insert((top.key, top.ours));
         // Not excluded by `grown`: grown, it is simply no longer where games leave.
         let after = walk(&store.read().unwrap(), &roots, &cover, &HashSet::new()).unwrap();
         assert!(after.leaves.iter().all(|l| l.key != top.key), "round {round}: the grown leaf is still a leaf");
@@ -67,9 +67,16 @@ fn the_walk_grows_the_likeliest_leaves_first_and_each_growth_adds_tree_moves() {
     }
 }
 
-/// Runs `analyze --roots EPD --cover` with `engine` at the engine depth for `seconds`, one worker, and returns its
-/// JSON report and its stderr.
-fn cover_run(db: &Path, epd: &Path, engine: &str, engine_depth: u8, seconds: &str) -> (serde_json::Value, String) {
+/// Runs `analyze --roots EPD --cover` with `engine` at the engine depth for `seconds`, one worker, and more
+/// arguments `more`; returns its JSON report and its stderr.
+fn cover_run(
+    db: &Path,
+    epd: &Path,
+    engine: &str,
+    engine_depth: u8,
+    seconds: &str,
+    more: &[&str],
+) -> (serde_json::Value, String) {
     let output = Command::new(env!("CARGO_BIN_EXE_deeptree"))
         .arg("--db")
         .arg(db)
@@ -78,6 +85,7 @@ fn cover_run(db: &Path, epd: &Path, engine: &str, engine_depth: u8, seconds: &st
         .arg(epd)
         .args(["--cover", "--engine", engine, "--engine-depth", &engine_depth.to_string()])
         .args(["--time", seconds, "--workers", "1", "--json"])
+        .args(more)
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
@@ -119,7 +127,17 @@ fn tree_answers_along_the_likeliest_line(uci: &mut Uci, db: &Path, fen: &str, de
     }
 }
 
+/// After 1. e4: Black to move.
 const ROOT: &str = "rnbqkbnr/pppppppp/8/8/4P3/8/PPPP1PPP/RNBQKBNR b KQkq - 0 1";
+/// After 1. e4 e5: White to move.
+const WHITE_ROOT: &str = "rnbqkbnr/pppp1ppp/8/4p3/4P3/8/PPPP1PPP/RNBQKBNR w KQkq - 0 2";
+
+/// An EPD file of one root (the FEN's first four fields).
+fn epd_of(dir: &Path, fen: &str) -> std::path::PathBuf {
+    let epd = dir.join("roots.epd");
+    std::fs::write(&epd, format!("{}\n", fen.split_whitespace().take(4).collect::<Vec<_>>().join(" "))).unwrap();
+    epd
+}
 
 /// `analyze --cover` with the scripted engine: it says its rounds and what it grew, the tree moves a game is expected
 /// to get go up, and a session answers from the tree along the likeliest line.
@@ -127,9 +145,7 @@ const ROOT: &str = "rnbqkbnr/pppppppp/8/8/4P3/8/PPPP1PPP/RNBQKBNR b KQkq - 0 1";
 fn a_cover_run_reports_its_rounds_and_the_tree_answers_where_games_go() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("tree");
-    let epd = dir.path().join("roots.epd");
-    std::fs::write(&epd, format!("{}\n", ROOT.rsplitn(3, ' ').nth(2).unwrap())).unwrap();
-    let (report, stderr) = cover_run(&db, &epd, common::fake(), 6, "3");
+    let (report, stderr) = cover_run(&db, &epd_of(dir.path(), ROOT), common::fake(), 6, "3", &[]);
     assert!(stderr.contains("round 1: "), "{stderr}");
     assert!(stderr.contains("the replies root   1 to depth 1: "), "{stderr}");
     assert!(report["rounds"].as_u64().unwrap() >= 2, "{report}");
@@ -142,16 +158,65 @@ fn a_cover_run_reports_its_rounds_and_the_tree_answers_where_games_go() {
     uci.ready();
 }
 
+/// A root with White to move: White's half of the games wants the tree's move there, Black's half White's replies
+/// searched; the first round grows both, and a session playing either side answers from the tree.
+#[test]
+fn both_sides_of_a_root_are_grown() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("tree");
+    let (_, stderr) = cover_run(&db, &epd_of(dir.path(), WHITE_ROOT), common::fake(), 6, "3", &[]);
+    let first_round: Vec<&str> =
+        stderr.lines().skip_while(|l| !l.starts_with("round 1:")).skip(1).take_while(|l| l.starts_with("  ")).collect();
+    assert!(first_round.iter().any(|l| l.contains("ply  0 tree's move  root   1")), "{stderr}");
+    assert!(first_round.iter().any(|l| l.contains("ply  0 the replies root   1")), "{stderr}");
+    let mut uci = fake_session(&db, &dir.path().join("fake.log"), &[]);
+    uci.send("ucinewgame");
+    // White: the root's move, then again after Black's likeliest reply.
+    tree_answers_along_the_likeliest_line(&mut uci, &db, WHITE_ROOT, 6, 2);
+    // Black: after White's likeliest move at the root.
+    let white = likeliest_reply(&db, WHITE_ROOT, "");
+    uci.send(&format!("position fen {WHITE_ROOT} moves {white}"));
+    let (_, lines) = uci.best("go depth 6");
+    assert!(lines.iter().any(|l| l.starts_with("info string tree move")), "{lines:?}");
+    uci.ready();
+}
+
+/// With a play depth one deeper than the engine depth, a position searched once is not enough: the walk grows the
+/// book's positions to software depth 1, and a session asked for that depth answers from the tree at the root and
+/// at a position of the book's side grown below it.
+#[test]
+fn a_play_depth_past_the_engine_depth_is_grown_to() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("tree");
+    let (report, stderr) = cover_run(&db, &epd_of(dir.path(), ROOT), common::fake(), 6, "3", &["--play-depth", "7"]);
+    assert!(stderr.contains("play depth 7, engine depth 6"), "{stderr}");
+    assert!(!stderr.contains("to depth 0"), "one search is not enough: {stderr}");
+    assert!(report["expected_answers"].as_f64().unwrap() > 0.0, "{report}");
+    // A position of the book's side below the root, grown to software depth 1.
+    let grown = stderr
+        .lines()
+        .find(|l| !l.contains("ply  0") && l.contains("tree's move  root   1 to depth 1: "))
+        .and_then(|l| l.split(": ").nth(1))
+        .unwrap_or_else(|| panic!("no position of the book's side grown below the root: {stderr}"))
+        .to_owned();
+    let mut uci = fake_session(&db, &dir.path().join("fake.log"), &[]);
+    uci.send("ucinewgame");
+    for fen in [ROOT, grown.as_str()] {
+        uci.send(&format!("position fen {fen}"));
+        let (_, lines) = uci.best("go depth 7");
+        assert!(lines.iter().any(|l| l.starts_with("info string tree move")), "{fen}: {lines:?}");
+    }
+    uci.ready();
+}
+
 /// The same with a real Stockfish at engine depth 8: a few seconds of cover growth, and the session answers its
 /// first three moves from the tree along the likeliest line.
 #[test]
 fn with_stockfish_a_short_cover_run_answers_the_likeliest_line() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("tree");
-    let epd = dir.path().join("roots.epd");
-    std::fs::write(&epd, format!("{}\n", ROOT.rsplitn(3, ' ').nth(2).unwrap())).unwrap();
     let stockfish = common::stockfish();
-    let (report, _) = cover_run(&db, &epd, stockfish.to_str().unwrap(), 8, "6");
+    let (report, _) = cover_run(&db, &epd_of(dir.path(), ROOT), stockfish.to_str().unwrap(), 8, "6", &[]);
     assert!(report["expected_answers"].as_f64().unwrap() > report["expected_answers_before"].as_f64().unwrap());
     let mut uci = Uci::deeptree(&db);
     uci.send("uci");

@@ -257,7 +257,7 @@ pub fn run(db: Option<&Path>, config: &Config, args: AnalyzeArgs) -> CommandResu
     let (look_ahead, json) = (config.look_ahead(), args.json);
     if let Some((roots, skipped)) = book {
         if args.cover {
-            let mut cover = Cover::new(play_depth, params.engine_depth, params.move_distance.unsigned_abs());
+            let mut cover = Cover::new(play_depth, params.clone());
             cover.temperature = args.cover_temperature.unwrap_or(cover.temperature);
             let book = Book { roots, skipped, params, look_ahead, json, stop, started, tasks: None };
             return grow_cover(&store, engines.configs(&engine_config), book, &cover);
@@ -689,8 +689,8 @@ fn grow_cover(store: &Store, configs: Vec<EngineConfig>, book: Book, cover: &Cov
     );
     let mut expected = expected_before;
     loop {
-        let left = params.time.map(|t| t.saturating_sub(started.elapsed()));
-        if stop.load(std::sync::atomic::Ordering::Relaxed) || left.is_some_and(|l| l.is_zero()) {
+        let out_of_time = || params.time.is_some_and(|t| started.elapsed() >= t);
+        if stop.load(std::sync::atomic::Ordering::Relaxed) || out_of_time() {
             stopped = true;
             break;
         }
@@ -699,6 +699,8 @@ fn grow_cover(store: &Store, configs: Vec<EngineConfig>, book: Book, cover: &Cov
         if found.leaves.is_empty() {
             break;
         }
+        // What the walk took is spent too.
+        let left = params.time.map(|t| t.saturating_sub(started.elapsed()));
         round += 1;
         let leaves: Vec<_> = found.leaves.into_iter().take(per_round).collect();
         say(
@@ -713,7 +715,7 @@ fn grow_cover(store: &Store, configs: Vec<EngineConfig>, book: Book, cover: &Cov
         );
         let mut leaf_roots = Vec::with_capacity(leaves.len());
         for leaf in &leaves {
-            grown.insert(leaf.key);
+            grown.insert((leaf.key, leaf.ours));
             let depth = depth_for(leaf, cover.play_depth, params.engine_depth);
             say(
                 json,
@@ -741,6 +743,10 @@ fn grow_cover(store: &Store, configs: Vec<EngineConfig>, book: Book, cover: &Cov
             stopped = true;
             break;
         }
+    }
+    if stopped {
+        // What the last round grew.
+        expected = walk(&store.read()?, &roots, cover, &grown)?.expected_answers;
     }
     let positions = store.stats()?.positions;
     let text = format!(

@@ -40,8 +40,8 @@ use shakmaty::{Chess, Color, Position, san::SanPlus, uci::UciMove};
 use crate::{
     notation::canonical_uci,
     score::Score,
-    search::analysis::{MAX_CHECKED_DEPTH, Params, SettledInStore},
-    store::{ReadView, StoreError, key::PositionKey},
+    search::analysis::{Params, known_depth},
+    store::{ReadView, key::PositionKey},
 };
 
 use super::{
@@ -162,22 +162,6 @@ pub fn exits(
     // Heaviest first; a stable sort keeps the games' order among equals.
     found.exits.sort_by_key(|e| std::cmp::Reverse(e.games));
     Ok(found)
-}
-
-/// The combined depth the tree knows at `line`'s root: the engine depth of its evaluation plus the software depth
-/// settled below it (stored at an analysed root, or found by walking the stored graph up to the play depth, at most
-/// [`MAX_CHECKED_DEPTH`]); `None` without an evaluation.
-fn known_depth(view: &ReadView<'_>, line: &Line, params: &Params, play_depth: u8) -> Result<Option<u32>, StoreError> {
-    let Some(node) = view.node(PositionKey::of(line.root()))? else { return Ok(None) };
-    let Some(eval) = &node.eval else { return Ok(None) };
-    let stored = eval.depth.saturating_add(node.settled_depth.unwrap_or(0));
-    if stored >= play_depth {
-        return Ok(Some(u32::from(eval.depth) + u32::from(node.settled_depth.unwrap_or(0))));
-    }
-    let needed = (play_depth - eval.depth).min(MAX_CHECKED_DEPTH);
-    let walked = SettledInStore::new(view, line).deepest(&params.clone().with_engine_depth(eval.depth), 1, needed)?;
-    let settled = walked.unwrap_or(0).max(node.settled_depth.unwrap_or(0));
-    Ok(Some(u32::from(eval.depth) + u32::from(settled)))
 }
 
 /// A later search of the same side scoring this many centipawns below a tree move's score refutes the move.

@@ -139,6 +139,27 @@ impl Params {
     }
 }
 
+/// The combined depth the tree knows at `line`'s root: the engine depth of its evaluation plus the software depth
+/// settled below it (stored at an analysed root, or found by walking the stored graph up to the play depth, at most
+/// [`MAX_CHECKED_DEPTH`]); `None` without an evaluation.
+pub fn known_depth(
+    view: &crate::store::ReadView<'_>,
+    line: &Line,
+    params: &Params,
+    play_depth: u8,
+) -> Result<Option<u32>, crate::store::StoreError> {
+    let Some(node) = view.node(PositionKey::of(line.root()))? else { return Ok(None) };
+    let Some(eval) = &node.eval else { return Ok(None) };
+    let stored = eval.depth.saturating_add(node.settled_depth.unwrap_or(0));
+    if stored >= play_depth {
+        return Ok(Some(u32::from(eval.depth) + u32::from(node.settled_depth.unwrap_or(0))));
+    }
+    let needed = (play_depth - eval.depth).min(MAX_CHECKED_DEPTH);
+    let walked = SettledInStore::new(view, line).deepest(&params.clone().with_engine_depth(eval.depth), 1, needed)?;
+    let settled = walked.unwrap_or(0).max(node.settled_depth.unwrap_or(0));
+    Ok(Some(u32::from(eval.depth) + u32::from(settled)))
+}
+
 /// Screening (docs/design.md §4.1): a node's moves without an edge are searched at the engine depth `D` only when
 /// a shallower look says they could still enter the window.
 ///

@@ -11,13 +11,14 @@
 //! let dir = tempfile::tempdir()?;
 //! let store = Store::open(dir.path(), &StoreOptions::default())?;
 //! let roots = vec![BookRoot::new(Line::parse(None, "e2e4 c7c5")?, "Sicilian")];
-//! let cover = Cover::new(8, 8, 20);
-//! // An empty tree: the root itself is where a game leaves it, whichever side the book plays.
-//! let leaves = uncovered(&store.read()?, &roots, &cover, &HashSet::new())?;
-//! assert_eq!(leaves.len(), 1);
-//! assert!((leaves[0].reach - 1.0).abs() < 1e-9);
-//! // Its moves evaluated at the engine depth, a game goes on into the replies.
 //! let params = Params::new(8, 20).with_max_depth(1);
+//! let cover = Cover::new(8, params.clone());
+//! // An empty tree: every game leaves it at the root. White's half wants the tree's move there, Black's half wants
+//! // White's replies searched: two leaves of one position, each of half the games.
+//! let leaves = uncovered(&store.read()?, &roots, &cover, &HashSet::new())?;
+//! assert_eq!(leaves.len(), 2);
+//! assert!(leaves.iter().all(|leaf| leaf.ply == 0 && (leaf.reach - 0.5).abs() < 1e-9));
+//! // Its moves evaluated at the engine depth, games go on into the replies.
 //! let stop = Arc::new(AtomicBool::new(false));
 //! grow(&store, vec![ScriptedEvaluator::new(1, 7)], &roots, &params, None, &stop, None, |_| {})?;
 //! let leaves = uncovered(&store.read()?, &roots, &cover, &HashSet::new())?;
@@ -28,13 +29,15 @@
 //! # The priority: the reach of a position
 //!
 //! A game from a root is walked twice, once for each side the book may play. Where the book's side is to move, the
-//! game goes on with the tree's move (its best valued move, else the best move of the position's own evaluation),
-//! if the tree knows the position at least `play_depth` deep: the depth a direct search reaches in the time control
-//! played (12 to 14 at 2+0.02 with the inner engine on one thread); else the game leaves the tree there. Where the
+//! game goes on with the tree's move (its best by alpha score, the move a game gets), if the tree knows the position
+//! at least `play_depth` deep (the engine depth of its evaluation and the software depth settled below it, stored or
+//! found in the stored graph: [`known_depth`]): the depth a direct search reaches in the time control played (12 to
+//! 14 at 2+0.02 with the inner engine on one thread); else the game leaves the tree there. Where the
 //! opponent is to move, the game goes into each valued reply with a probability that falls with how much worse the
 //! reply scores than the best one: `exp(-loss / temperature)`, normalised over the replies (a strong opponent plays
-//! one of the best few moves, not always the tree's). A position of the opponent whose replies were never searched at
-//! the engine depth is where the game leaves. The *reach* of a position is the probability that a game from the
+//! one of the best few moves, not always the tree's). A position of the opponent whose moves not valued are not
+//! bounded a move distance below the best is where the game leaves. One position may be a leaf of both kinds, in
+//! the two sides' walks: each kind is its own leaf. The *reach* of a position is the probability that a game from the
 //! roots (each root weighted by [`BookRoot::weight`], both sides alike) arrives there; transpositions add up.
 //!
 //! Each round grows the positions of highest reach where a game leaves the tree: a position of the book's side to
@@ -57,7 +60,11 @@ use crate::{
     store::{ReadView, StoreError, key::PositionKey, node::Node},
 };
 
-use super::roots::BookRoot;
+use super::{
+    analysis::{Params, known_depth},
+    roots::BookRoot,
+    tree,
+};
 
 /// Replies scored more than this many temperatures below the best are taken as never played.
 const MAX_LOSS_IN_TEMPERATURES: f64 = 5.0;
@@ -68,11 +75,9 @@ pub struct Cover {
     /// The depth a direct search reaches in the time control played: a position known less deep is where a game
     /// leaves the tree.
     pub play_depth: u8,
-    /// The engine depth of the tree's searches.
-    pub engine_depth: u8,
-    /// The move distance of the tree's searches at plies 0 and 1, in centipawns: moves the search bounded this far
-    /// below the best are taken as never played.
-    pub move_distance: u32,
+    /// The tree's search: its engine depth, and its move distances, which say which moves it takes as worth
+    /// searching (the opponent's moves it bounded a move distance below the best are taken as never played).
+    pub params: Params,
     /// Centipawns a reply may score below the best for its probability to fall by a factor e.
     pub temperature: u32,
     /// Walks stop below this reach (a share of one game from one root).
@@ -82,10 +87,10 @@ pub struct Cover {
 }
 
 impl Cover {
-    /// The walk for a time control whose searches reach `play_depth`, in a tree searched at `engine_depth` and
-    /// `move_distance`: temperature 20 cp, walks down to a reach of 1/1000 and 40 plies.
-    pub fn new(play_depth: u8, engine_depth: u8, move_distance: u32) -> Cover {
-        Cover { play_depth, engine_depth, move_distance, temperature: 20, floor: 1e-3, max_plies: 40 }
+    /// The walk for a time control whose searches reach `play_depth`, in a tree searched with `params`:
+    /// temperature 20 cp, walks down to a reach of 1/1000 and 40 plies.
+    pub fn new(play_depth: u8, params: Params) -> Cover {
+        Cover { play_depth, params, temperature: 20, floor: 1e-3, max_plies: 40 }
     }
 }
 
@@ -120,7 +125,7 @@ pub fn uncovered(
     view: &ReadView<'_>,
     roots: &[BookRoot],
     cover: &Cover,
-    grown: &HashSet<PositionKey>,
+    grown: &HashSet<(PositionKey, bool)>,
 ) -> Result<Vec<Leaf>, StoreError> {
     Ok(walk(view, roots, cover, grown)?.leaves)
 }
@@ -130,9 +135,11 @@ pub fn walk(
     view: &ReadView<'_>,
     roots: &[BookRoot],
     cover: &Cover,
-    grown: &HashSet<PositionKey>,
+    grown: &HashSet<(PositionKey, bool)>,
 ) -> Result<Walk, StoreError> {
-    let mut leaves: HashMap<PositionKey, Leaf> = HashMap::new();
+    // A position is a leaf of either kind: where the tree would play (the book's side to move) and where the
+    // opponent's replies are wanted; one position may be both, in the two sides' walks.
+    let mut leaves: HashMap<(PositionKey, bool), Leaf> = HashMap::new();
     let mut answered = 0.0;
     let total_weight: f64 = roots.iter().map(|r| f64::from(r.weight.max(1))).sum();
     for (index, root) in roots.iter().enumerate() {
@@ -147,20 +154,21 @@ pub fn walk(
                 }
                 let key = PositionKey::of(pos);
                 // A repetition inside the walk: the game is drawn or goes on as before; no need to go round again.
-                if line.positions[line.positions.len().saturating_sub(1 + ply)..line.positions.len() - 1]
-                    .iter()
-                    .any(|p| PositionKey::of(p) == key)
-                {
+                let before = &line.positions[line.positions.len().saturating_sub(1 + ply)..line.positions.len() - 1];
+                if before.iter().any(|p| PositionKey::of(p) == key) {
                     continue;
                 }
-                let node = view.node(key)?;
                 let ours = pos.turn() == side;
-                let next: Option<Vec<(UciMove, f64)>> = match (&node, ours) {
-                    (Some(node), true) => tree_move(node, cover.play_depth, cover.engine_depth).map(|m| vec![(m, 1.0)]),
-                    (Some(node), false) => replies(pos, node, cover.temperature, cover.move_distance),
-                    (None, _) => None,
+                let next: Option<Vec<(UciMove, f64)>> = if ours {
+                    tree_move(view, &line, cover)?.map(|m| vec![(m, 1.0)])
+                } else {
+                    match view.node(key)? {
+                        Some(node) => replies(pos, &node, cover.temperature, cover.params.move_distance_of(pos.turn())),
+                        None => None,
+                    }
                 };
-                let next = if grown.contains(&key) && next.is_none() { Some(Vec::new()) } else { next };
+                // Grown in this run and still not known: a game end, or searches that failed. Left.
+                let next = if next.is_none() && grown.contains(&(key, ours)) { Some(Vec::new()) } else { next };
                 match next {
                     Some(moves) => {
                         if ours && !moves.is_empty() {
@@ -173,7 +181,7 @@ pub fn walk(
                         }
                     }
                     None => {
-                        leaves.entry(key).and_modify(|leaf| leaf.reach += reach).or_insert(Leaf {
+                        leaves.entry((key, ours)).and_modify(|leaf| leaf.reach += reach).or_insert(Leaf {
                             line: line.clone(),
                             key,
                             reach,
@@ -190,7 +198,9 @@ pub fn walk(
     for leaf in &mut leaves {
         leaf.reach /= total_weight.max(1.0);
     }
-    leaves.sort_by(|a, b| b.reach.total_cmp(&a.reach).then(a.ply.cmp(&b.ply)).then(a.key.cmp(&b.key)));
+    leaves.sort_by(|a, b| {
+        b.reach.total_cmp(&a.reach).then(a.ply.cmp(&b.ply)).then(a.key.cmp(&b.key)).then(b.ours.cmp(&a.ours))
+    });
     Ok(Walk { leaves, expected_answers: answered / total_weight.max(1.0) })
 }
 
@@ -201,44 +211,43 @@ pub fn depth_for(leaf: &Leaf, play_depth: u8, engine_depth: u8) -> u8 {
     if leaf.ours { play_depth.saturating_sub(engine_depth) } else { 1 }
 }
 
-/// The tree's move at a position of the book's side when the tree knows the position `play_depth` deep: its best
-/// valued move where the position was settled as a root that deep (engine depth and software depth), or its moves
-/// were searched at least `play_depth - 1` deep (with the position's ply, `play_depth`); else its own evaluation's
-/// best move at `play_depth` or deeper.
-fn tree_move(node: &Node, play_depth: u8, engine_depth: u8) -> Option<UciMove> {
-    // Settled as a root: its combined depth is the engine depth and the software depth settled below it.
-    let settled_deep_enough =
-        node.settled_depth.is_some_and(|d| d >= 1 && engine_depth.saturating_add(d) >= play_depth);
-    let best_edge = node
-        .edges
-        .iter()
-        .filter(|e| e.is_valued() && !e.is_excluded())
-        .filter(|e| settled_deep_enough || e.depth.saturating_add(1) >= play_depth)
-        .max_by_key(|e| e.score.value());
-    if let Some(edge) = best_edge {
-        return Some(edge.uci);
+/// The tree's move at `line`'s root, a position of the book's side, where a game would get it: the position is
+/// known at least `play_depth` deep (its evaluation's engine depth and the software depth settled below it, stored or
+/// found in the stored graph, as growth that follows play counts it), and the move is the one the tree plays, its
+/// best by alpha score.
+fn tree_move(view: &ReadView<'_>, line: &Line, cover: &Cover) -> Result<Option<UciMove>, StoreError> {
+    let known = known_depth(view, line, &cover.params, cover.play_depth)?;
+    if known.is_none_or(|depth| depth < u32::from(cover.play_depth)) {
+        return Ok(None);
     }
-    node.eval.as_ref().filter(|e| e.depth >= play_depth).and_then(|e| e.best)
+    let Some(tree) = tree::view(view, line.root(), &line.history_keys())? else { return Ok(None) };
+    Ok(tree.candidates.iter().find(|c| c.alpha.is_valued()).map(|c| c.uci))
 }
 
-/// The opponent's replies in `pos` and the probability of each, where its likely replies were all searched: every
-/// legal move has a value, or the moves without one are bounded (by the rest, the first move found outside the move
-/// distance, or by a screen) at least `move_distance` below the best: the search's own line between the moves worth
-/// searching and the others. `None` where they were not: a move never searched may be as good as the best.
-fn replies(pos: &Chess, node: &Node, temperature: u32, move_distance: u32) -> Option<Vec<(UciMove, f64)>> {
-    let valued: Vec<_> = node.edges.iter().filter(|e| e.is_valued() && !e.is_excluded()).collect();
+/// The opponent's replies in `pos` and the probability of each, where its likely replies were all searched: no move
+/// is left unvalued but those without an edge, and these are bounded at least `move_distance` below the best (the
+/// search's own line between the moves worth searching and the others) by the rest (the first move found outside
+/// the move distance) or by a screen of exactly those moves, the tighter of the two. `None` where they were not: a
+/// move never searched may be as good as the best.
+fn replies(pos: &Chess, node: &Node, temperature: u32, move_distance: i32) -> Option<Vec<(UciMove, f64)>> {
+    let live: Vec<_> = node.edges.iter().filter(|e| !e.is_excluded()).collect();
+    // A move known but never valued (a game's, a book's) is not bounded by anything.
+    if live.iter().any(|e| !e.is_valued()) {
+        return None;
+    }
     // Scores are the opponent's, its side to move: higher is better for it.
-    let best = valued.iter().map(|e| e.score.value()).max()?;
-    let temperature = f64::from(temperature.max(1));
-    let unvalued = pos.legal_moves().len().saturating_sub(valued.len());
-    if unvalued > 0 {
-        let bound = [node.rest.map(|r| r.score), node.screen.map(|s| s.score)].into_iter().flatten().max();
+    let best = live.iter().map(|e| e.score.value()).max()?;
+    let without_edge = pos.legal_moves().len().saturating_sub(node.edges.len());
+    if without_edge > 0 {
+        let screen = node.screen.filter(|s| usize::from(s.moves) == without_edge).map(|s| s.score);
+        let bound = [node.rest.map(|r| r.score), screen].into_iter().flatten().min();
         let searched = bound.is_some_and(|b| i64::from(best) - i64::from(b.value()) >= i64::from(move_distance));
         if !searched {
             return None;
         }
     }
-    let weights: Vec<(UciMove, f64)> = valued
+    let temperature = f64::from(temperature.max(1));
+    let weights: Vec<(UciMove, f64)> = live
         .iter()
         .filter_map(|e| {
             let loss = f64::from(best - e.score.value()) / temperature;
@@ -254,7 +263,7 @@ mod tests {
     use super::*;
     use crate::{
         score::{Bound, Score},
-        store::node::{Edge, Eval, PackedPosition, RestBound},
+        store::node::{Edge, PackedPosition, RestBound, ScreenBound},
     };
 
     fn edge(uci: &str, cp: i32, depth: u8) -> Edge {
@@ -271,6 +280,13 @@ mod tests {
         // Bounded, but only 15 cp below the best, inside the move distance: still likely.
         node.rest = Some(RestBound { score: Score::cp(15), depth: 14 });
         assert!(replies(&start, &node, 20, 20).is_none());
+        // A screen of exactly the 17 moves without an edge, tighter than the rest: it bounds them.
+        node.screen = Some(ScreenBound { score: Score::cp(0), depth: 12, moves: 17 });
+        assert!(replies(&start, &node, 20, 20).is_some());
+        // A stale screen (of other moves) bounds nothing.
+        node.screen = Some(ScreenBound { score: Score::cp(0), depth: 12, moves: 18 });
+        assert!(replies(&start, &node, 20, 20).is_none());
+        node.screen = None;
         node.rest = Some(RestBound { score: Score::cp(10), depth: 14 });
         let replies = replies(&start, &node, 20, 20).unwrap();
         assert_eq!(replies.len(), 2, "a move 330 cp worse is never played");
@@ -281,23 +297,11 @@ mod tests {
     }
 
     #[test]
-    fn the_tree_moves_only_where_it_knows_the_play_depth() {
-        let mut node = Node::new(PackedPosition::of(&Chess::default()));
-        node.eval = Some(Eval {
-            score: Score::cp(20),
-            bound: Bound::Exact,
-            depth: 12,
-            best: Some("g1f3".parse().unwrap()),
-            nodes: 0,
-            engine: None,
-        });
-        assert_eq!(tree_move(&node, 14, 12), None);
-        assert_eq!(tree_move(&node, 12, 12).map(|m| m.to_string()), Some("g1f3".to_owned()));
-        node.edges = vec![edge("e2e4", 30, 13), edge("d2d4", 10, 13)];
-        assert_eq!(tree_move(&node, 14, 13).map(|m| m.to_string()), Some("e2e4".to_owned()));
-        assert_eq!(tree_move(&node, 15, 13), None);
-        node.settled_depth = Some(2);
-        assert_eq!(tree_move(&node, 15, 13).map(|m| m.to_string()), Some("e2e4".to_owned()));
-        assert_eq!(tree_move(&node, 16, 13), None, "settled to 13 + 2 only");
+    fn a_move_known_but_never_valued_leaves_the_replies_open() {
+        let start = Chess::default();
+        let mut node = Node::new(PackedPosition::of(&start));
+        node.edges = vec![edge("e2e4", 30, 14), Edge::placeholder("g1f3".parse().unwrap())];
+        node.rest = Some(RestBound { score: Score::cp(-50), depth: 14 });
+        assert!(replies(&start, &node, 20, 20).is_none());
     }
 }
