@@ -95,8 +95,9 @@ fn cover_run(
     (report, stderr)
 }
 
-/// The tree's best reply for the opponent at `moves` from `fen`, as `show` ranks the moves.
-fn likeliest_reply(db: &Path, fen: &str, moves: &str) -> String {
+/// The tree's best reply for the opponent at `moves` from `fen`, as `show` ranks the moves; an error where the tree
+/// holds none.
+fn likeliest_reply(db: &Path, fen: &str, moves: &str) -> Result<String, String> {
     let shown = Command::new(env!("CARGO_BIN_EXE_deeptree"))
         .arg("--db")
         .arg(db)
@@ -104,7 +105,7 @@ fn likeliest_reply(db: &Path, fen: &str, moves: &str) -> String {
         .output()
         .unwrap();
     let shown: serde_json::Value = serde_json::from_slice(&shown.stdout).unwrap();
-    shown["moves"][0]["uci"].as_str().unwrap_or_else(|| panic!("no reply stored at {moves}: {shown}")).to_owned()
+    shown["moves"][0]["uci"].as_str().map(str::to_owned).ok_or_else(|| format!("no reply stored at {moves}: {shown}"))
 }
 
 /// Along the likeliest line from the root (the tree's move, the opponent's best reply, the tree's move...), a session
@@ -125,7 +126,7 @@ fn tree_answers_along_the_likeliest_line(
         }
         line.push(best);
         if answer + 1 < moves {
-            let reply = likeliest_reply(db, fen, &line.join(" "));
+            let reply = likeliest_reply(db, fen, &line.join(" "))?;
             line.push(reply);
         }
     }
@@ -203,7 +204,7 @@ fn both_sides_of_a_root_are_grown() {
         // White: the root's move, then again after Black's likeliest reply.
         tree_answers_along_the_likeliest_line(&mut uci, &db, WHITE_ROOT, 6, 2)?;
         // Black: after White's likeliest move at the root.
-        let white = likeliest_reply(&db, WHITE_ROOT, "");
+        let white = likeliest_reply(&db, WHITE_ROOT, "")?;
         uci.send(&format!("position fen {WHITE_ROOT} moves {white}"));
         let (_, lines) = uci.best("go depth 6");
         match lines.iter().any(|l| l.starts_with("info string tree move")) {
