@@ -10,12 +10,12 @@ use std::{
     sync::{Arc, atomic::AtomicBool},
 };
 
-use common::{PATIENCE, Uci, fake_session};
+use common::{Uci, fake_session};
 use deeptree::{
     game::Line,
     search::{
         analysis::Params,
-        cover::{Cover, depth_for, walk},
+        cover::{Cover, walk},
         evaluator::ScriptedEvaluator,
         roots::{BookRoot, grow},
     },
@@ -51,7 +51,7 @@ fn the_walk_grows_the_likeliest_leaves_first_and_each_growth_adds_tree_moves() {
         let found = walk(&store.read().unwrap(), &roots, &cover, &grown).unwrap();
         let top = found.leaves[0].clone();
         let mut root = BookRoot::new(top.line.clone(), "top leaf");
-        root.max_depth = Some(depth_for(&top, ENGINE_DEPTH, ENGINE_DEPTH));
+        root.max_depth = Some(cover.grow_depth(&top));
         let params = Params::new(ENGINE_DEPTH, 20).with_max_depth(1);
         grow(&store, vec![ScriptedEvaluator::new(1, 11)], &[root], &params, None, &stop, None, |_| {}).unwrap();
         grown.insert((top.key, top.ours));
@@ -108,6 +108,17 @@ fn likeliest_reply(db: &Path, fen: &str, moves: &str) -> Result<String, String> 
     shown["moves"][0]["uci"].as_str().map(str::to_owned).ok_or_else(|| format!("no reply stored at {moves}: {shown}"))
 }
 
+/// The tree's move in the position of `position` (a UCI `position` command's arguments) for a search of `depth`;
+/// what the session did instead where it searched.
+fn tree_moved(uci: &mut Uci, position: &str, depth: u8) -> Result<String, String> {
+    uci.send(&format!("position {position}"));
+    let (best, lines) = uci.best(&format!("go depth {depth}"));
+    match lines.iter().any(|l| l.starts_with("info string tree move")) {
+        true => Ok(best),
+        false => Err(format!("{position}: the tree does not answer: {lines:?}")),
+    }
+}
+
 /// Along the likeliest line from the root (the tree's move, the opponent's best reply, the tree's move...), a session
 /// asked for a search at `depth` answers from the tree for `moves` of its own moves; else what it did instead.
 fn tree_answers_along_the_likeliest_line(
@@ -119,11 +130,7 @@ fn tree_answers_along_the_likeliest_line(
 ) -> Result<(), String> {
     let mut line: Vec<String> = Vec::new();
     for answer in 0..moves {
-        uci.send(&format!("position fen {fen} moves {}", line.join(" ")));
-        let (best, lines) = uci.best(&format!("go depth {depth}"));
-        if !lines.iter().any(|l| l.starts_with("info string tree move")) {
-            return Err(format!("move {} along {line:?}: the tree does not answer: {lines:?}", answer + 1));
-        }
+        let best = tree_moved(uci, &format!("fen {fen} moves {}", line.join(" ")), depth)?;
         line.push(best);
         if answer + 1 < moves {
             let reply = likeliest_reply(db, fen, &line.join(" "))?;
@@ -133,22 +140,23 @@ fn tree_answers_along_the_likeliest_line(
     Ok(())
 }
 
-/// Grows with `analyze --cover` runs of `seconds` each (a run resumes the last; on a loaded machine a run grows
-/// less) until `done` holds, at most `runs` runs; returns the last run's report and stderr, and what `done` said.
-fn grow_until(
+/// Grows on from the run that gave `first` with more runs of `run` (each resumes the last; on a loaded machine a
+/// timed run grows less) until `done` holds for the tree and the last run's report and stderr, at most `runs` runs
+/// in all; returns what `done` last said.
+fn grow_until<T>(
+    first: (serde_json::Value, String),
     run: impl Fn() -> (serde_json::Value, String),
-    done: impl Fn() -> Result<(), String>,
+    done: impl Fn(&(serde_json::Value, String)) -> Result<T, String>,
     runs: usize,
-) -> (serde_json::Value, String, Result<(), String>) {
-    let mut last = run();
+) -> Result<T, String> {
+    let mut last = first;
     for _ in 1..runs {
-        if done().is_ok() {
-            break;
+        if let Ok(value) = done(&last) {
+            return Ok(value);
         }
         last = run();
     }
-    let verdict = done();
-    (last.0, last.1, verdict)
+    done(&last)
 }
 
 /// After 1. e4: Black to move.
@@ -170,20 +178,21 @@ fn a_cover_run_reports_its_rounds_and_the_tree_answers_where_games_go() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("tree");
     let epd = epd_of(dir.path(), ROOT);
-    let (report, stderr) = cover_run(&db, &epd, common::fake(), 6, "3", &[]);
+    let run = || cover_run(&db, &epd, common::fake(), 6, "3", &[]);
+    let first = run();
+    let (report, stderr) = &first;
     assert!(stderr.contains("round 1: "), "{stderr}");
     assert!(stderr.contains("the replies root   1 to depth 1: "), "{stderr}");
     assert!(report["rounds"].as_u64().unwrap() >= 2, "{report}");
     assert!(report["grown"].as_u64().unwrap() >= 2, "{report}");
     let (before, after) = (report["expected_answers_before"].as_f64(), report["expected_answers"].as_f64());
     assert!(after.unwrap() > before.unwrap(), "{report}");
-    let answers = || {
+    let answers = |_: &(serde_json::Value, String)| {
         let mut uci = fake_session(&db, &dir.path().join("fake.log"), &[]);
         uci.send("ucinewgame");
         tree_answers_along_the_likeliest_line(&mut uci, &db, ROOT, 6, 2)
     };
-    let (_, _, verdict) = grow_until(|| cover_run(&db, &epd, common::fake(), 6, "3", &[]), answers, 5);
-    verdict.unwrap();
+    grow_until(first, run, answers, 6).unwrap();
 }
 
 /// A root with White to move: White's half of the games wants the tree's move there, Black's half White's replies
@@ -193,27 +202,23 @@ fn both_sides_of_a_root_are_grown() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("tree");
     let epd = epd_of(dir.path(), WHITE_ROOT);
-    let (_, stderr) = cover_run(&db, &epd, common::fake(), 6, "3", &[]);
+    let run = || cover_run(&db, &epd, common::fake(), 6, "3", &[]);
+    let first = run();
+    let stderr = &first.1;
     let first_round: Vec<&str> =
         stderr.lines().skip_while(|l| !l.starts_with("round 1:")).skip(1).take_while(|l| l.starts_with("  ")).collect();
     assert!(first_round.iter().any(|l| l.contains("ply  0 tree's move  root   1")), "{stderr}");
     assert!(first_round.iter().any(|l| l.contains("ply  0 the replies root   1")), "{stderr}");
-    let answers = || {
+    let answers = |_: &(serde_json::Value, String)| {
         let mut uci = fake_session(&db, &dir.path().join("fake.log"), &[]);
         uci.send("ucinewgame");
         // White: the root's move, then again after Black's likeliest reply.
         tree_answers_along_the_likeliest_line(&mut uci, &db, WHITE_ROOT, 6, 2)?;
         // Black: after White's likeliest move at the root.
         let white = likeliest_reply(&db, WHITE_ROOT, "")?;
-        uci.send(&format!("position fen {WHITE_ROOT} moves {white}"));
-        let (_, lines) = uci.best("go depth 6");
-        match lines.iter().any(|l| l.starts_with("info string tree move")) {
-            true => Ok(()),
-            false => Err(format!("Black after {white}: {lines:?}")),
-        }
+        tree_moved(&mut uci, &format!("fen {WHITE_ROOT} moves {white}"), 6)
     };
-    let (_, _, verdict) = grow_until(|| cover_run(&db, &epd, common::fake(), 6, "3", &[]), answers, 5);
-    verdict.unwrap();
+    grow_until(first, run, answers, 6).unwrap();
 }
 
 /// With a play depth one deeper than the engine depth, a position searched once is not enough: the walk grows the
@@ -225,35 +230,28 @@ fn a_play_depth_past_the_engine_depth_is_grown_to() {
     let db = dir.path().join("tree");
     let epd = epd_of(dir.path(), ROOT);
     let run = || cover_run(&db, &epd, common::fake(), 6, "3", &["--play-depth", "7"]);
-    let (report, stderr) = run();
+    let first = run();
+    let (report, stderr) = &first;
     assert!(stderr.contains("play depth 7, engine depth 6"), "{stderr}");
     assert!(!stderr.contains("to depth 0"), "one search is not enough: {stderr}");
     assert!(report["expected_answers"].as_f64().unwrap() > 0.0, "{report}");
-    // Positions of the book's side below the root that a round grew to software depth 1 (a round ended: another
-    // began after it), each answered by a session asked for the play depth.
-    let grown_below_root = |stderr: &str| -> Vec<String> {
-        let last_round = stderr.lines().collect::<Vec<_>>().iter().rposition(|l| l.starts_with("round ")).unwrap_or(0);
-        stderr
-            .lines()
-            .take(last_round)
+    // A position of the book's side below the root that a round grew to software depth 1 (a round ended: another
+    // began after it).
+    let grown_below_root = |(_, stderr): &(serde_json::Value, String)| {
+        let lines: Vec<&str> = stderr.lines().collect();
+        let last_round = lines.iter().rposition(|l| l.starts_with("round ")).unwrap_or(0);
+        lines[..last_round]
+            .iter()
             .filter(|l| !l.contains("ply  0") && l.contains("tree's move  root   1 to depth 1: "))
-            .filter_map(|l| l.split(": ").nth(1).map(str::to_owned))
-            .collect()
+            .find_map(|l| l.split(": ").nth(1).map(str::to_owned))
+            .ok_or_else(|| "no position of the book's side grown below the root".to_owned())
     };
-    let mut grown = grown_below_root(&stderr);
-    for _ in 0..4 {
-        if !grown.is_empty() {
-            break;
-        }
-        grown = grown_below_root(&run().1);
-    }
-    let grown = grown.first().unwrap_or_else(|| panic!("no position of the book's side grown below the root"));
+    let grown = grow_until(first, run, grown_below_root, 5).unwrap();
+    // Both answered by a session asked for the play depth.
     let mut uci = fake_session(&db, &dir.path().join("fake.log"), &[]);
     uci.send("ucinewgame");
     for fen in [ROOT, grown.as_str()] {
-        uci.send(&format!("position fen {fen}"));
-        let (_, lines) = uci.best("go depth 7");
-        assert!(lines.iter().any(|l| l.starts_with("info string tree move")), "{fen}: {lines:?}");
+        tree_moved(&mut uci, &format!("fen {fen}"), 7).unwrap();
     }
     uci.ready();
 }
@@ -266,18 +264,14 @@ fn with_stockfish_a_short_cover_run_answers_the_likeliest_line() {
     let db = dir.path().join("tree");
     let stockfish = common::stockfish();
     let epd = epd_of(dir.path(), ROOT);
-    let answers = || {
-        let mut uci = Uci::deeptree(&db);
-        uci.send("uci");
-        uci.until("uciok", PATIENCE);
-        uci.send(&format!("setoption name InnerEngine value {}", stockfish.display()));
-        uci.send("setoption name BackgroundAnalysis value false");
-        uci.ready();
+    let answers = |_: &(serde_json::Value, String)| {
+        let mut uci = common::session(&db, &stockfish.display().to_string(), &[]);
         uci.send("ucinewgame");
         tree_answers_along_the_likeliest_line(&mut uci, &db, ROOT, 8, 3)
     };
     let run = || cover_run(&db, &epd, stockfish.to_str().unwrap(), 8, "5", &[]);
-    let (report, _, verdict) = grow_until(run, answers, 5);
+    let first = run();
+    let (report, _) = &first;
     assert!(report["expected_answers"].as_f64().unwrap() > report["expected_answers_before"].as_f64().unwrap());
-    verdict.unwrap();
+    grow_until(first, run, answers, 5).unwrap();
 }

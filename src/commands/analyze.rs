@@ -22,7 +22,7 @@ use crate::{
     logger::{Progress, StatusLine},
     search::{
         analysis::{Analysis, AnalysisError, AnalysisOptions, Params, Report, Trace},
-        cover::{Cover, depth_for, walk},
+        cover::{Cover, walk},
         evaluator::PoolEvaluator,
         roots::{BookReport, BookRoot, RootProgress, grow, priority},
         split::{Spine, SplitError, direct_first},
@@ -668,14 +668,16 @@ struct Book {
 /// is left above the walk's floor. Each round says what it grows; the engines, one group each, serve every round.
 fn grow_cover(store: &Store, configs: Vec<EngineConfig>, book: Book, cover: &Cover) -> CommandResult {
     let Book { roots, skipped, params, look_ahead, json, stop, started, .. } = book;
-    let per_round = (configs.len() * COVER_LEAVES_PER_ENGINE).max(COVER_LEAVES_PER_ENGINE);
     // One group per engine, started once and lent to every round.
     let engines = configs.len();
     let mut pools = start_groups(configs, engines)?;
+    let per_round = pools.len() * COVER_LEAVES_PER_ENGINE;
     let mut grown = HashSet::new();
     let (mut evaluations, mut shared, mut failed, mut round) = (0u64, 0u64, 0u64, 0usize);
     let mut stopped = false;
-    let expected_before = walk(&store.read()?, &roots, cover, &grown)?.expected_answers;
+    // Each walk serves twice: it says what the round before it grew, and it picks what the next round grows.
+    let mut found = walk(&store.read()?, &roots, cover, &grown)?;
+    let expected_before = found.expected_answers;
     say(
         json,
         &format!(
@@ -687,27 +689,24 @@ fn grow_cover(store: &Store, configs: Vec<EngineConfig>, book: Book, cover: &Cov
             expected_before
         ),
     );
-    let mut expected = expected_before;
     loop {
         let out_of_time = || params.time.is_some_and(|t| started.elapsed() >= t);
         if stop.load(std::sync::atomic::Ordering::Relaxed) || out_of_time() {
             stopped = true;
             break;
         }
-        let found = walk(&store.read()?, &roots, cover, &grown)?;
-        expected = found.expected_answers;
         if found.leaves.is_empty() {
             break;
         }
         // What the walk took is spent too.
         let left = params.time.map(|t| t.saturating_sub(started.elapsed()));
         round += 1;
-        let leaves: Vec<_> = found.leaves.into_iter().take(per_round).collect();
+        let leaves: Vec<_> = std::mem::take(&mut found.leaves).into_iter().take(per_round).collect();
         say(
             json,
             &format!(
                 "round {round}: {:.2} tree moves a game expected; growing {} positions of reach {:.4} to {:.4}",
-                expected,
+                found.expected_answers,
                 leaves.len(),
                 leaves[0].reach,
                 leaves[leaves.len() - 1].reach
@@ -716,7 +715,7 @@ fn grow_cover(store: &Store, configs: Vec<EngineConfig>, book: Book, cover: &Cov
         let mut leaf_roots = Vec::with_capacity(leaves.len());
         for leaf in &leaves {
             grown.insert((leaf.key, leaf.ours));
-            let depth = depth_for(leaf, cover.play_depth, params.engine_depth);
+            let depth = cover.grow_depth(leaf);
             say(
                 json,
                 &format!(
@@ -739,15 +738,13 @@ fn grow_cover(store: &Store, configs: Vec<EngineConfig>, book: Book, cover: &Cov
         evaluations += report.evaluations;
         shared += report.shared;
         failed += report.failed;
+        found = walk(&store.read()?, &roots, cover, &grown)?;
         if report.stopped {
             stopped = true;
             break;
         }
     }
-    if stopped {
-        // What the last round grew.
-        expected = walk(&store.read()?, &roots, cover, &grown)?.expected_answers;
-    }
+    let expected = found.expected_answers;
     let positions = store.stats()?.positions;
     let text = format!(
         "cover: {round} rounds, {} positions grown, {evaluations} evaluations ({shared} taken from other searches, \

@@ -4,7 +4,7 @@
 //! ```
 //! use std::{collections::HashSet, sync::{Arc, atomic::AtomicBool}};
 //! use deeptree::game::Line;
-//! use deeptree::search::{analysis::Params, cover::{Cover, uncovered}, evaluator::ScriptedEvaluator,
+//! use deeptree::search::{analysis::Params, cover::{Cover, walk}, evaluator::ScriptedEvaluator,
 //!     roots::{BookRoot, grow}};
 //! use deeptree::store::{Store, StoreOptions};
 //!
@@ -15,13 +15,13 @@
 //! let cover = Cover::new(8, params.clone());
 //! // An empty tree: every game leaves it at the root. White's half wants the tree's move there, Black's half wants
 //! // White's replies searched: two leaves of one position, each of half the games.
-//! let leaves = uncovered(&store.read()?, &roots, &cover, &HashSet::new())?;
+//! let leaves = walk(&store.read()?, &roots, &cover, &HashSet::new())?.leaves;
 //! assert_eq!(leaves.len(), 2);
 //! assert!(leaves.iter().all(|leaf| leaf.ply == 0 && (leaf.reach - 0.5).abs() < 1e-9));
 //! // Its moves evaluated at the engine depth, games go on into the replies.
 //! let stop = Arc::new(AtomicBool::new(false));
 //! grow(&store, vec![ScriptedEvaluator::new(1, 7)], &roots, &params, None, &stop, None, |_| {})?;
-//! let leaves = uncovered(&store.read()?, &roots, &cover, &HashSet::new())?;
+//! let leaves = walk(&store.read()?, &roots, &cover, &HashSet::new())?.leaves;
 //! assert!(leaves.iter().all(|leaf| leaf.ply >= 1));
 //! # Ok::<_, Box<dyn std::error::Error>>(())
 //! ```
@@ -95,6 +95,13 @@ impl Cover {
     pub fn new(play_depth: u8, params: Params) -> Cover {
         Cover { play_depth, params, temperature: 20, floor: 1e-3, max_plies: 40 }
     }
+
+    /// The software depth to grow a leaf to: the book's side's position until it is known `play_depth` deep (depth
+    /// 0, one search of the position, where the engine depth is enough), the opponent's to depth 1 (its replies
+    /// searched at the engine depth).
+    pub fn grow_depth(&self, leaf: &Leaf) -> u8 {
+        if leaf.ours { self.play_depth.saturating_sub(self.params.engine_depth) } else { 1 }
+    }
 }
 
 /// A position where games leave the tree.
@@ -122,18 +129,8 @@ pub struct Walk {
     pub expected_answers: f64,
 }
 
-/// The positions games from `roots` leave the tree at, highest reach first, leaving out `grown` (positions this
-/// run grew already). See the module docs.
-pub fn uncovered(
-    view: &ReadView<'_>,
-    roots: &[BookRoot],
-    cover: &Cover,
-    grown: &HashSet<(PositionKey, bool)>,
-) -> Result<Vec<Leaf>, StoreError> {
-    Ok(walk(view, roots, cover, grown)?.leaves)
-}
-
-/// The walk of the module docs: its leaves and the tree moves a game is expected to get.
+/// The walk of the module docs: the positions games from `roots` leave the tree at, highest reach first, leaving out
+/// `grown` (positions this run grew already, by kind), and the tree moves a game is expected to get.
 pub fn walk(
     view: &ReadView<'_>,
     roots: &[BookRoot],
@@ -205,13 +202,6 @@ pub fn walk(
         b.reach.total_cmp(&a.reach).then(a.ply.cmp(&b.ply)).then(a.key.cmp(&b.key)).then(b.ours.cmp(&a.ours))
     });
     Ok(Walk { leaves, expected_answers: answered / total_weight.max(1.0) })
-}
-
-/// The software depth to grow a leaf to: the book's side's position until it is known `play_depth` deep (depth 0,
-/// one search of the position, where the engine depth is enough), the opponent's to depth 1 (its replies searched
-/// at the engine depth).
-pub fn depth_for(leaf: &Leaf, play_depth: u8, engine_depth: u8) -> u8 {
-    if leaf.ours { play_depth.saturating_sub(engine_depth) } else { 1 }
 }
 
 /// The tree's move at `line`'s root, a position of the book's side, where a game would get it: the position is

@@ -135,10 +135,16 @@ pub fn interop_check(mode: &str, file: &Path, stdin: &str) -> serde_json::Value 
 /// A deeptree session whose inner engine is the fake one, logging what it receives to `log`; `settings` are further
 /// `setoption` lines (`Name value V`) sent before the session is made ready.
 pub fn fake_session(db: &Path, log: &Path, settings: &[&str]) -> Uci {
+    session(db, &format!("{} --log {}", fake(), log.display()), settings)
+}
+
+/// A UCI session of deeptree on the tree in `db` with `inner` as its inner engine (a command line), no background
+/// analysis, and `settings` (`NAME value VALUE`) set; ready.
+pub fn session(db: &Path, inner: &str, settings: &[&str]) -> Uci {
     let mut uci = Uci::deeptree(db);
     uci.send("uci");
     uci.until("uciok", PATIENCE);
-    uci.send(&format!("setoption name InnerEngine value {} --log {}", fake(), log.display()));
+    uci.send(&format!("setoption name InnerEngine value {inner}"));
     uci.send("setoption name BackgroundAnalysis value false");
     for setting in settings {
         uci.send(&format!("setoption name {setting}"));
