@@ -275,3 +275,86 @@ fn with_stockfish_a_short_cover_run_answers_the_likeliest_line() {
     assert!(report["expected_answers"].as_f64().unwrap() > report["expected_answers_before"].as_f64().unwrap());
     grow_until(first, run, answers, 5).unwrap();
 }
+
+/// The walk counts a position as answered exactly where a game's policy answers from the tree: below an analysed
+/// root, where no settled depth is stored, both find the depth the root's passes settled, with the move distance
+/// narrowed as the policy narrows it (a halving for each ply more). Checked for every position one to three plies
+/// below the root (along moves within the move distance of the best) and every depth from one to four plies past
+/// the engine depth, up to the first not known, against a session asked `go depth D` (its searches not stored, so
+/// each answer sees the grown tree alone).
+#[test]
+fn the_walk_counts_a_position_known_where_a_game_gets_the_tree_move() {
+    use deeptree::{
+        config::Config,
+        search::analysis::{SettledInStore, known_depth},
+        store::key::PositionKey,
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (engine_depth, move_distance) = (3u8, 20);
+    let output = Command::new(env!("CARGO_BIN_EXE_deeptree"))
+        .arg("--db")
+        .arg(dir.path())
+        .args(["analyze", "--engine", &format!("{} --mode smooth", common::fake())])
+        .args(["--engine-depth", "3", "--max-depth", "6"])
+        .args(["--move-distance", "20", "--workers", "1", "--json"])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let params = Params::from(&Config::default()).with_engine_depth(engine_depth).with_move_distance(move_distance);
+    // (moves, depth asked, counted by the walk, settled at the full move distance)
+    let mut cases = Vec::new();
+    {
+        let store = Store::open(dir.path(), &StoreOptions::default()).unwrap();
+        let view = store.read().unwrap();
+        // Every position up to three plies below the root along the moves within the move distance of the best.
+        let mut lines = Vec::new();
+        let mut frontier = vec![Line::parse(None, "").unwrap()];
+        for _ in 0..3 {
+            let mut next = Vec::new();
+            for line in &frontier {
+                let Some(node) = view.node(PositionKey::of(line.root())).unwrap() else { continue };
+                let best = node.edges.iter().filter(|e| e.is_valued()).map(|e| e.score.value()).max();
+                for edge in node.edges.iter().filter(|e| e.is_valued()) {
+                    if best.is_some_and(|b| b - edge.score.value() <= move_distance) {
+                        next.push(line.then(&edge.uci).unwrap());
+                    }
+                }
+            }
+            lines.extend(next.iter().cloned());
+            frontier = next;
+        }
+        for line in lines {
+            if view.node(PositionKey::of(line.root())).unwrap().is_none_or(|n| n.eval.is_none()) {
+                continue;
+            }
+            let moves: Vec<String> = line.moves.iter().map(ToString::to_string).collect();
+            for needed in 1..=4u8 {
+                let depth = engine_depth + needed;
+                let counted = known_depth(&view, &line, &params, depth).unwrap().is_some_and(|d| d >= u32::from(depth));
+                let full = SettledInStore::new(&view, &line).deepest(&params, 1, needed).unwrap() == Some(needed);
+                cases.push((moves.join(" "), depth, counted, full));
+                // Deeper than the first depth not known, nothing more is.
+                if !counted {
+                    break;
+                }
+            }
+        }
+    }
+    let count = |counted: bool, full: bool| cases.iter().filter(|c| c.2 == counted && c.3 == full).count();
+    let counts = format!(
+        "{} cases: {} counted at the full move distance, {} only narrowed, {} not counted",
+        cases.len(),
+        count(true, true),
+        count(true, false),
+        count(false, false)
+    );
+    assert!(count(true, false) > 0, "some position is known only with a narrowed move distance: {counts}");
+    assert!(count(false, false) > 0, "some position is not known deep enough: {counts}");
+    eprintln!("{counts}");
+    let log = dir.path().join("fake.log");
+    let mut uci = fake_session(dir.path(), &log, &["MoveDistance value 20", "StoreSearches value false"]);
+    for (moves, depth, counted, _) in &cases {
+        let answered = tree_moved(&mut uci, &format!("startpos moves {moves}"), *depth);
+        assert_eq!(answered.is_ok(), *counted, "{moves} at depth {depth}: {answered:?}");
+    }
+}

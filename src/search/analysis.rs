@@ -139,9 +139,12 @@ impl Params {
     }
 }
 
-/// The combined depth the tree knows at `line`'s root: the engine depth of its evaluation plus the software depth
-/// settled below it (stored at an analysed root, or found by walking the stored graph up to the play depth, at most
-/// [`MAX_CHECKED_DEPTH`]); `None` without an evaluation.
+/// The combined depth the tree knows at `line`'s root, as a game's policy credits it (docs/design.md §7.1): the
+/// engine depth of its evaluation plus the software depth settled below it, stored at an analysed root or found by
+/// walking the stored graph ([`settles_narrowed`], with the move distance narrowed as the policy narrows it) up to
+/// `play_depth`, at most [`MAX_CHECKED_DEPTH`] below the evaluation; `None` without an evaluation. Where the
+/// narrowed check credits `play_depth`, that is the depth returned; else the depth the walk at the full move distance
+/// settles.
 pub fn known_depth(
     view: &crate::store::ReadView<'_>,
     line: &Line,
@@ -154,10 +157,54 @@ pub fn known_depth(
     if stored >= play_depth {
         return Ok(Some(u32::from(eval.depth) + u32::from(node.settled_depth.unwrap_or(0))));
     }
-    let needed = (play_depth - eval.depth).min(MAX_CHECKED_DEPTH);
-    let walked = SettledInStore::new(view, line).deepest(&params.clone().with_engine_depth(eval.depth), 1, needed)?;
+    let needed = play_depth - eval.depth;
+    let at_engine_depth = params.clone().with_engine_depth(eval.depth);
+    let settled = SettledInStore::new(view, line);
+    if needed <= MAX_CHECKED_DEPTH && settles_narrowed(&settled, &at_engine_depth, needed)?.is_some() {
+        return Ok(Some(u32::from(play_depth)));
+    }
+    let walked = settled.deepest(&at_engine_depth, 1, needed.min(MAX_CHECKED_DEPTH))?;
     let settled = walked.unwrap_or(0).max(node.settled_depth.unwrap_or(0));
     Ok(Some(u32::from(eval.depth) + u32::from(settled)))
+}
+
+/// Halvings of the move distance [`settles_narrowed`] may use, each counted as one ply less.
+pub const MAX_NARROWING: u8 = 2;
+
+/// Narrowest move distance [`settles_narrowed`] uses, in centipawns: below it a pass follows little more than the
+/// best line.
+pub const MIN_CHECKED_DISTANCE: i32 = 5;
+
+/// Whether the stored graph settles software depth `needed` (at least 1) below `settled`'s root with `params`, whose
+/// engine depth is the root's evaluation's: the halvings of the move distance that did it, or `None`.
+///
+/// A position `p` plies below an analysed root was walked with the root's move distance halved `p - 1` times, so a
+/// pass with the full distance may ask for alternatives the root never needed. The check tries the full distance,
+/// then halves it up to [`MAX_NARROWING`] times (not below [`MIN_CHECKED_DISTANCE`]; never where each side has its own
+/// distance, which is checked as it is), and counts each halving as one ply less: with half the move distance, the
+/// depth needed plus one must settle. That exchange is a rule of the go policy, not a result of the search; growth
+/// that follows play and `--from-games` count a position known as the policy does.
+pub fn settles_narrowed(
+    settled: &SettledInStore<'_, '_>,
+    params: &Params,
+    needed: u8,
+) -> Result<Option<u8>, StoreError> {
+    if needed == 0 || needed > MAX_CHECKED_DEPTH {
+        return Ok(None);
+    }
+    let by_side = params.side_distances.iter().any(Option::is_some);
+    for narrowing in 0..=MAX_NARROWING {
+        let move_distance = params.move_distance >> narrowing;
+        if narrowing > 0 && (move_distance < MIN_CHECKED_DISTANCE || by_side) {
+            break;
+        }
+        let depth = needed + narrowing;
+        let narrowed = params.clone().with_move_distance(move_distance);
+        if settled.deepest(&narrowed, 1, depth)? == Some(depth) {
+            return Ok(Some(narrowing));
+        }
+    }
+    Ok(None)
 }
 
 /// Screening (docs/design.md §4.1): a node's moves without an edge are searched at the engine depth `D` only when

@@ -31,10 +31,11 @@
 //! A game from a root is walked twice, once for each side the book may play. Where the book's side is to move, the
 //! game goes on with the tree's move (its best by alpha score, the move a game gets), if the tree knows the position
 //! at least `play_depth` deep (the engine depth of its evaluation and the software depth settled below it, stored or
-//! found in the stored graph: [`known_depth`]): the depth a direct search reaches in the time control played (at
-//! 2+0.02 with the inner engine on one thread, 12.5 for a fresh session and about 15 to 16 once its depth model has
-//! been fitted to its own searches); else the game leaves the tree there. The policy of a game (§7.1 of
-//! docs/design.md) also credits depth it finds with a narrowed move distance; the walk does not. Where the
+//! found in the stored graph with the move distance narrowed as a game's policy narrows it, §7.1 of docs/design.md:
+//! [`known_depth`]): the depth a direct
+//! search reaches in the time control played (at 2+0.02 with the inner engine on one thread, 12.5 for a fresh
+//! session and about 15 to 16 once its depth model has been fitted to its own searches); else the game leaves the
+//! tree there. Where the
 //! opponent is to move, the game goes into each valued reply with a probability that falls with how much worse the
 //! reply scores than the best one: `exp(-loss / temperature)`, normalised over the replies (a strong opponent plays
 //! one of the best few moves, not always the tree's). A position of the opponent whose moves not valued are not

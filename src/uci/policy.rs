@@ -30,7 +30,7 @@ use crate::{
     engine::Limit,
     notation::canonical_uci,
     score::{Bound, Score},
-    search::analysis::{MAX_CHECKED_DEPTH, SettledInStore},
+    search::analysis::{SettledInStore, settles_narrowed},
     store::{key::PositionKey, node::Edge},
 };
 
@@ -286,24 +286,15 @@ fn think_with_tree(
     }
 }
 
-/// Halvings of the move distance the check may use, each counted as one ply less (see [`known_deep_enough`]).
-pub const MAX_NARROWING: u8 = 2;
-
-/// Narrowest move distance the check uses, in centipawns: below it a pass follows little more than the best line.
-pub const MIN_CHECKED_DISTANCE: u32 = 5;
-
 /// Whether the tree knows `line`'s root deep enough for a move in `expected` plies, though its own settled depth says
 /// less: the position lies below an analysed root, whose passes evaluated the lines through it. The stored graph is
 /// walked from the position as the passes of an analysis of it would walk it ([`SettledInStore`]), at the engine depth
 /// of its evaluation, each software depth from 1 to the one needed (engine depth plus software depth at least
 /// `expected`); when none of them would plan a search, `answer` claims the depth needed.
 ///
-/// A position `p` plies below a root was walked with the root's move distance halved `p - 1` times, so a pass with
-/// the full distance may ask for alternatives the root never needed. The check tries the full distance, then halves
-/// it up to [`MAX_NARROWING`] times (not below [`MIN_CHECKED_DISTANCE`]), and counts each halving as one ply less:
-/// with half the move distance, the depth needed plus one must settle. That exchange is a rule of this policy, not a
-/// result of the search. With `searchmoves` the tree's answer is the best allowed move, which the walk need not
-/// have deepened: no check then.
+/// The move distance may be narrowed, each halving counted as one ply less ([`settles_narrowed`], the rule growth that
+/// follows play counts by too). With `searchmoves` the tree's answer is the best allowed move, which the walk need
+/// not have deepened: no check then.
 fn known_deep_enough(
     ctx: &Context,
     line: &Line,
@@ -317,44 +308,30 @@ fn known_deep_enough(
     }
     let engine_depth = answer.combined_depth - answer.software_depth;
     let Ok(needed) = u8::try_from((expected.ceil() as i64 - i64::from(engine_depth)).max(0)) else { return false };
-    if needed > MAX_CHECKED_DEPTH || needed == 0 {
-        return false;
-    }
     let Ok(view) = store.read() else { return false };
-    let settled = SettledInStore::new(&view, line);
     let started = Instant::now();
-    // Each side's own move distance is checked as it is, not halved.
-    let by_side = ctx.options.config.move_distance_white > 0 || ctx.options.config.move_distance_black > 0;
-    for narrowing in 0..=MAX_NARROWING {
-        let move_distance = ctx.options.config.move_distance >> narrowing;
-        if narrowing > 0 && (move_distance < MIN_CHECKED_DISTANCE || by_side) {
-            break;
+    let params = ctx.options.analysis_params().with_engine_depth(u8::try_from(engine_depth).unwrap_or(u8::MAX));
+    match settles_narrowed(&SettledInStore::new(&view, line), &params, needed) {
+        Ok(Some(narrowing)) => {
+            log::debug!(
+                "tree known to software depth {} at move distance {} ({:.2} ms)",
+                needed + narrowing,
+                params.move_distance >> narrowing,
+                started.elapsed().as_secs_f64() * 1e3
+            );
+            answer.software_depth = u32::from(needed);
+            answer.combined_depth = engine_depth + u32::from(needed);
+            true
         }
-        let params = ctx
-            .options
-            .analysis_params()
-            .with_engine_depth(u8::try_from(engine_depth).unwrap_or(u8::MAX))
-            .with_move_distance(move_distance as i32);
-        let depth = needed + narrowing;
-        match settled.deepest(&params, 1, depth) {
-            Ok(Some(found)) if found == depth => {
-                log::debug!(
-                    "tree known to software depth {depth} at move distance {move_distance} ({:.2} ms)",
-                    started.elapsed().as_secs_f64() * 1e3
-                );
-                answer.software_depth = u32::from(needed);
-                answer.combined_depth = engine_depth + u32::from(needed);
-                return true;
-            }
-            Ok(_) => {}
-            Err(e) => {
-                super::answer::tree_unreadable(ctx, &e);
-                return false;
-            }
+        Ok(None) => {
+            log::debug!("tree not known to software depth {needed} ({:.2} ms)", started.elapsed().as_secs_f64() * 1e3);
+            false
+        }
+        Err(e) => {
+            super::answer::tree_unreadable(ctx, &e);
+            false
         }
     }
-    log::debug!("tree not known to software depth {needed} ({:.2} ms)", started.elapsed().as_secs_f64() * 1e3);
-    false
 }
 
 /// The depth the direct engine would reach in `position` for this `go`: the depth asked for, or the model's estimate
