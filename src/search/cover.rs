@@ -31,8 +31,8 @@
 //! A game from a root is walked twice, once for each side the book may play. Where the book's side is to move, the
 //! game goes on with the tree's move (its best by alpha score, the move a game gets), if the tree knows the position
 //! at least `play_depth` deep (the engine depth of its evaluation and the software depth settled below it, stored or
-//! found in the stored graph with the move distance narrowed as a game's policy narrows it, §7.1 of docs/design.md:
-//! [`known_depth`]): the depth a direct
+//! found in the stored graph with the move distance narrowed as a game's policy narrows it: [`known_depth`]) and
+//! the game's history does not change the tree's verdict (as in a game, §7.1 of docs/design.md): the depth a direct
 //! search reaches in the time control played (at 2+0.02 with the inner engine on one thread, 12.5 for a fresh
 //! session and about 15 to 16 once its depth model has been fitted to its own searches); else the game leaves the
 //! tree there. Where the
@@ -215,7 +215,15 @@ fn tree_move(view: &ReadView<'_>, line: &Line, cover: &Cover) -> Result<Option<U
         return Ok(None);
     }
     let Some(tree) = tree::view(view, line.root(), &line.history_keys())? else { return Ok(None) };
-    Ok(tree.candidates.iter().find(|c| c.alpha.is_valued()).map(|c| c.uci))
+    let valued = |c: &&tree::Candidate| c.alpha.is_valued();
+    let Some(best) = tree.candidates.iter().find(valued) else { return Ok(None) };
+    // Where the game's history changes the tree's verdict (a move repeating a position of the game scores a draw in
+    // alpha, not from the root alone), a game's policy searches instead (uci::answer::TreeAnswer): so does the walk.
+    let best_from_root = tree.candidates.iter().filter(valued).map(|c| c.alpha_from_root).max();
+    if best.alpha != best.alpha_from_root || best_from_root != Some(best.alpha) {
+        return Ok(None);
+    }
+    Ok(Some(best.uci))
 }
 
 /// The opponent's replies in `pos` and the probability of each, where its likely replies were all searched: no move
