@@ -333,10 +333,7 @@ proptest! {
 fn a_gui_excludes_the_engines_move_and_gets_another() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("tree");
-    let mut uci = common::Uci::deeptree(&db);
-    uci.send(&format!("setoption name InnerEngine value {}", common::stockfish().display()));
-    uci.send("setoption name BackgroundAnalysis value false");
-    uci.ready();
+    let mut uci = common::session(&db, &common::stockfish().display().to_string(), &[]);
     uci.send("position startpos moves e2e4");
     let (first, _) = uci.best("go depth 6");
     uci.send(&format!("setoption name MarkExclude value {first}"));
@@ -691,10 +688,7 @@ fn the_relay_stores_its_search_of_a_marked_position() {
     let run = |exclude: Option<&str>| {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("tree");
-        let mut uci = common::Uci::deeptree(&db);
-        uci.send(&format!("setoption name InnerEngine value {}", common::stockfish().display()));
-        uci.send("setoption name BackgroundAnalysis value false");
-        uci.ready();
+        let mut uci = common::session(&db, &common::stockfish().display().to_string(), &[]);
         uci.send("position startpos");
         if let Some(m) = exclude {
             uci.send(&format!("setoption name MarkExclude value {m}"));
