@@ -328,10 +328,12 @@ fn the_walk_counts_a_position_known_where_a_game_gets_the_tree_move() {
                 continue;
             }
             let moves: Vec<String> = line.moves.iter().map(ToString::to_string).collect();
+            let evaluated = view.node(PositionKey::of(line.root())).unwrap().and_then(|n| n.eval).map(|e| e.depth);
+            let at_its_depth = params.clone().with_engine_depth(evaluated.unwrap_or(engine_depth));
             for needed in 1..=4u8 {
                 let depth = engine_depth + needed;
                 let counted = known_depth(&view, &line, &params, depth).unwrap().is_some_and(|d| d >= u32::from(depth));
-                let full = SettledInStore::new(&view, &line).deepest(&params, 1, needed).unwrap() == Some(needed);
+                let full = SettledInStore::new(&view, &line).deepest(&at_its_depth, 1, needed).unwrap() == Some(needed);
                 cases.push((moves.join(" "), depth, counted, full));
                 // Deeper than the first depth not known, nothing more is.
                 if !counted {
@@ -350,6 +352,7 @@ fn the_walk_counts_a_position_known_where_a_game_gets_the_tree_move() {
     );
     assert!(count(true, false) > 0, "some position is known only with a narrowed move distance: {counts}");
     assert!(count(false, false) > 0, "some position is not known deep enough: {counts}");
+    assert_eq!(count(false, true), 0, "settled at the full move distance is known: {counts}");
     eprintln!("{counts}");
     let log = dir.path().join("fake.log");
     let mut uci = fake_session(dir.path(), &log, &["MoveDistance value 20", "StoreSearches value false"]);
@@ -357,4 +360,61 @@ fn the_walk_counts_a_position_known_where_a_game_gets_the_tree_move() {
         let answered = tree_moved(&mut uci, &format!("startpos moves {moves}"), *depth);
         assert_eq!(answered.is_ok(), *counted, "{moves} at depth {depth}: {answered:?}");
     }
+}
+
+/// Where the game's history changes the tree's verdict (its best move would repeat a position of the game, a draw
+/// in alpha), a game searches rather than play the tree's move, and growth would not change that: the walk neither
+/// counts the position answered nor makes it a leaf. The same position without that history is answered.
+#[test]
+fn where_the_games_history_changes_the_verdict_the_walk_stops_without_a_leaf() {
+    use deeptree::{
+        score::{Bound, Score},
+        store::{
+            Change,
+            key::PositionKey,
+            node::{Edge, Eval, Node, PackedPosition, RestBound},
+        },
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), &StoreOptions::default()).unwrap();
+    // Black to move after 1. Nf3 Nf6 2. Ng1: Nf6-g8 (back to the start position) scores best, e7e5 40 cp less; every
+    // other move lies far below. Known 16 deep by its own evaluation.
+    let line = Line::parse(None, "g1f3 g8f6 f3g1").unwrap();
+    let pos = line.root().clone();
+    let mut node = Node::new(PackedPosition::of(&pos));
+    node.edges = ["f6g8", "e7e5"]
+        .iter()
+        .zip([50, 10])
+        .map(|(uci, cp)| Edge::new(uci.parse().unwrap(), Score::cp(cp), Bound::Exact, 16))
+        .collect();
+    node.eval = Some(Eval {
+        score: Score::cp(50),
+        bound: Bound::Exact,
+        depth: 16,
+        best: Some("f6g8".parse().unwrap()),
+        nodes: 0,
+        engine: None,
+    });
+    node.rest = Some(RestBound { score: Score::cp(-900), depth: 16 });
+    let mut changes = vec![Change::merge(&pos, node).unwrap()];
+    // The game's moves are stored edges, as a game or a book root's line stores them: the cycle the history closes.
+    for (ply, uci) in line.moves.iter().enumerate() {
+        let before = &line.positions[ply];
+        let mut node = Node::new(PackedPosition::of(before));
+        node.edges = vec![Edge::placeholder(*uci)];
+        changes.push(Change::merge(before, node).unwrap());
+    }
+    store.writer().submit(changes).wait().unwrap();
+    let cover = Cover::new(16, Params::new(16, 20));
+    let key = PositionKey::of(&pos);
+
+    let with_history = vec![BookRoot::new(line.clone(), "the game")];
+    let found = walk(&store.read().unwrap(), &with_history, &cover, &HashSet::new()).unwrap();
+    assert_eq!(found.expected_answers, 0.0, "the game searches here: no tree move");
+    assert!(!found.leaves.iter().any(|l| l.key == key && l.ours), "not a leaf either: {:?}", found.leaves);
+
+    let fen = shakmaty::fen::Fen::from_position(&pos, shakmaty::EnPassantMode::Legal).to_string();
+    let alone = vec![BookRoot::new(Line::parse(Some(&fen), "").unwrap(), "the position alone")];
+    let found = walk(&store.read().unwrap(), &alone, &cover, &HashSet::new()).unwrap();
+    assert!((found.expected_answers - 0.5).abs() < 1e-9, "Black's half of the games gets Nf6-g8 from the tree");
 }

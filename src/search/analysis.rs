@@ -139,12 +139,12 @@ impl Params {
     }
 }
 
-/// The combined depth the tree knows at `line`'s root, as a game's policy credits it (docs/design.md §7.1): the
-/// engine depth of its evaluation plus the software depth settled below it, stored at an analysed root or found by
-/// walking the stored graph ([`settles_narrowed`], with the move distance narrowed as the policy narrows it) up to
-/// `play_depth`, at most [`MAX_CHECKED_DEPTH`] below the evaluation; `None` without an evaluation. Where the
-/// narrowed check credits `play_depth`, that is the depth returned; else the depth the walk at the full move distance
-/// settles.
+/// The combined depth the tree knows at `line`'s root, as a game's policy credits it (docs/design.md §7.1), looked
+/// for up to `play_depth`: the engine depth of its evaluation plus the software depth settled below it, stored at an
+/// analysed root or found by walking the stored graph up to `play_depth`, at most [`MAX_CHECKED_DEPTH`] below the
+/// evaluation; `None` without an evaluation. A depth of `play_depth` or more means the position is known deep enough
+/// for play: stored that deep, or found with the full move distance or a narrowed one ([`settles_narrowed`]). A
+/// smaller one is what the walk at the full move distance settles (or the stored settled depth, if more).
 pub fn known_depth(
     view: &crate::store::ReadView<'_>,
     line: &Line,
@@ -160,10 +160,11 @@ pub fn known_depth(
     let needed = play_depth - eval.depth;
     let at_engine_depth = params.clone().with_engine_depth(eval.depth);
     let settled = SettledInStore::new(view, line);
-    if needed <= MAX_CHECKED_DEPTH && settles_narrowed(&settled, &at_engine_depth, needed)?.is_some() {
+    // The full move distance first (the first step of the narrowed check, whose depth is reported when short).
+    let walked = settled.deepest(&at_engine_depth, 1, needed.min(MAX_CHECKED_DEPTH))?;
+    if walked == Some(needed) || narrowed_from(&settled, &at_engine_depth, needed, 1)?.is_some() {
         return Ok(Some(u32::from(play_depth)));
     }
-    let walked = settled.deepest(&at_engine_depth, 1, needed.min(MAX_CHECKED_DEPTH))?;
     let settled = walked.unwrap_or(0).max(node.settled_depth.unwrap_or(0));
     Ok(Some(u32::from(eval.depth) + u32::from(settled)))
 }
@@ -180,20 +181,31 @@ pub const MIN_CHECKED_DISTANCE: i32 = 5;
 ///
 /// A position `p` plies below an analysed root was walked with the root's move distance halved `p - 1` times, so a
 /// pass with the full distance may ask for alternatives the root never needed. The check tries the full distance,
-/// then halves it up to [`MAX_NARROWING`] times (not below [`MIN_CHECKED_DISTANCE`]; never where each side has its own
-/// distance, which is checked as it is), and counts each halving as one ply less: with half the move distance, the
-/// depth needed plus one must settle. That exchange is a rule of the go policy, not a result of the search; growth
-/// that follows play and `--from-games` count a position known as the policy does.
+/// then halves it up to [`MAX_NARROWING`] times (not below [`MIN_CHECKED_DISTANCE`]; never where either side has its
+/// own distance: those are checked as they are), and counts each halving as one ply less: with half the move
+/// distance, the depth needed plus one must settle. That exchange is a rule of the go policy, not a result of the
+/// search; growth that follows play and `--from-games` count the depth a position is known to as the policy does
+/// ([`known_depth`]).
 pub fn settles_narrowed(
     settled: &SettledInStore<'_, '_>,
     params: &Params,
     needed: u8,
 ) -> Result<Option<u8>, StoreError> {
+    narrowed_from(settled, params, needed, 0)
+}
+
+/// [`settles_narrowed`] from `from` halvings on.
+fn narrowed_from(
+    settled: &SettledInStore<'_, '_>,
+    params: &Params,
+    needed: u8,
+    from: u8,
+) -> Result<Option<u8>, StoreError> {
     if needed == 0 || needed > MAX_CHECKED_DEPTH {
         return Ok(None);
     }
     let by_side = params.side_distances.iter().any(Option::is_some);
-    for narrowing in 0..=MAX_NARROWING {
+    for narrowing in from..=MAX_NARROWING {
         let move_distance = params.move_distance >> narrowing;
         if narrowing > 0 && (move_distance < MIN_CHECKED_DISTANCE || by_side) {
             break;

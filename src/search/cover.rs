@@ -31,13 +31,13 @@
 //! A game from a root is walked twice, once for each side the book may play. Where the book's side is to move, the
 //! game goes on with the tree's move (its best by alpha score, the move a game gets), if the tree knows the position
 //! at least `play_depth` deep (the engine depth of its evaluation and the software depth settled below it, stored or
-//! found in the stored graph with the move distance narrowed as a game's policy narrows it: [`known_depth`]) and
-//! the game's history does not change the tree's verdict (as in a game, §7.1 of docs/design.md): the depth a direct
-//! search reaches in the time control played (at 2+0.02 with the inner engine on one thread, 12.5 for a fresh
-//! session and about 15 to 16 once its depth model has been fitted to its own searches); else the game leaves the
-//! tree there. Where the
-//! opponent is to move, the game goes into each valued reply with a probability that falls with how much worse the
-//! reply scores than the best one: `exp(-loss / temperature)`, normalised over the replies (a strong opponent plays
+//! found in the stored graph with the move distance narrowed as a game's policy narrows it, §7.1 of
+//! docs/design.md: [`known_depth`]), `play_depth` being the depth a direct search reaches in the time control
+//! played (at 2+0.02 with the inner engine on one thread, 12.5 for a fresh session and about 15 to 16 once its
+//! depth model has been fitted to its own searches); else the game leaves the tree there. Where the game's history
+//! (the root's line) changes the tree's verdict, a game searches too, but growth would not change that: the walk
+//! stops there without a leaf. Where the opponent is to move, the game goes into each valued reply with a
+//! probability that falls with how much worse the reply scores than the best one: `exp(-loss / temperature)`, normalised over the replies (a strong opponent plays
 //! one of the best few moves, not always the tree's). A position of the opponent whose moves not valued are not
 //! bounded a move distance below the best is where the game leaves. One position may be a leaf of both kinds, in
 //! the two sides' walks: each kind is its own leaf. The *reach* of a position is the probability that a game from the
@@ -161,7 +161,12 @@ pub fn walk(
                 }
                 let ours = pos.turn() == side;
                 let next: Option<Vec<(UciMove, f64)>> = if ours {
-                    tree_move(view, &line, cover)?.map(|m| vec![(m, 1.0)])
+                    match tree_move(view, &line, cover)? {
+                        BookMove::Plays(uci) => Some(vec![(uci, 1.0)]),
+                        BookMove::Unknown => None,
+                        // Growth cannot change what the game's history does to the verdict: not a leaf.
+                        BookMove::Searches => Some(Vec::new()),
+                    }
                 } else {
                     match view.node(key)? {
                         Some(node) => replies(pos, &node, cover.temperature, cover.params.move_distance_of(pos.turn())),
@@ -205,25 +210,37 @@ pub fn walk(
     Ok(Walk { leaves, expected_answers: answered / total_weight.max(1.0) })
 }
 
+/// What a game gets in a position of the book's side.
+enum BookMove {
+    /// The tree's move.
+    Plays(UciMove),
+    /// A search: the tree does not know the position `play_depth` deep. The game leaves the tree here.
+    Unknown,
+    /// A search: the tree knows the position deep enough, but the game's history changes its verdict. Growth would
+    /// not change that; the walk stops here without a leaf.
+    Searches,
+}
+
 /// The tree's move at `line`'s root, a position of the book's side, where a game would get it: the position is
 /// known at least `play_depth` deep (its evaluation's engine depth and the software depth settled below it, stored or
-/// found in the stored graph, as growth that follows play counts it), and the move is the one the tree plays, its
-/// best by alpha score.
-fn tree_move(view: &ReadView<'_>, line: &Line, cover: &Cover) -> Result<Option<UciMove>, StoreError> {
+/// found in the stored graph, as a game's policy counts it: [`known_depth`]), the game's history (the root's line)
+/// leaves the tree's verdict as the position alone gives it, and the move is the one the tree plays, its best by
+/// alpha score.
+fn tree_move(view: &ReadView<'_>, line: &Line, cover: &Cover) -> Result<BookMove, StoreError> {
     let known = known_depth(view, line, &cover.params, cover.play_depth)?;
     if known.is_none_or(|depth| depth < u32::from(cover.play_depth)) {
-        return Ok(None);
+        return Ok(BookMove::Unknown);
     }
-    let Some(tree) = tree::view(view, line.root(), &line.history_keys())? else { return Ok(None) };
+    let Some(tree) = tree::view(view, line.root(), &line.history_keys())? else { return Ok(BookMove::Unknown) };
     let valued = |c: &&tree::Candidate| c.alpha.is_valued();
-    let Some(best) = tree.candidates.iter().find(valued) else { return Ok(None) };
+    let Some(best) = tree.candidates.iter().find(valued) else { return Ok(BookMove::Unknown) };
     // Where the game's history changes the tree's verdict (a move repeating a position of the game scores a draw in
     // alpha, not from the root alone), a game's policy searches instead (uci::answer::TreeAnswer): so does the walk.
     let best_from_root = tree.candidates.iter().filter(valued).map(|c| c.alpha_from_root).max();
     if best.alpha != best.alpha_from_root || best_from_root != Some(best.alpha) {
-        return Ok(None);
+        return Ok(BookMove::Searches);
     }
-    Ok(Some(best.uci))
+    Ok(BookMove::Plays(best.uci))
 }
 
 /// The opponent's replies in `pos` and the probability of each, where its likely replies were all searched: no move

@@ -30,7 +30,7 @@ use crate::{
     engine::Limit,
     notation::canonical_uci,
     score::{Bound, Score},
-    search::analysis::{SettledInStore, settles_narrowed},
+    search::analysis::{MAX_CHECKED_DEPTH, SettledInStore, settles_narrowed},
     store::{key::PositionKey, node::Edge},
 };
 
@@ -308,6 +308,9 @@ fn known_deep_enough(
     }
     let engine_depth = answer.combined_depth - answer.software_depth;
     let Ok(needed) = u8::try_from((expected.ceil() as i64 - i64::from(engine_depth)).max(0)) else { return false };
+    if needed == 0 || needed > MAX_CHECKED_DEPTH {
+        return false;
+    }
     let Ok(view) = store.read() else { return false };
     let started = Instant::now();
     let params = ctx.options.analysis_params().with_engine_depth(u8::try_from(engine_depth).unwrap_or(u8::MAX));
