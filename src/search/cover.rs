@@ -37,9 +37,10 @@
 //! depth model has been fitted to its own searches); else the game leaves the tree there. Where the game's history
 //! (the root's line) changes the tree's verdict, a game searches too, but growth would not change that: the walk
 //! stops there without a leaf. Where the opponent is to move, the game goes into each valued reply with a
-//! probability that falls with how much worse the reply scores than the best one: `exp(-loss / temperature)`, normalised over the replies (a strong opponent plays
-//! one of the best few moves, not always the tree's). A position of the opponent whose moves not valued are not
-//! bounded a move distance below the best is where the game leaves. One position may be a leaf of both kinds, in
+//! probability that falls with how much worse the reply scores than the best one: `exp(-loss / temperature)`,
+//! normalised over the replies (a strong opponent plays one of the best few moves, not always the tree's). A
+//! position of the opponent whose moves not valued are not bounded a move distance below the best is where the game
+//! leaves. One position may be a leaf of both kinds, in
 //! the two sides' walks: each kind is its own leaf. The *reach* of a position is the probability that a game from the
 //! roots (each root weighted by [`BookRoot::weight`], both sides alike) arrives there; transpositions add up.
 //!
