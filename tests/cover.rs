@@ -324,12 +324,11 @@ fn the_walk_counts_a_position_known_where_a_game_gets_the_tree_move() {
             frontier = next;
         }
         for line in lines {
-            if view.node(PositionKey::of(line.root())).unwrap().is_none_or(|n| n.eval.is_none()) {
+            let Some(evaluated) = view.node(PositionKey::of(line.root())).unwrap().and_then(|n| n.eval) else {
                 continue;
-            }
+            };
             let moves: Vec<String> = line.moves.iter().map(ToString::to_string).collect();
-            let evaluated = view.node(PositionKey::of(line.root())).unwrap().and_then(|n| n.eval).map(|e| e.depth);
-            let at_its_depth = params.clone().with_engine_depth(evaluated.unwrap_or(engine_depth));
+            let at_its_depth = params.clone().with_engine_depth(evaluated.depth);
             for needed in 1..=4u8 {
                 let depth = engine_depth + needed;
                 let counted = known_depth(&view, &line, &params, depth).unwrap().is_some_and(|d| d >= u32::from(depth));

@@ -234,15 +234,13 @@ fn tree_move(view: &ReadView<'_>, line: &Line, cover: &Cover) -> Result<BookMove
         return Ok(BookMove::Unknown);
     }
     let Some(tree) = tree::view(view, line.root(), &line.history_keys())? else { return Ok(BookMove::Unknown) };
-    let valued = |c: &&tree::Candidate| c.alpha.is_valued();
-    let Some(best) = tree.candidates.iter().find(valued) else { return Ok(BookMove::Unknown) };
     // Where the game's history changes the tree's verdict (a move repeating a position of the game scores a draw in
-    // alpha, not from the root alone), a game's policy searches instead (uci::answer::TreeAnswer): so does the walk.
-    let best_from_root = tree.candidates.iter().filter(valued).map(|c| c.alpha_from_root).max();
-    if best.alpha != best.alpha_from_root || best_from_root != Some(best.alpha) {
-        return Ok(BookMove::Searches);
-    }
-    Ok(BookMove::Plays(best.uci))
+    // alpha, not from the root alone), a game's policy searches instead: so does the walk.
+    Ok(match tree.best_with_history(|_| true) {
+        Some((best, false)) => BookMove::Plays(best.uci),
+        Some((_, true)) => BookMove::Searches,
+        None => BookMove::Unknown,
+    })
 }
 
 /// The opponent's replies in `pos` and the probability of each, where its likely replies were all searched: no move

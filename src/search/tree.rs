@@ -48,6 +48,19 @@ pub struct TreeView {
     pub deepened: bool,
 }
 
+impl TreeView {
+    /// The tree's move among the valued candidates `allowed` lets through (its best by alpha), and whether the game's
+    /// history changes the tree's verdict on it: its alpha differs from its alpha with the root alone, or another
+    /// allowed move is better with the root alone. Where it does, a game searches rather than play the tree's move
+    /// (docs/design.md §7.1), and growth that follows play stops there.
+    pub fn best_with_history(&self, allowed: impl Fn(&Candidate) -> bool) -> Option<(&Candidate, bool)> {
+        let mut moves = self.candidates.iter().filter(|c| c.alpha.is_valued() && allowed(c));
+        let best = moves.next()?;
+        let best_from_root = moves.map(|c| c.alpha_from_root).fold(best.alpha_from_root, Score::max);
+        Some((best, best.alpha != best.alpha_from_root || best.alpha != best_from_root))
+    }
+}
+
 /// Reads the tree at `root` (reached after `history`); `None` when the root has no evaluation.
 pub fn view(view: &ReadView<'_>, root: &Chess, history: &[PositionKey]) -> Result<Option<TreeView>, StoreError> {
     let root_key = PositionKey::of(root);

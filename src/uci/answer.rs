@@ -100,10 +100,8 @@ pub struct TreeAnswer {
     best: UciMove,
     /// Alpha score of the move (repetitions of the game count as draws), from the side to move's point of view.
     pub score: Score,
-    /// The move's alpha score with the game's history ignored, and the best such score of the moves allowed: where
-    /// either differs from `score`, the game's history changes the tree's verdict.
-    pub score_from_root: Score,
-    pub best_from_root: Score,
+    /// The game's history changes the tree's verdict ([`tree::TreeView::best_with_history`]).
+    pub history_changes_verdict: bool,
     pv: Vec<UciMove>,
     /// Engine depth of the root's evaluation plus the software depth settled below it.
     pub combined_depth: u32,
@@ -183,16 +181,13 @@ fn read_tree_answer(ctx: &Context, line: &Line, searchmoves: &[UciMove]) -> Resu
 /// The tree's move in a view of it (the root evaluated): its best allowed move by alpha.
 pub fn answer_of(tree: &tree::TreeView, searchmoves: &[UciMove]) -> Option<TreeAnswer> {
     // A move nothing has valued yet keeps the placeholder score: never the tree's word.
-    let allowed =
-        |c: &&tree::Candidate| c.alpha.is_valued() && (searchmoves.is_empty() || searchmoves.contains(&c.uci));
-    let best = tree.candidates.iter().find(allowed)?;
-    let best_from_root = tree.candidates.iter().filter(allowed).map(|c| c.alpha_from_root).max()?;
+    let (best, history_changes_verdict) =
+        tree.best_with_history(|c| searchmoves.is_empty() || searchmoves.contains(&c.uci))?;
     let software = u32::from(tree.settled_depth.unwrap_or(0));
     Some(TreeAnswer {
         best: best.uci,
         score: best.alpha,
-        score_from_root: best.alpha_from_root,
-        best_from_root,
+        history_changes_verdict,
         pv: best.pv.clone(),
         combined_depth: software + u32::from(tree.engine_depth),
         software_depth: software,

@@ -164,8 +164,7 @@ fn tree_move(
         // draw in alpha, not with the root alone, and the engine, which sees the game, searches instead. Repetitions
         // inside the tree below the root count in both and do not keep the tree from answering.
         if let Some(mut answer) = tree_answer(ctx, line, searchmoves)
-            && answer.score == answer.score_from_root
-            && answer.score == answer.best_from_root
+            && !answer.history_changes_verdict
             && (f64::from(answer.combined_depth) >= needed
                 || known_deep_enough(ctx, line, searchmoves, &mut answer, needed))
         {
