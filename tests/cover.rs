@@ -54,7 +54,7 @@ fn the_walk_grows_the_likeliest_leaves_first_and_each_growth_adds_tree_moves() {
         root.max_depth = Some(cover.grow_depth(&top));
         let params = Params::new(ENGINE_DEPTH, 20).with_max_depth(1);
         grow(&store, vec![ScriptedEvaluator::new(1, 11)], &[root], &params, None, &stop, None, |_| {}).unwrap();
-        grown.insert((top.key, top.ours));
+        grown.insert(top.id());
         // Not excluded by `grown`: grown, it is simply no longer where games leave.
         let after = walk(&store.read().unwrap(), &roots, &cover, &HashSet::new()).unwrap();
         assert!(after.leaves.iter().all(|l| l.key != top.key), "round {round}: the grown leaf is still a leaf");
@@ -416,4 +416,82 @@ fn where_the_games_history_changes_the_verdict_the_walk_stops_without_a_leaf() {
     let alone = vec![BookRoot::new(Line::parse(Some(&fen), "").unwrap(), "the position alone")];
     let found = walk(&store.read().unwrap(), &alone, &cover, &HashSet::new()).unwrap();
     assert!((found.expected_answers - 0.5).abs() < 1e-9, "Black's half of the games gets Nf6-g8 from the tree");
+}
+
+/// Depth where games go (`--cover-deepen`): a position the tree answers is a leaf too, to be known one ply deeper at
+/// its own evaluation's engine depth, of priority its reach over the factor once for each ply past the play depth;
+/// growing it settles one ply more there and nothing else, and the next walk asks for the ply after it. Without the
+/// factor the walk lists no such leaf.
+#[test]
+fn with_deepen_the_walk_asks_for_depth_where_games_go() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), &StoreOptions::default()).unwrap();
+    let roots = vec![BookRoot::new(Line::parse(None, "e2e4 e7e5").unwrap(), "open game")];
+    let stop = Arc::new(AtomicBool::new(false));
+    let params = Params::new(ENGINE_DEPTH, 20).with_max_depth(1);
+    grow(&store, vec![ScriptedEvaluator::new(1, 11)], &roots, &params, None, &stop, None, |_| {}).unwrap();
+    let mut cover = Cover::new(ENGINE_DEPTH, Params::new(ENGINE_DEPTH, 20));
+    let breadth = walk(&store.read().unwrap(), &roots, &cover, &HashSet::new()).unwrap();
+    assert!(breadth.leaves.iter().all(|l| l.deeper.is_none()), "no deepening asked for");
+    cover.deepen = Some(2.0);
+    let found = walk(&store.read().unwrap(), &roots, &cover, &HashSet::new()).unwrap();
+    assert!((found.expected_answers - breadth.expected_answers).abs() < 1e-12, "deepening changes no count");
+    let root_key = deeptree::store::key::PositionKey::of(roots[0].line.root());
+    // White's half of the games meets the root, known to the engine depth and one ply settled below it: to settle a
+    // second ply, at reach 1/2 over 2 for each of the 2 plies past the play depth it would then be known to.
+    let at_root = found.leaves.iter().find(|l| l.key == root_key && l.deeper.is_some()).expect("the root to deepen");
+    let deeper = at_root.deeper.unwrap();
+    assert_eq!((deeper.engine_depth, deeper.settle), (ENGINE_DEPTH, 2));
+    assert!(at_root.ours && (at_root.reach - 0.5).abs() < 1e-9, "{at_root:?}");
+    assert!((cover.priority(at_root) - 0.125).abs() < 1e-9, "{}", cover.priority(at_root));
+    // Black's half: each of White's likely replies is known by its own search; the likeliest asks for one ply.
+    let reply = found.leaves.iter().find(|l| l.ply == 1 && l.deeper.is_some()).expect("a reply to deepen");
+    assert_eq!(reply.deeper.unwrap().settle, 1);
+    assert!((cover.priority(reply) - reply.reach / 2.0).abs() < 1e-12);
+    // Highest priority first, deeper leaves among the others by priority, not by reach.
+    assert!(found.leaves.windows(2).all(|w| cover.priority(&w[0]) >= cover.priority(&w[1])));
+    assert!(found.leaves.iter().any(|l| l.deeper.is_none() && cover.priority(l) > cover.priority(at_root)));
+
+    // Grown as a cover round grows it, in a round whose engine depth is deeper than the root's evaluation: the root
+    // is deepened at its own engine depth (at the round's, its stored searches would all be run again).
+    let mut root = BookRoot::new(at_root.line.clone(), "deeper");
+    root.max_depth = Some(cover.grow_depth(at_root));
+    root.engine_depth = Some(deeper.engine_depth);
+    let round = Params::new(ENGINE_DEPTH + 2, 20).with_max_depth(deeper.settle);
+    grow(&store, vec![ScriptedEvaluator::new(1, 11)], &[root], &round, None, &stop, None, |_| {}).unwrap();
+    let node = store.read().unwrap().node(root_key).unwrap().unwrap();
+    assert_eq!(node.eval.as_ref().map(|e| e.depth), Some(ENGINE_DEPTH), "the root's own search was run again");
+    assert_eq!(node.settled_depth, Some(2));
+    let mut grown = HashSet::new();
+    grown.insert(at_root.id());
+    let next = walk(&store.read().unwrap(), &roots, &cover, &grown).unwrap();
+    let again: Vec<_> = next.leaves.iter().filter(|l| l.key == root_key && l.deeper.is_some()).collect();
+    assert_eq!(again.len(), 1);
+    assert_eq!(again[0].deeper.unwrap().settle, 3, "the next ply");
+    assert!((cover.priority(again[0]) - 0.0625).abs() < 1e-9);
+}
+
+/// `--cover-deepen` says so and grows deeper positions among the others; a factor of 1 or less is refused.
+#[test]
+fn a_cover_run_with_deepen_grows_answered_positions_deeper() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("tree");
+    let epd = epd_of(dir.path(), ROOT);
+    let (report, stderr) = cover_run(&db, &epd, common::fake(), 6, "3", &["--cover-deepen", "2"]);
+    assert!(stderr.contains("deepen by reach / 2 a ply"), "{stderr}");
+    assert!(report["deepened"].as_u64().unwrap() >= 1, "{report}");
+    assert!(stderr.contains("deeper, priority "), "{stderr}");
+    assert!(report["grown"].as_u64().unwrap() > report["deepened"].as_u64().unwrap(), "{report}");
+    for factor in ["1", "0.5", "NaN"] {
+        let output = Command::new(env!("CARGO_BIN_EXE_deeptree"))
+            .arg("--db")
+            .arg(&db)
+            .args(["analyze", "--roots"])
+            .arg(&epd)
+            .args(["--cover", "--cover-deepen", factor, "--engine", common::fake(), "--time", "1"])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success() && stderr.contains("give a factor above 1"), "{factor}: {stderr}");
+    }
 }

@@ -67,6 +67,11 @@ pub struct AnalyzeArgs {
     /// e (default 20).
     #[arg(long, value_name = "CP", requires = "cover")]
     pub cover_temperature: Option<u32>,
+    /// With --cover: depth where games go. A position the tree answers is also grown, one ply deeper at a time, when
+    /// its reach divided by FACTOR for each ply past the play depth ranks among the leaves (2: one ply more where
+    /// games arrive twice as often ranks with a new leaf). Without it, cover growth only widens the tree.
+    #[arg(long, value_name = "FACTOR", requires = "cover")]
+    pub cover_deepen: Option<f64>,
     /// With --from-games: the side of each game to learn for, by a name in its White or Black tag (default: both
     /// sides).
     #[arg(long, value_name = "NAME", requires = "from_games")]
@@ -259,6 +264,7 @@ pub fn run(db: Option<&Path>, config: &Config, args: AnalyzeArgs) -> CommandResu
         if args.cover {
             let mut cover = Cover::new(play_depth, params.clone());
             cover.temperature = args.cover_temperature.unwrap_or(cover.temperature);
+            cover.deepen = args.cover_deepen;
             let book = Book { roots, skipped, params, look_ahead, json, stop, started, tasks: None };
             return grow_cover(&store, engines.configs(&engine_config), book, &cover);
         }
@@ -312,6 +318,9 @@ fn check_args(args: &AnalyzeArgs, config: &Config) -> Result<u8, Box<dyn std::er
     }
     if args.play_depth.is_some() && args.from_games.is_none() && !args.cover {
         return Err("--play-depth goes with --from-games or --cover".into());
+    }
+    if let Some(factor) = args.cover_deepen.filter(|f| !(f.is_finite() && *f > 1.0)) {
+        return Err(format!("--cover-deepen {factor}: give a factor above 1").into());
     }
     if args.cover {
         return match args.play_depth.unwrap_or(config.engine_depth) {
@@ -675,17 +684,20 @@ fn grow_cover(store: &Store, configs: Vec<EngineConfig>, book: Book, cover: &Cov
     let mut grown = HashSet::new();
     let (mut evaluations, mut shared, mut failed, mut round) = (0u64, 0u64, 0u64, 0usize);
     let mut stopped = false;
+    // Leaves grown to know a position the tree answered one ply deeper.
+    let mut deepened = 0usize;
     // Each walk serves twice: it says what the round before it grew, and it picks what the next round grows.
     let mut found = walk(&store.read()?, &roots, cover, &grown)?;
     let expected_before = found.expected_answers;
     say(
         json,
         &format!(
-            "cover: {} roots, play depth {}, engine depth {}, temperature {} cp; {:.2} tree moves a game expected",
+            "cover: {} roots, play depth {}, engine depth {}, temperature {} cp{}; {:.2} tree moves a game expected",
             roots.len(),
             cover.play_depth,
             params.engine_depth,
             cover.temperature,
+            cover.deepen.map_or(String::new(), |f| format!(", deepen by reach / {f} a ply")),
             expected_before
         ),
     );
@@ -705,30 +717,38 @@ fn grow_cover(store: &Store, configs: Vec<EngineConfig>, book: Book, cover: &Cov
         say(
             json,
             &format!(
-                "round {round}: {:.2} tree moves a game expected; growing {} positions of reach {:.4} to {:.4}",
+                "round {round}: {:.2} tree moves a game expected; growing {} positions of priority {:.4} to {:.4}",
                 found.expected_answers,
                 leaves.len(),
-                leaves[0].reach,
-                leaves[leaves.len() - 1].reach
+                cover.priority(&leaves[0]),
+                cover.priority(&leaves[leaves.len() - 1])
             ),
         );
         let mut leaf_roots = Vec::with_capacity(leaves.len());
         for leaf in &leaves {
-            grown.insert((leaf.key, leaf.ours));
+            grown.insert(leaf.id());
             let depth = cover.grow_depth(leaf);
+            let what = match leaf.deeper {
+                Some(deeper) => {
+                    format!("deeper, priority {:.4}, at engine depth {}", cover.priority(leaf), deeper.engine_depth)
+                }
+                None if leaf.ours => "tree's move ".to_owned(),
+                None => "the replies".to_owned(),
+            };
             say(
                 json,
                 &format!(
-                    "  reach {:.4} ply {:>2} {} root {:>3} to depth {depth}: {}",
+                    "  reach {:.4} ply {:>2} {what} root {:>3} to depth {depth}: {}",
                     leaf.reach,
                     leaf.ply,
-                    if leaf.ours { "tree's move " } else { "the replies" },
                     leaf.root + 1,
                     shakmaty::fen::Fen::from_position(leaf.line.root(), shakmaty::EnPassantMode::Legal)
                 ),
             );
+            deepened += usize::from(leaf.deeper.is_some());
             let mut root = BookRoot::new(leaf.line.clone(), format!("reach {:.4}", leaf.reach));
             root.max_depth = Some(depth);
+            root.engine_depth = leaf.deeper.map(|d| d.engine_depth);
             leaf_roots.push(root);
         }
         let max_depth = leaf_roots.iter().filter_map(|r| r.max_depth).max().unwrap_or(1);
@@ -747,7 +767,7 @@ fn grow_cover(store: &Store, configs: Vec<EngineConfig>, book: Book, cover: &Cov
     let expected = found.expected_answers;
     let positions = store.stats()?.positions;
     let text = format!(
-        "cover: {round} rounds, {} positions grown, {evaluations} evaluations ({shared} taken from other searches, \
+        "cover: {round} rounds, {} positions grown ({deepened} of them deeper), {evaluations} evaluations ({shared} taken from other searches, \
          {failed} failed), {positions} positions in the tree; tree moves a game expected {expected_before:.2} before, \
          {expected:.2} after{}",
         grown.len(),
@@ -756,7 +776,7 @@ fn grow_cover(store: &Store, configs: Vec<EngineConfig>, book: Book, cover: &Cov
     if json {
         eprintln!("{text}");
         let value = serde_json::json!({
-            "rounds": round, "grown": grown.len(), "evaluations": evaluations, "shared": shared, "failed": failed,
+            "rounds": round, "grown": grown.len(), "deepened": deepened, "evaluations": evaluations, "shared": shared, "failed": failed,
             "positions": positions, "expected_answers_before": expected_before, "expected_answers": expected,
             "stopped": stopped, "skipped": skipped,
         });

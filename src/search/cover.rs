@@ -90,22 +90,56 @@ pub struct Cover {
     pub floor: f64,
     /// Plies from a root past which the walk stops.
     pub max_plies: usize,
+    /// Depth where games go: a position the tree answers is also a leaf, to be known one ply deeper, of priority
+    /// its reach divided by this factor for each ply past `play_depth` it would then be known to (`None`: breadth
+    /// only). With 2, one ply more where games arrive twice as often ranks with a new leaf.
+    pub deepen: Option<f64>,
 }
 
 impl Cover {
     /// The walk for a time control whose searches reach `play_depth`, in a tree searched with `params`:
     /// temperature 20 cp, walks down to a reach of 1/1000 and 40 plies.
     pub fn new(play_depth: u8, params: Params) -> Cover {
-        Cover { play_depth, params, temperature: 20, floor: 1e-3, max_plies: 40 }
+        Cover { play_depth, params, temperature: 20, floor: 1e-3, max_plies: 40, deepen: None }
     }
 
     /// The software depth to grow a leaf to: the book's side's position until it is known `play_depth` deep (depth
     /// 0, one search of the position, where the engine depth is enough), the opponent's to depth 1 (its replies
-    /// searched at the engine depth).
+    /// searched at the engine depth), a position to deepen one ply past what it is known to, at the engine depth of
+    /// its own evaluation.
     pub fn grow_depth(&self, leaf: &Leaf) -> u8 {
-        if leaf.ours { self.play_depth.saturating_sub(self.params.engine_depth) } else { 1 }
+        match leaf.deeper {
+            Some(deeper) => deeper.settle,
+            None if leaf.ours => self.play_depth.saturating_sub(self.params.engine_depth),
+            None => 1,
+        }
+    }
+
+    /// The priority of a leaf: its reach, divided by [`Cover::deepen`] for each ply past `play_depth` a position to
+    /// deepen would be known to.
+    pub fn priority(&self, leaf: &Leaf) -> f64 {
+        match (leaf.deeper, self.deepen) {
+            (Some(deeper), Some(factor)) => {
+                let plies = (u32::from(deeper.engine_depth) + u32::from(deeper.settle))
+                    .saturating_sub(u32::from(self.play_depth));
+                leaf.reach / factor.powf(f64::from(plies))
+            }
+            _ => leaf.reach,
+        }
     }
 }
+
+/// A position the tree answers, to be known one ply deeper: its evaluation's engine depth and the software depth to
+/// settle below it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Deeper {
+    pub engine_depth: u8,
+    pub settle: u8,
+}
+
+/// What a leaf is, for the positions a run has grown: its position, whether the book's side is to move, and for a
+/// position to deepen, what it was to be deepened to.
+pub type LeafId = (PositionKey, bool, Option<Deeper>);
 
 /// A position where games leave the tree.
 #[derive(Debug, Clone)]
@@ -121,9 +155,19 @@ pub struct Leaf {
     pub ours: bool,
     /// Its root's place in the list (from 0), the first way.
     pub root: usize,
+    /// A position the tree answers (the book's side to move), to be known one ply deeper ([`Cover::deepen`]).
+    pub deeper: Option<Deeper>,
 }
 
-/// What a walk found: the leaves, highest reach first, and the tree moves a game is expected to get.
+impl Leaf {
+    /// What it is among the leaves a run grows.
+    pub fn id(&self) -> LeafId {
+        (self.key, self.ours, self.deeper)
+    }
+}
+
+/// What a walk found: the leaves, highest priority first ([`Cover::priority`]: reach, but for positions to deepen),
+/// and the tree moves a game is expected to get.
 #[derive(Debug, Clone, Default)]
 pub struct Walk {
     pub leaves: Vec<Leaf>,
@@ -132,17 +176,20 @@ pub struct Walk {
     pub expected_answers: f64,
 }
 
-/// The walk of the module docs: the positions games from `roots` leave the tree at, highest reach first, leaving out
-/// `grown` (positions this run grew already, by kind), and the tree moves a game is expected to get.
+/// The walk of the module docs: the positions games from `roots` leave the tree at (with [`Cover::deepen`], the
+/// positions it answers too), highest priority first, leaving out `grown` (leaves this run grew already), and the
+/// tree moves a game is expected to get.
 pub fn walk(
     view: &ReadView<'_>,
     roots: &[BookRoot],
     cover: &Cover,
-    grown: &HashSet<(PositionKey, bool)>,
+    grown: &HashSet<LeafId>,
 ) -> Result<Walk, StoreError> {
     // A position is a leaf of either kind: where the tree would play (the book's side to move) and where the
     // opponent's replies are wanted; one position may be both, in the two sides' walks.
     let mut leaves: HashMap<(PositionKey, bool), Leaf> = HashMap::new();
+    // Positions the tree answers, to know one ply deeper: by position, the reach of every way there added up.
+    let mut deeper: HashMap<PositionKey, Leaf> = HashMap::new();
     let mut answered = 0.0;
     let total_weight: f64 = roots.iter().map(|r| f64::from(r.weight.max(1))).sum();
     for (index, root) in roots.iter().enumerate() {
@@ -164,7 +211,27 @@ pub fn walk(
                 let ours = pos.turn() == side;
                 let next: Option<Vec<(UciMove, f64)>> = if ours {
                     match tree_move(view, &line, cover)? {
-                        BookMove::Plays(uci) => Some(vec![(uci, 1.0)]),
+                        BookMove::Plays { uci, known, engine_depth } => {
+                            // One ply past what it is known to, at its own evaluation's engine depth.
+                            let settle = (known + 1).saturating_sub(u32::from(engine_depth));
+                            let target = u8::try_from(settle)
+                                .ok()
+                                .map(|settle| Deeper { engine_depth, settle })
+                                .filter(|t| cover.deepen.is_some() && t.settle >= 1)
+                                .filter(|t| !grown.contains(&(key, true, Some(*t))));
+                            if let Some(target) = target {
+                                deeper.entry(key).and_modify(|leaf| leaf.reach += reach).or_insert(Leaf {
+                                    line: line.clone(),
+                                    key,
+                                    reach,
+                                    ply,
+                                    ours,
+                                    root: index,
+                                    deeper: Some(target),
+                                });
+                            }
+                            Some(vec![(uci, 1.0)])
+                        }
                         BookMove::Unknown => None,
                         // Growth cannot change what the game's history does to the verdict: not a leaf.
                         BookMove::Searches => Some(Vec::new()),
@@ -176,7 +243,7 @@ pub fn walk(
                     }
                 };
                 // Grown in this run and still not known: a game end, or searches that failed. Left.
-                let next = if next.is_none() && grown.contains(&(key, ours)) { Some(Vec::new()) } else { next };
+                let next = if next.is_none() && grown.contains(&(key, ours, None)) { Some(Vec::new()) } else { next };
                 match next {
                     Some(moves) => {
                         if ours && !moves.is_empty() {
@@ -196,26 +263,34 @@ pub fn walk(
                             ply,
                             ours,
                             root: index,
+                            deeper: None,
                         });
                     }
                 }
             }
         }
     }
-    let mut leaves: Vec<Leaf> = leaves.into_values().collect();
+    let mut leaves: Vec<Leaf> = leaves.into_values().chain(deeper.into_values()).collect();
     for leaf in &mut leaves {
         leaf.reach /= total_weight.max(1.0);
     }
     leaves.sort_by(|a, b| {
-        b.reach.total_cmp(&a.reach).then(a.ply.cmp(&b.ply)).then(a.key.cmp(&b.key)).then(b.ours.cmp(&a.ours))
+        cover
+            .priority(b)
+            .total_cmp(&cover.priority(a))
+            .then(a.ply.cmp(&b.ply))
+            .then(a.key.cmp(&b.key))
+            .then(b.ours.cmp(&a.ours))
+            .then(a.deeper.is_some().cmp(&b.deeper.is_some()))
     });
     Ok(Walk { leaves, expected_answers: answered / total_weight.max(1.0) })
 }
 
 /// What a game gets in a position of the book's side.
 enum BookMove {
-    /// The tree's move.
-    Plays(UciMove),
+    /// The tree's move, and the depth the position is known to ([`known_depth`], at least `play_depth`) with the
+    /// engine depth of its evaluation.
+    Plays { uci: UciMove, known: u32, engine_depth: u8 },
     /// A search: the tree does not know the position `play_depth` deep. The game leaves the tree here.
     Unknown,
     /// A search: the tree knows the position deep enough, but the game's history changes its verdict. Growth would
@@ -229,15 +304,15 @@ enum BookMove {
 /// leaves the tree's verdict as the position alone gives it, and the move is the one the tree plays, its best by
 /// alpha score.
 fn tree_move(view: &ReadView<'_>, line: &Line, cover: &Cover) -> Result<BookMove, StoreError> {
-    let known = known_depth(view, line, &cover.params, cover.play_depth)?;
-    if known.is_none_or(|depth| depth < u32::from(cover.play_depth)) {
+    let Some(known) = known_depth(view, line, &cover.params, cover.play_depth)? else { return Ok(BookMove::Unknown) };
+    if known < u32::from(cover.play_depth) {
         return Ok(BookMove::Unknown);
     }
     let Some(tree) = tree::view(view, line.root(), &line.history_keys())? else { return Ok(BookMove::Unknown) };
     // Where the game's history changes the tree's verdict (a move repeating a position of the game scores a draw in
     // alpha, not from the root alone), a game's policy searches instead: so does the walk.
     Ok(match tree.best_with_history(|_| true) {
-        Some((best, false)) => BookMove::Plays(best.uci),
+        Some((best, false)) => BookMove::Plays { uci: best.uci, known, engine_depth: tree.engine_depth },
         Some((_, true)) => BookMove::Searches,
         None => BookMove::Unknown,
     })

@@ -70,12 +70,15 @@ pub struct BookRoot {
     pub budget: Option<Duration>,
     /// The deepest software depth to settle there, when shallower than the run's.
     pub max_depth: Option<u8>,
+    /// The engine depth of its searches, when not the run's: a position evaluated at another engine depth is
+    /// deepened at its own (at the run's, every stored search shallower than it would be run again).
+    pub engine_depth: Option<u8>,
 }
 
 impl BookRoot {
     /// A root of a list: weight 1, no budget or depth of its own.
     pub fn new(line: Line, label: impl Into<String>) -> BookRoot {
-        BookRoot { line, label: label.into(), weight: 1, budget: None, max_depth: None }
+        BookRoot { line, label: label.into(), weight: 1, budget: None, max_depth: None, engine_depth: None }
     }
 
     /// A root of weight `weight`.
@@ -398,7 +401,8 @@ impl<F: Fn(&RootProgress) + Sync> Grower<'_, F> {
             (Some(run), Some(own)) => Some(run.min(own)),
             (run, own) => run.or(own),
         };
-        let step = self.params.clone().with_max_depth(depth).with_time(time);
+        let engine_depth = self.roots[root].engine_depth.unwrap_or(self.params.engine_depth);
+        let step = self.params.clone().with_engine_depth(engine_depth).with_max_depth(depth).with_time(time);
         let options =
             AnalysisOptions { look_ahead: self.look_ahead, stop: self.stop.clone(), ..AnalysisOptions::default() };
         Analysis::with_options(self.store, evaluator, step, options).run(&self.roots[root].line, |_| {})
