@@ -52,6 +52,14 @@
 //! position or one whose searches failed is left). Each round says what it grows and the tree moves a game from the
 //! roots is expected to get: the sum of the reach of the book's positions the tree answers.
 //!
+//! # Depth where games go
+//!
+//! With [`Cover::deepen`] (a factor `F` above 1), a position the tree answers on the book's side is a leaf too: to be
+//! known one ply past what it is known to now, settled at the engine depth of its own evaluation ([`Deeper`]), of
+//! priority its reach divided by `F` for each ply past `play_depth` it would then be known to ([`Cover::priority`]).
+//! The other leaves' priority is their reach; a round grows the leaves of highest priority. With `F = 2`, a ply more
+//! where games arrive twice as often ranks with a new leaf.
+//!
 //! Even growth (`analyze --roots`) deepens every root; cover growth widens the tree where games go, at the depth a
 //! time control needs. The two are measured against each other in docs/strength.md: at 120 CPU-minutes the cover
 //! tree grown with the policy's count scored +7.0 +/- 10.9 against the even one over 800 games at 2+0.02, and two
