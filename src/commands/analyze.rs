@@ -68,8 +68,9 @@ pub struct AnalyzeArgs {
     #[arg(long, value_name = "CP", requires = "cover")]
     pub cover_temperature: Option<u32>,
     /// With --cover: depth where games go. A position the tree answers is also grown, one ply deeper at a time, when
-    /// its reach divided by FACTOR for each ply past the play depth ranks among the leaves (2: one ply more where
-    /// games arrive twice as often ranks with a new leaf). Without it, cover growth only widens the tree.
+    /// its reach divided by FACTOR for each ply past the play depth ranks among the leaves (2: the first ply past
+    /// the play depth where games arrive twice as often ranks with a new leaf, each further ply at half that). Without
+    /// it, cover growth only widens the tree; with it, the run ends when no leaf is left above the walk's floor.
     #[arg(long, value_name = "FACTOR", requires = "cover")]
     pub cover_deepen: Option<f64>,
     /// With --from-games: the side of each game to learn for, by a name in its White or Black tag (default: both
@@ -713,7 +714,11 @@ fn grow_cover(store: &Store, configs: Vec<EngineConfig>, book: Book, cover: &Cov
         // What the walk took is spent too.
         let left = params.time.map(|t| t.saturating_sub(started.elapsed()));
         round += 1;
-        let leaves: Vec<_> = std::mem::take(&mut found.leaves).into_iter().take(per_round).collect();
+        let mut leaves: Vec<_> = std::mem::take(&mut found.leaves).into_iter().take(per_round).collect();
+        // A position this round grows at the run's engine depth is not deepened at another in the same round (its
+        // settled depth would be counted at the wrong one): its deeper leaf waits for a later walk.
+        let plain: HashSet<_> = leaves.iter().filter(|l| l.deeper.is_none()).map(|l| l.key).collect();
+        leaves.retain(|l| l.deeper.is_none_or(|d| d.engine_depth == params.engine_depth || !plain.contains(&l.key)));
         say(
             json,
             &format!(
@@ -767,7 +772,7 @@ fn grow_cover(store: &Store, configs: Vec<EngineConfig>, book: Book, cover: &Cov
     let expected = found.expected_answers;
     let positions = store.stats()?.positions;
     let text = format!(
-        "cover: {round} rounds, {} positions grown ({deepened} of them deeper), {evaluations} evaluations ({shared} taken from other searches, \
+        "cover: {round} rounds, {} leaves grown ({deepened} of them deeper), {evaluations} evaluations ({shared} taken from other searches, \
          {failed} failed), {positions} positions in the tree; tree moves a game expected {expected_before:.2} before, \
          {expected:.2} after{}",
         grown.len(),

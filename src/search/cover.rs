@@ -126,14 +126,18 @@ impl Cover {
     /// The priority of a leaf: its reach, divided by [`Cover::deepen`] for each ply past `play_depth` a position to
     /// deepen would be known to.
     pub fn priority(&self, leaf: &Leaf) -> f64 {
-        match (leaf.deeper, self.deepen) {
-            (Some(deeper), Some(factor)) => {
-                let plies = (u32::from(deeper.engine_depth) + u32::from(deeper.settle))
-                    .saturating_sub(u32::from(self.play_depth));
-                leaf.reach / factor.powf(f64::from(plies))
-            }
-            _ => leaf.reach,
+        match leaf.deeper {
+            Some(deeper) => self.deeper_priority(leaf.reach, deeper),
+            None => leaf.reach,
         }
+    }
+
+    /// `reach` divided by [`Cover::deepen`] for each ply past `play_depth` that `deeper` would make a position known
+    /// to.
+    fn deeper_priority(&self, reach: f64, deeper: Deeper) -> f64 {
+        let plies =
+            (u32::from(deeper.engine_depth) + u32::from(deeper.settle)).saturating_sub(u32::from(self.play_depth));
+        self.deepen.map_or(reach, |factor| reach / factor.powf(f64::from(plies)))
     }
 }
 
@@ -226,7 +230,9 @@ pub fn walk(
                                 .ok()
                                 .map(|settle| Deeper { engine_depth, settle })
                                 .filter(|t| cover.deepen.is_some() && t.settle >= 1)
-                                .filter(|t| !grown.contains(&(key, true, Some(*t))));
+                                .filter(|t| !grown.contains(&(key, true, Some(*t))))
+                                // Below the walk's floor, as a new leaf of that reach would be: so the run ends.
+                                .filter(|t| cover.deeper_priority(reach, *t) >= cover.floor * share);
                             if let Some(target) = target {
                                 deeper.entry(key).and_modify(|leaf| leaf.reach += reach).or_insert(Leaf {
                                     line: line.clone(),
