@@ -772,17 +772,18 @@ fn grow_cover(store: &Store, configs: Vec<EngineConfig>, book: Book, cover: &Cov
     let expected = found.expected_answers;
     let positions = store.stats()?.positions;
     let text = format!(
-        "cover: {round} rounds, {} leaves grown ({deepened} of them deeper), {evaluations} evaluations ({shared} taken from other searches, \
-         {failed} failed), {positions} positions in the tree; tree moves a game expected {expected_before:.2} before, \
-         {expected:.2} after{}",
+        "cover: {round} rounds, {} leaves grown ({deepened} of them deeper), {evaluations} evaluations ({shared} \
+         taken from other searches, {failed} failed), {positions} positions in the tree; tree moves a game expected \
+         {expected_before:.2} before, {expected:.2} after{}",
         grown.len(),
         if stopped { "; stopped: run the command again to go on" } else { "" }
     );
     if json {
         eprintln!("{text}");
         let value = serde_json::json!({
-            "rounds": round, "grown": grown.len(), "deepened": deepened, "evaluations": evaluations, "shared": shared, "failed": failed,
-            "positions": positions, "expected_answers_before": expected_before, "expected_answers": expected,
+            "rounds": round, "grown": grown.len(), "deepened": deepened, "evaluations": evaluations, "shared": shared,
+            "failed": failed, "positions": positions, "expected_answers_before": expected_before,
+            "expected_answers": expected,
             "stopped": stopped, "skipped": skipped,
         });
         println!("{value}");

@@ -57,8 +57,8 @@
 //! With [`Cover::deepen`] (a factor `F` above 1), a position the tree answers on the book's side is a leaf too: to be
 //! known one ply past what it is known to now, settled at the engine depth of its own evaluation ([`Deeper`]), of
 //! priority its reach divided by `F` for each ply past `play_depth` it would then be known to ([`Cover::priority`]).
-//! The other leaves' priority is their reach; a round grows the leaves of highest priority. With `F = 2`, a ply more
-//! where games arrive twice as often ranks with a new leaf.
+//! The other leaves' priority is their reach; a round grows the leaves of highest priority. With `F = 2`, the first
+//! ply past `play_depth` where games arrive twice as often ranks with a new leaf, each further ply at half that.
 //!
 //! Even growth (`analyze --roots`) deepens every root; cover growth widens the tree where games go, at the depth a
 //! time control needs. The two are measured against each other in docs/strength.md: at 120 CPU-minutes the cover
@@ -101,7 +101,7 @@ pub struct Cover {
     pub max_plies: usize,
     /// Depth where games go: a position the tree answers is also a leaf, to be known one ply deeper, of priority
     /// its reach divided by this factor for each ply past `play_depth` it would then be known to (`None`: breadth
-    /// only). With 2, one ply more where games arrive twice as often ranks with a new leaf.
+    /// only). With 2, the first ply past `play_depth` where games arrive twice as often ranks with a new leaf.
     pub deepen: Option<f64>,
 }
 
