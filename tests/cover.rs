@@ -24,17 +24,25 @@ use deeptree::{
 
 const ENGINE_DEPTH: u8 = 8;
 
+/// A store in `dir` holding the open game (1. e4 e5), its one root, settled to software depth 1 by the scripted
+/// engine at the engine depth.
+fn open_game_settled(dir: &Path) -> (Store, Vec<BookRoot>) {
+    let store = Store::open(dir, &StoreOptions::default()).unwrap();
+    let roots = vec![BookRoot::new(Line::parse(None, "e2e4 e7e5").unwrap(), "open game")];
+    let params = Params::new(ENGINE_DEPTH, 20).with_max_depth(1);
+    let stop = Arc::new(AtomicBool::new(false));
+    grow(&store, vec![ScriptedEvaluator::new(1, 11)], &roots, &params, None, &stop, None, |_| {}).unwrap();
+    (store, roots)
+}
+
 /// A root settled to software depth 1: the walk answers the book's move there and leaves the tree below it, the
 /// likeliest leaves first; growing the likeliest raises the tree moves a game is expected to get, and a grown leaf
 /// is a leaf no more.
 #[test]
 fn the_walk_grows_the_likeliest_leaves_first_and_each_growth_adds_tree_moves() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path(), &StoreOptions::default()).unwrap();
-    let roots = vec![BookRoot::new(Line::parse(None, "e2e4 e7e5").unwrap(), "open game")];
+    let (store, roots) = open_game_settled(dir.path());
     let stop = Arc::new(AtomicBool::new(false));
-    let params = Params::new(ENGINE_DEPTH, 20).with_max_depth(1);
-    grow(&store, vec![ScriptedEvaluator::new(1, 11)], &roots, &params, None, &stop, None, |_| {}).unwrap();
     let cover = Cover::new(ENGINE_DEPTH, Params::new(ENGINE_DEPTH, 20));
     let before = walk(&store.read().unwrap(), &roots, &cover, &HashSet::new()).unwrap();
     // White's half of the games: the tree moves at the root (settled at depth 1). Black's half: the replies at the
@@ -426,11 +434,8 @@ fn where_the_games_history_changes_the_verdict_the_walk_stops_without_a_leaf() {
 #[test]
 fn with_deepen_the_walk_asks_for_depth_where_games_go() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path(), &StoreOptions::default()).unwrap();
-    let roots = vec![BookRoot::new(Line::parse(None, "e2e4 e7e5").unwrap(), "open game")];
+    let (store, roots) = open_game_settled(dir.path());
     let stop = Arc::new(AtomicBool::new(false));
-    let params = Params::new(ENGINE_DEPTH, 20).with_max_depth(1);
-    grow(&store, vec![ScriptedEvaluator::new(1, 11)], &roots, &params, None, &stop, None, |_| {}).unwrap();
     let mut cover = Cover::new(ENGINE_DEPTH, Params::new(ENGINE_DEPTH, 20));
     let breadth = walk(&store.read().unwrap(), &roots, &cover, &HashSet::new()).unwrap();
     assert!(breadth.leaves.iter().all(|l| l.deeper.is_none()), "no deepening asked for");

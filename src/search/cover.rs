@@ -200,9 +200,8 @@ pub fn walk(
 ) -> Result<Walk, StoreError> {
     // A position is a leaf of either kind: where the tree would play (the book's side to move) and where the
     // opponent's replies are wanted; one position may be both, in the two sides' walks.
-    let mut leaves: HashMap<(PositionKey, bool), Leaf> = HashMap::new();
-    // Positions the tree answers, to know one ply deeper: by position, the reach of every way there added up.
-    let mut deeper: HashMap<PositionKey, Leaf> = HashMap::new();
+    // With deepening, a position the tree answers is a third kind: to know one ply deeper.
+    let mut leaves: HashMap<LeafKind, Leaf> = HashMap::new();
     let mut answered = 0.0;
     let total_weight: f64 = roots.iter().map(|r| f64::from(r.weight.max(1))).sum();
     for (index, root) in roots.iter().enumerate() {
@@ -222,28 +221,22 @@ pub fn walk(
                     continue;
                 }
                 let ours = pos.turn() == side;
+                let leaf_here = |deeper| Leaf { line: line.clone(), key, reach, ply, ours, root: index, deeper };
                 let next: Option<Vec<(UciMove, f64)>> = if ours {
                     match tree_move(view, &line, cover)? {
                         BookMove::Plays { uci, known, engine_depth } => {
-                            // One ply past what it is known to, at its own evaluation's engine depth.
+                            // One ply past what it is known to (never less than its engine depth: at least one ply to
+                            // settle), at its own evaluation's engine depth.
                             let settle = (known + 1).saturating_sub(u32::from(engine_depth));
                             let target = u8::try_from(settle)
                                 .ok()
                                 .map(|settle| Deeper { engine_depth, settle })
-                                .filter(|t| cover.deepen.is_some() && t.settle >= 1)
+                                .filter(|_| cover.deepen.is_some())
                                 .filter(|t| !grown.contains(&(key, true, Some(*t))))
                                 // Below the walk's floor, as a new leaf of that reach would be: so the run ends.
                                 .filter(|t| cover.deeper_priority(reach, *t) >= cover.floor * share);
                             if let Some(target) = target {
-                                deeper.entry(key).and_modify(|leaf| leaf.reach += reach).or_insert(Leaf {
-                                    line: line.clone(),
-                                    key,
-                                    reach,
-                                    ply,
-                                    ours,
-                                    root: index,
-                                    deeper: Some(target),
-                                });
+                                add_leaf(&mut leaves, leaf_here(Some(target)));
                             }
                             Some(vec![(uci, 1.0)])
                         }
@@ -270,22 +263,12 @@ pub fn walk(
                             }
                         }
                     }
-                    None => {
-                        leaves.entry((key, ours)).and_modify(|leaf| leaf.reach += reach).or_insert(Leaf {
-                            line: line.clone(),
-                            key,
-                            reach,
-                            ply,
-                            ours,
-                            root: index,
-                            deeper: None,
-                        });
-                    }
+                    None => add_leaf(&mut leaves, leaf_here(None)),
                 }
             }
         }
     }
-    let mut leaves: Vec<Leaf> = leaves.into_values().chain(deeper.into_values()).collect();
+    let mut leaves: Vec<Leaf> = leaves.into_values().collect();
     for leaf in &mut leaves {
         leaf.reach /= total_weight.max(1.0);
     }
@@ -299,6 +282,17 @@ pub fn walk(
             .then(a.deeper.is_some().cmp(&b.deeper.is_some()))
     });
     Ok(Walk { leaves, expected_answers: answered / total_weight.max(1.0) })
+}
+
+/// A leaf's position, whether the book's side is to move there, and whether it is to be deepened: the ways to one
+/// leaf add up their reach.
+type LeafKind = (PositionKey, bool, bool);
+
+/// Adds `leaf` to `leaves`, or its reach to the leaf of the same kind found by another way (a transposition, another
+/// root or side).
+fn add_leaf(leaves: &mut HashMap<LeafKind, Leaf>, leaf: Leaf) {
+    let reach = leaf.reach;
+    leaves.entry((leaf.key, leaf.ours, leaf.deeper.is_some())).and_modify(|l| l.reach += reach).or_insert(leaf);
 }
 
 /// What a game gets in a position of the book's side.
