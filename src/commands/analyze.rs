@@ -22,13 +22,14 @@ use crate::{
     logger::{Progress, StatusLine},
     search::{
         analysis::{Analysis, AnalysisError, AnalysisOptions, Params, Report, Trace},
-        cover::{Cover, walk},
+        cover::{Cover, Leaf, walk},
         evaluator::PoolEvaluator,
-        roots::{BookReport, BookRoot, RootProgress, grow, priority},
+        roots::{BookReport, BookRoot, RootProgress, grow, grow_fed, priority},
         split::{Spine, SplitError, direct_first},
     },
     store::{
         Store,
+        key::PositionKey,
         tasks::{MAX_PRIORITY, Task},
     },
 };
@@ -674,22 +675,23 @@ struct Book {
 }
 
 /// Growth for play (`--cover`): rounds of a walk of the tree from the book's roots ([`walk`]) and growth of the
-/// leaves of highest reach it finds, a few per group of engines, until the budget is spent, `stop` is set or no leaf
-/// is left above the walk's floor. Each round says what it grows; the engines, one group each, serve every round.
+/// leaves of highest priority it finds, a few per group of engines, until the budget is spent, `stop` is set or no
+/// leaf is left above the walk's floor. Each round says what it grows; the engines, one group each, serve every
+/// round. A round's walk runs as soon as a group has nothing left to grow ([`grow_fed`]): the engines do not wait
+/// for the slowest leaf of the round before.
 fn grow_cover(store: &Store, configs: Vec<EngineConfig>, book: Book, cover: &Cover) -> CommandResult {
     let Book { roots, skipped, params, look_ahead, json, stop, started, .. } = book;
     // One group per engine, started once and lent to every round.
     let engines = configs.len();
-    let mut pools = start_groups(configs, engines)?;
+    let pools = start_groups(configs, engines)?;
     let per_round = pools.len() * COVER_LEAVES_PER_ENGINE;
     let mut grown = HashSet::new();
-    let (mut evaluations, mut shared, mut failed, mut round) = (0u64, 0u64, 0u64, 0usize);
-    let mut stopped = false;
-    // Leaves grown to know a position the tree answered one ply deeper.
-    let mut deepened = 0usize;
-    // Each walk serves twice: it says what the round before it grew, and it picks what the next round grows.
-    let mut found = walk(&store.read()?, &roots, cover, &grown)?;
-    let expected_before = found.expected_answers;
+    // Every leaf handed over to the engines, in the order handed over.
+    let mut fed: Vec<Leaf> = Vec::new();
+    let mut round = 0usize;
+    // The first walk says where the tree stands and picks the first round's leaves; each later round walks again.
+    let mut first = Some(walk(&store.read()?, &roots, cover, &grown)?);
+    let expected_before = first.as_ref().map_or(0.0, |f| f.expected_answers);
     say(
         json,
         &format!(
@@ -702,23 +704,26 @@ fn grow_cover(store: &Store, configs: Vec<EngineConfig>, book: Book, cover: &Cov
             expected_before
         ),
     );
-    loop {
-        let out_of_time = || params.time.is_some_and(|t| started.elapsed() >= t);
-        if stop.load(std::sync::atomic::Ordering::Relaxed) || out_of_time() {
-            stopped = true;
-            break;
-        }
-        if found.leaves.is_empty() {
-            break;
-        }
-        // What the walk took is spent too.
-        let left = params.time.map(|t| t.saturating_sub(started.elapsed()));
-        round += 1;
-        let mut leaves: Vec<_> = std::mem::take(&mut found.leaves).into_iter().take(per_round).collect();
-        // A position this round grows at the run's engine depth is not deepened at another in the same round (its
-        // settled depth would be counted at the wrong one): its deeper leaf waits for a later walk.
-        let plain: HashSet<_> = leaves.iter().filter(|l| l.deeper.is_none()).map(|l| l.key).collect();
+    let mut feed = |unfinished: &[usize]| -> Result<Vec<BookRoot>, AnalysisError> {
+        let found = match first.take() {
+            Some(found) => found,
+            None => walk(&store.read()?, &roots, cover, &grown)?,
+        };
+        let mut leaves: Vec<Leaf> = found.leaves.into_iter().take(per_round).collect();
+        // A position grown at the run's engine depth (in this round, or in one still under way) is not deepened at
+        // another at the same time (its settled depth would be counted at the wrong one): its deeper leaf waits for
+        // a later walk.
+        let plain: HashSet<PositionKey> = leaves
+            .iter()
+            .chain(unfinished.iter().filter_map(|&i| fed.get(i)))
+            .filter(|l| l.deeper.is_none())
+            .map(|l| l.key)
+            .collect();
         leaves.retain(|l| l.deeper.is_none_or(|d| d.engine_depth == params.engine_depth || !plain.contains(&l.key)));
+        if leaves.is_empty() {
+            return Ok(Vec::new());
+        }
+        round += 1;
         say(
             json,
             &format!(
@@ -750,38 +755,37 @@ fn grow_cover(store: &Store, configs: Vec<EngineConfig>, book: Book, cover: &Cov
                     shakmaty::fen::Fen::from_position(leaf.line.root(), shakmaty::EnPassantMode::Legal)
                 ),
             );
-            deepened += usize::from(leaf.deeper.is_some());
             let mut root = BookRoot::new(leaf.line.clone(), format!("reach {:.4}", leaf.reach));
             root.max_depth = Some(depth);
             root.engine_depth = leaf.deeper.map(|d| d.engine_depth);
             leaf_roots.push(root);
         }
-        let max_depth = leaf_roots.iter().filter_map(|r| r.max_depth).max().unwrap_or(1);
-        let groups: Vec<&mut PoolEvaluator> = pools.iter_mut().take(leaf_roots.len()).collect();
-        let round_params = params.clone().with_max_depth(max_depth).with_time(left);
-        let report = grow(store, groups, &leaf_roots, &round_params, look_ahead, &stop, None, |_| {})?;
-        evaluations += report.evaluations;
-        shared += report.shared;
-        failed += report.failed;
-        found = walk(&store.read()?, &roots, cover, &grown)?;
-        if report.stopped {
-            stopped = true;
-            break;
-        }
-    }
+        fed.extend(leaves);
+        Ok(leaf_roots)
+    };
+    // What the first walk took is spent too. Every leaf has its own depth to settle.
+    let left = params.time.map(|t| t.saturating_sub(started.elapsed()));
+    let run_params = params.clone().with_max_depth(u8::MAX).with_time(left);
+    let report = grow_fed(store, pools, &run_params, look_ahead, &stop, &mut feed)?;
+    let deepened = fed.iter().filter(|l| l.deeper.is_some()).count();
+    let found = walk(&store.read()?, &roots, cover, &grown)?;
     let expected = found.expected_answers;
+    // Stopped (the time spent, or Ctrl-C) with leaves still to grow: a later run goes on.
+    let interrupted = stop.load(Ordering::Relaxed) || params.time.is_some_and(|t| started.elapsed() >= t);
+    let stopped = report.stopped || (interrupted && !found.leaves.is_empty());
     let positions = store.stats()?.positions;
+    let (evaluations, shared, failed) = (report.evaluations, report.shared, report.failed);
     let text = format!(
         "cover: {round} rounds, {} leaves grown ({deepened} of them deeper), {evaluations} evaluations ({shared} \
          taken from other searches, {failed} failed), {positions} positions in the tree; tree moves a game expected \
          {expected_before:.2} before, {expected:.2} after{}",
-        grown.len(),
+        fed.len(),
         if stopped { "; stopped: run the command again to go on" } else { "" }
     );
     if json {
         eprintln!("{text}");
         let value = serde_json::json!({
-            "rounds": round, "grown": grown.len(), "deepened": deepened, "evaluations": evaluations, "shared": shared,
+            "rounds": round, "grown": fed.len(), "deepened": deepened, "evaluations": evaluations, "shared": shared,
             "failed": failed, "positions": positions, "expected_answers_before": expected_before,
             "expected_answers": expected,
             "stopped": stopped, "skipped": skipped,

@@ -34,6 +34,10 @@
 //! with the group's engines (their searches run ahead of their turn as in a single analysis); the groups share the
 //! store and its claims, so a position two roots reach is searched once.
 //!
+//! A fed run ([`grow_fed`], growth for play: `analyze --roots --cover`) is not even: its roots come from a feed
+//! while it runs, each with its own depth to reach, and are taken in the order handed over; a group with nothing to
+//! take asks the feed for more instead of waiting for the others.
+//!
 //! Every settled depth is marked in the store at its root, so a run that is stopped (`--time`, Ctrl-C) is resumed
 //! by running it again: each root starts from what the store has settled.
 
@@ -152,12 +156,21 @@ pub struct BookReport {
 
 /// Which root a group grows next.
 struct Schedule {
+    /// The roots, in the order given (a fed run appends what its feed hands over).
+    roots: Vec<BookRoot>,
     progress: Vec<RootProgress>,
     /// Each root's weight ([`BookRoot::weight`]).
     weights: Vec<u32>,
     /// Each root's own budget and deepest depth ([`BookRoot::budget`], [`BookRoot::max_depth`]).
     limits: Vec<(Option<Duration>, Option<u8>)>,
     busy: Vec<bool>,
+    /// Fed: each root has its own target and grows at its own pace, the first handed over first (no root is held
+    /// back for the shallowest; see [`grow_fed`]).
+    fed: bool,
+    /// A group is asking the feed for more roots.
+    feeding: bool,
+    /// The feed's last answer was nothing, and no step has ended since.
+    dry: bool,
     stopped: bool,
     error: Option<AnalysisError>,
 }
@@ -178,10 +191,36 @@ enum Next {
 }
 
 impl Schedule {
-    /// Roots as `progress` has them, of `weights`, none busy, with no limits of their own.
-    fn new(progress: Vec<RootProgress>, weights: Vec<u32>) -> Schedule {
-        let limits = vec![(None, None); progress.len()];
-        Schedule { busy: vec![false; progress.len()], progress, weights, limits, stopped: false, error: None }
+    /// `roots`, where `progress` says they stand, none busy.
+    fn new(roots: Vec<BookRoot>, progress: Vec<RootProgress>) -> Schedule {
+        let mut schedule = Schedule {
+            roots: Vec::new(),
+            progress: Vec::new(),
+            weights: Vec::new(),
+            limits: Vec::new(),
+            busy: Vec::new(),
+            fed: false,
+            feeding: false,
+            dry: false,
+            stopped: false,
+            error: None,
+        };
+        schedule.append(roots, progress);
+        schedule
+    }
+
+    /// Adds `roots`, where `progress` says they stand, after those there are.
+    fn append(&mut self, roots: Vec<BookRoot>, progress: Vec<RootProgress>) {
+        self.weights.extend(roots.iter().map(|r| r.weight));
+        self.limits.extend(roots.iter().map(|r| (r.budget, r.max_depth)));
+        self.busy.extend(roots.iter().map(|_| false));
+        self.roots.extend(roots);
+        self.progress.extend(progress);
+    }
+
+    /// The roots still open or being grown.
+    fn unfinished(&self, max_depth: u8) -> Vec<usize> {
+        (0..self.progress.len()).filter(|&i| self.busy[i] || self.is_open(i, max_depth)).collect()
     }
 
     /// Whether root `i` may grow further: not stuck, its budget not spent, its next depth not past the run's
@@ -238,11 +277,14 @@ impl Schedule {
         }
         let open: Vec<usize> = (0..self.progress.len()).filter(|&i| self.is_open(i, max_depth)).collect();
         let Some(shallowest) = open.iter().map(|&i| self.rank(i)).min() else { return Next::Done };
-        let pick = open
-            .iter()
-            .copied()
-            .filter(|&i| !self.busy[i] && self.rank(i) <= shallowest.saturating_add(1))
-            .min_by_key(|&i| (self.rank(i), i));
+        let pick = if self.fed {
+            open.iter().copied().find(|&i| !self.busy[i])
+        } else {
+            open.iter()
+                .copied()
+                .filter(|&i| !self.busy[i] && self.rank(i) <= shallowest.saturating_add(1))
+                .min_by_key(|&i| (self.rank(i), i))
+        };
         match pick {
             Some(root) => Next::Grow { root, depth: self.level(root) },
             None if open.iter().any(|&i| self.busy[i]) => Next::Wait,
@@ -265,60 +307,107 @@ pub fn grow<E: Evaluator + Send>(
     status: Option<&dyn Progress>,
     on_step: impl Fn(&RootProgress) + Sync,
 ) -> Result<BookReport, AnalysisError> {
-    let started = Instant::now();
-    let group_count = groups.len();
-    let weights = roots.iter().map(|r| r.weight).collect();
-    let mut schedule = Schedule::new(progress_of(store, roots)?, weights);
-    schedule.limits = roots.iter().map(|r| (r.budget, r.max_depth)).collect();
-    let grower = Grower {
-        store,
-        roots,
-        params,
-        look_ahead,
-        stop,
-        started,
-        schedule: Mutex::new(schedule),
-        changed: Condvar::new(),
-        running: AtomicUsize::new(group_count),
-        on_step,
-        status,
-    };
-    std::thread::scope(|scope| {
-        let grower = &grower;
-        if let Some(status) = status {
-            scope.spawn(move || grower.show_status(status));
-        }
-        for evaluator in groups {
-            scope.spawn(move || grower.run_group(evaluator));
-        }
-    });
-    let schedule = grower.schedule.into_inner();
-    if let Some(e) = schedule.error {
-        return Err(e);
-    }
-    let unfinished = (0..schedule.progress.len()).any(|i| schedule.is_open(i, params.max_depth));
-    let sum = |f: fn(&RootProgress) -> u64| schedule.progress.iter().map(f).sum();
-    Ok(BookReport {
-        evaluations: sum(|p| p.evaluations),
-        shared: sum(|p| p.shared),
-        failed: sum(|p| p.failed),
-        positions: store.stats()?.positions,
-        groups: group_count,
-        stopped: schedule.stopped && unfinished,
-        seconds: started.elapsed().as_secs_f64(),
-        roots: schedule.progress,
-    })
+    let schedule = Schedule::new(roots.to_vec(), progress_of(store, roots, 0)?);
+    let run = Run { store, params, look_ahead, stop, status };
+    run.grow(groups, schedule, None, on_step)
 }
 
-/// Where each root stands before this run: its settled depth as the store says.
-fn progress_of(store: &Store, roots: &[BookRoot]) -> Result<Vec<RootProgress>, AnalysisError> {
+/// What a fed run asks for more roots with: given the roots handed over so far that are still open or being grown
+/// (their places in the order handed over, from 0), the next roots to grow (none: nothing to grow for now).
+pub type Feed<'f> = dyn FnMut(&[usize]) -> Result<Vec<BookRoot>, AnalysisError> + Send + 'f;
+
+/// Grows the roots `feed` hands over, each to its own [`BookRoot::max_depth`], with the groups of engines in
+/// `groups`, until `params.time` is spent, `stop` is set, or the feed has nothing more and every root is grown.
+///
+/// A group with no root to take asks the feed (one group at a time; the others go on growing): the run has no
+/// rounds that wait for their slowest root, and the engines stay busy while the feed's choices follow what the
+/// tree has grown so far. A root handed over earlier is taken first, and no root is held back for the shallowest
+/// (each has its own target). After a feed that handed over nothing, it is asked again once a step has ended; the
+/// run ends when it hands over nothing and no root is being grown.
+pub fn grow_fed<E: Evaluator + Send>(
+    store: &Store,
+    groups: Vec<E>,
+    params: &Params,
+    look_ahead: Option<u8>,
+    stop: &Arc<AtomicBool>,
+    feed: &mut Feed<'_>,
+) -> Result<BookReport, AnalysisError> {
+    let mut schedule = Schedule::new(Vec::new(), Vec::new());
+    schedule.fed = true;
+    let run = Run { store, params, look_ahead, stop, status: None };
+    run.grow(groups, schedule, Some(Mutex::new(feed)), |_| {})
+}
+
+/// What every run shares: the store, the search and how it ends.
+struct Run<'g> {
+    store: &'g Store,
+    params: &'g Params,
+    look_ahead: Option<u8>,
+    stop: &'g Arc<AtomicBool>,
+    status: Option<&'g dyn Progress>,
+}
+
+impl<'g> Run<'g> {
+    fn grow<E: Evaluator + Send>(
+        self,
+        groups: Vec<E>,
+        schedule: Schedule,
+        feed: Option<Mutex<&'g mut Feed<'_>>>,
+        on_step: impl Fn(&RootProgress) + Sync,
+    ) -> Result<BookReport, AnalysisError> {
+        let Run { store, params, look_ahead, stop, status } = self;
+        let started = Instant::now();
+        let group_count = groups.len();
+        let grower = Grower {
+            store,
+            params,
+            look_ahead,
+            stop,
+            started,
+            schedule: Mutex::new(schedule),
+            changed: Condvar::new(),
+            running: AtomicUsize::new(group_count),
+            on_step,
+            status,
+            feed,
+        };
+        std::thread::scope(|scope| {
+            let grower = &grower;
+            if let Some(status) = status {
+                scope.spawn(move || grower.show_status(status));
+            }
+            for evaluator in groups {
+                scope.spawn(move || grower.run_group(evaluator));
+            }
+        });
+        let schedule = grower.schedule.into_inner();
+        if let Some(e) = schedule.error {
+            return Err(e);
+        }
+        let unfinished = !schedule.unfinished(params.max_depth).is_empty();
+        let sum = |f: fn(&RootProgress) -> u64| schedule.progress.iter().map(f).sum();
+        Ok(BookReport {
+            evaluations: sum(|p| p.evaluations),
+            shared: sum(|p| p.shared),
+            failed: sum(|p| p.failed),
+            positions: store.stats()?.positions,
+            groups: group_count,
+            stopped: schedule.stopped && unfinished,
+            seconds: started.elapsed().as_secs_f64(),
+            roots: schedule.progress,
+        })
+    }
+}
+
+/// Where each root stands before this run: its settled depth as the store says. The first is numbered `before + 1`.
+fn progress_of(store: &Store, roots: &[BookRoot], before: usize) -> Result<Vec<RootProgress>, AnalysisError> {
     let view = store.read()?;
     let mut progress = Vec::with_capacity(roots.len());
     for (i, root) in roots.iter().enumerate() {
         let position = root.line.root();
         let settled_depth = view.node(PositionKey::of(position))?.and_then(|node| node.settled_depth);
         progress.push(RootProgress::new(
-            i + 1,
+            before + i + 1,
             root.label.clone(),
             shakmaty::fen::Fen::from_position(position, shakmaty::EnPassantMode::Legal).to_string(),
             root.line.moves.iter().map(ToString::to_string).collect(),
@@ -328,10 +417,9 @@ fn progress_of(store: &Store, roots: &[BookRoot]) -> Result<Vec<RootProgress>, A
     Ok(progress)
 }
 
-/// What the groups of a run share: the roots, the budget, the schedule and how to report.
-struct Grower<'g, F> {
+/// What the groups of a run share: the budget, the schedule (with the roots) and how to report.
+struct Grower<'g, 'f, F> {
     store: &'g Store,
-    roots: &'g [BookRoot],
     params: &'g Params,
     look_ahead: Option<u8>,
     stop: &'g Arc<AtomicBool>,
@@ -344,9 +432,21 @@ struct Grower<'g, F> {
     running: AtomicUsize,
     on_step: F,
     status: Option<&'g dyn Progress>,
+    /// Where a fed run gets more roots ([`grow_fed`]).
+    feed: Option<Mutex<&'g mut Feed<'f>>>,
 }
 
-impl<F: Fn(&RootProgress) + Sync> Grower<'_, F> {
+/// A root a group has taken: the depth to settle there and how.
+struct Taken {
+    root: usize,
+    depth: u8,
+    /// What is left of the root's own budget, if it has one.
+    budget_left: Option<Duration>,
+    line: Line,
+    engine_depth: Option<u8>,
+}
+
+impl<F: Fn(&RootProgress) + Sync> Grower<'_, '_, F> {
     /// The run must end: stopped, or its time spent.
     fn out_of_time(&self) -> bool {
         self.stop.load(Ordering::Relaxed) || self.params.time.is_some_and(|t| self.started.elapsed() >= t)
@@ -356,27 +456,61 @@ impl<F: Fn(&RootProgress) + Sync> Grower<'_, F> {
     fn run_group<E: Evaluator>(&self, mut evaluator: E) {
         // Counted down however the group ends, so that the status line stops.
         let _done = Countdown(&self.running);
-        while let Some((root, depth, budget_left)) = self.take() {
+        while let Some(taken) = self.take() {
             let step_started = Instant::now();
-            let result = self.step(&mut evaluator, root, depth, budget_left);
-            self.record(root, depth, result, step_started);
+            let result = self.step(&mut evaluator, &taken);
+            self.record(taken.root, taken.depth, result, step_started);
         }
     }
 
     /// The next root to grow and the depth to settle there, marked busy; waits while the roots open are all busy.
-    /// `None` when the run is over (every root done, or out of time).
-    fn take(&self) -> Option<(usize, u8, Option<Duration>)> {
+    /// In a fed run, a group with nothing to take asks the feed first. `None` when the run is over (every root
+    /// done and nothing more fed, or out of time).
+    fn take(&self) -> Option<Taken> {
         let mut guard = self.schedule.lock();
         loop {
             if self.out_of_time() {
                 guard.stopped = true;
             }
-            match guard.next(self.params.max_depth) {
+            let next = guard.next(self.params.max_depth);
+            let may_feed = self.feed.is_some() && !guard.stopped && !guard.dry;
+            match next {
                 Next::Grow { root, depth } => {
                     guard.busy[root] = true;
-                    return Some((root, depth, guard.budget_left(root)));
+                    return Some(Taken {
+                        root,
+                        depth,
+                        budget_left: guard.budget_left(root),
+                        line: guard.roots[root].line.clone(),
+                        engine_depth: guard.roots[root].engine_depth,
+                    });
+                }
+                // Another group is asking the feed: what it brings may be for this one too.
+                _ if may_feed && guard.feeding => {
+                    self.changed.wait_for(&mut guard, Duration::from_millis(100));
+                }
+                _ if may_feed => {
+                    guard.feeding = true;
+                    let unfinished = guard.unfinished(self.params.max_depth);
+                    let before = guard.progress.len();
+                    // The feed reads the store while the other groups go on recording their steps.
+                    let fed = parking_lot::MutexGuard::unlocked(&mut guard, || self.ask_feed(&unfinished, before));
+                    guard.feeding = false;
+                    match fed {
+                        Ok((roots, _)) if roots.is_empty() => guard.dry = true,
+                        Ok((roots, progress)) => guard.append(roots, progress),
+                        Err(e) => {
+                            guard.error.get_or_insert(e);
+                            guard.stopped = true;
+                        }
+                    }
+                    self.changed.notify_all();
                 }
                 Next::Wait => {
+                    self.changed.wait_for(&mut guard, Duration::from_millis(100));
+                }
+                // A feed under way may still bring roots.
+                Next::Done if guard.feeding => {
                     self.changed.wait_for(&mut guard, Duration::from_millis(100));
                 }
                 Next::Done => {
@@ -387,25 +521,31 @@ impl<F: Fn(&RootProgress) + Sync> Grower<'_, F> {
         }
     }
 
-    /// Settles software depth `depth` at root `root` with `evaluator`'s engines, within what is left of the run's
-    /// budget and of the root's own (`budget_left`).
-    fn step<E: Evaluator>(
+    /// The feed's next roots, and where each stands (numbered after the `before` roots there are).
+    fn ask_feed(
         &self,
-        evaluator: &mut E,
-        root: usize,
-        depth: u8,
-        budget_left: Option<Duration>,
-    ) -> Result<Report, AnalysisError> {
+        unfinished: &[usize],
+        before: usize,
+    ) -> Result<(Vec<BookRoot>, Vec<RootProgress>), AnalysisError> {
+        let Some(feed) = &self.feed else { return Ok((Vec::new(), Vec::new())) };
+        let roots = (feed.lock())(unfinished)?;
+        let progress = progress_of(self.store, &roots, before)?;
+        Ok((roots, progress))
+    }
+
+    /// Settles the depth `taken` says at its root with `evaluator`'s engines, within what is left of the run's
+    /// budget and of the root's own.
+    fn step<E: Evaluator>(&self, evaluator: &mut E, taken: &Taken) -> Result<Report, AnalysisError> {
         let time = self.params.time.map(|t| t.saturating_sub(self.started.elapsed()));
-        let time = match (time, budget_left) {
+        let time = match (time, taken.budget_left) {
             (Some(run), Some(own)) => Some(run.min(own)),
             (run, own) => run.or(own),
         };
-        let engine_depth = self.roots[root].engine_depth.unwrap_or(self.params.engine_depth);
-        let step = self.params.clone().with_engine_depth(engine_depth).with_max_depth(depth).with_time(time);
+        let engine_depth = taken.engine_depth.unwrap_or(self.params.engine_depth);
+        let step = self.params.clone().with_engine_depth(engine_depth).with_max_depth(taken.depth).with_time(time);
         let options =
             AnalysisOptions { look_ahead: self.look_ahead, stop: self.stop.clone(), ..AnalysisOptions::default() };
-        Analysis::with_options(self.store, evaluator, step, options).run(&self.roots[root].line, |_| {})
+        Analysis::with_options(self.store, evaluator, step, options).run(&taken.line, |_| {})
     }
 
     /// Records a step at root `root`: its progress (a depth that did not settle, but for the budget, leaves the root
@@ -413,6 +553,8 @@ impl<F: Fn(&RootProgress) + Sync> Grower<'_, F> {
     fn record(&self, root: usize, depth: u8, result: Result<Report, AnalysisError>, step_started: Instant) {
         let mut guard = self.schedule.lock();
         guard.busy[root] = false;
+        // The tree has changed: a feed that had nothing may have something now.
+        guard.dry = false;
         match result {
             Ok(report) => {
                 let step_seconds = step_started.elapsed().as_secs_f64();
@@ -474,14 +616,10 @@ mod tests {
                 RootProgress::new(i + 1, String::new(), String::new(), Vec::new(), settled_depth)
             })
             .collect();
-        Schedule {
-            weights: vec![1; depths.len()],
-            limits: vec![(None, None); depths.len()],
-            progress,
-            busy: busy.to_vec(),
-            stopped: false,
-            error: None,
-        }
+        let roots = depths.iter().map(|_| BookRoot::new(Line::start_position(), "")).collect();
+        let mut s = Schedule::new(roots, progress);
+        s.busy = busy.to_vec();
+        s
     }
 
     fn pick(schedule: &Schedule, max_depth: u8) -> Option<(usize, u8)> {
@@ -549,5 +687,102 @@ mod tests {
         let mut s = schedule(&[Some(0), Some(3)], &[false, false]);
         s.progress[0].stuck = true;
         assert_eq!(pick(&s, 3), Some((usize::MAX, 0)), "a stuck root holds nothing back");
+    }
+
+    /// Scripted, but the first search of `held` waits until `release` is set (for at most 20 s; `timed_out` says
+    /// whether it gave up).
+    struct Held {
+        inner: crate::search::evaluator::ScriptedEvaluator,
+        held: PositionKey,
+        release: Arc<AtomicBool>,
+        timed_out: Arc<AtomicBool>,
+    }
+
+    impl Evaluator for Held {
+        fn workers(&self) -> usize {
+            self.inner.workers()
+        }
+
+        fn submit(
+            &mut self,
+            id: u64,
+            job: crate::search::evaluator::Job,
+        ) -> Result<(), crate::search::evaluator::EvalError> {
+            if PositionKey::of(&job.position) == self.held {
+                let since = Instant::now();
+                while !self.release.load(Ordering::SeqCst) {
+                    if since.elapsed() > Duration::from_secs(20) {
+                        self.timed_out.store(true, Ordering::SeqCst);
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                // Only the first search waits.
+                self.held = PositionKey(0);
+            }
+            self.inner.submit(id, job)
+        }
+
+        fn next(
+            &mut self,
+            timeout: Duration,
+        ) -> Option<(u64, Result<crate::search::evaluator::Answer, crate::search::evaluator::EvalError>)> {
+            self.inner.next(timeout)
+        }
+
+        fn cancel_all(&mut self) {
+            self.inner.cancel_all();
+        }
+
+        fn identity(&self) -> String {
+            self.inner.identity()
+        }
+    }
+
+    #[test]
+    fn a_fed_run_asks_for_more_while_a_slow_root_grows_and_holds_no_root_back() {
+        use crate::store::StoreOptions;
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), &StoreOptions::default()).unwrap();
+        let line = |moves: &str| Line::parse(None, moves).unwrap();
+        let target = |moves: &str, depth: u8| BookRoot { max_depth: Some(depth), ..BookRoot::new(line(moves), moves) };
+        let params = Params::new(4, 20);
+        let stop = Arc::new(AtomicBool::new(false));
+        // B is settled at depth 2 beforehand: to settle its depth 3 is three depths ahead of a root not yet grown.
+        let engines = vec![crate::search::evaluator::ScriptedEvaluator::new(1, 7)];
+        grow(&store, engines, &[target("d2d4 d7d5", 2)], &params, None, &stop, None, |_| {}).unwrap();
+        // A's first search waits until the feed has been asked a third time: the run must go on without it.
+        let (release, timed_out) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)));
+        let held = PositionKey::of(line("e2e4 e7e5").root());
+        let groups: Vec<Held> = (0..2)
+            .map(|seed| Held {
+                inner: crate::search::evaluator::ScriptedEvaluator::new(1, seed),
+                held,
+                release: release.clone(),
+                timed_out: timed_out.clone(),
+            })
+            .collect();
+        let mut asked: Vec<Vec<usize>> = Vec::new();
+        let mut feed = |unfinished: &[usize]| -> Result<Vec<BookRoot>, AnalysisError> {
+            asked.push(unfinished.to_vec());
+            Ok(match asked.len() {
+                1 => vec![target("e2e4 e7e5", 1), target("d2d4 d7d5", 3)],
+                2 => vec![target("c2c4 c7c5", 1)],
+                3 => {
+                    release.store(true, Ordering::SeqCst);
+                    Vec::new()
+                }
+                _ => Vec::new(),
+            })
+        };
+        let report = grow_fed(&store, groups, &params.clone().with_max_depth(u8::MAX), None, &stop, &mut feed).unwrap();
+        assert!(!timed_out.load(Ordering::SeqCst), "the run waited for the held root: {asked:?}");
+        // Asked first with nothing handed over; then with only A unfinished (B settled its depth 3 while A's first
+        // search waited); then again with A alone (C grown meanwhile); at last, after A, with nothing unfinished.
+        assert_eq!(asked[..3], [vec![], vec![0], vec![0]], "{asked:?}");
+        assert_eq!(asked.last(), Some(&vec![]), "{asked:?}");
+        let settled: Vec<Option<u8>> = report.roots.iter().map(|r| r.settled_depth).collect();
+        assert_eq!(settled, [Some(1), Some(3), Some(1)]);
+        assert!(!report.stopped);
     }
 }
