@@ -709,17 +709,32 @@ fn grow_cover(store: &Store, configs: Vec<EngineConfig>, book: Book, cover: &Cov
             Some(found) => found,
             None => walk(&store.read()?, &roots, cover, &grown)?,
         };
-        let mut leaves: Vec<Leaf> = found.leaves.into_iter().take(per_round).collect();
-        // A position grown at the run's engine depth (in this round, or in one still under way) is not deepened at
-        // another at the same time (its settled depth would be counted at the wrong one): its deeper leaf waits for
-        // a later walk.
-        let plain: HashSet<PositionKey> = leaves
-            .iter()
-            .chain(unfinished.iter().filter_map(|&i| fed.get(i)))
-            .filter(|l| l.deeper.is_none())
-            .map(|l| l.key)
-            .collect();
-        leaves.retain(|l| l.deeper.is_none_or(|d| d.engine_depth == params.engine_depth || !plain.contains(&l.key)));
+        // A position is not grown plain at the run's engine depth and deepened at another at the same time (its
+        // settled depth would be counted at the wrong one): of two such leaves, in this round or in one still under
+        // way, the later waits for a later walk.
+        let deepened_elsewhere = |l: &Leaf| l.deeper.is_some_and(|d| d.engine_depth != params.engine_depth);
+        let in_flight = || unfinished.iter().filter_map(|&i| fed.get(i));
+        let mut plain: HashSet<PositionKey> = in_flight().filter(|l| l.deeper.is_none()).map(|l| l.key).collect();
+        let mut deepening: HashSet<PositionKey> =
+            in_flight().filter(|l| deepened_elsewhere(l)).map(|l| l.key).collect();
+        let mut leaves: Vec<Leaf> = Vec::with_capacity(per_round);
+        for leaf in found.leaves {
+            if leaves.len() == per_round {
+                break;
+            }
+            if leaf.deeper.is_none() {
+                if deepening.contains(&leaf.key) {
+                    continue;
+                }
+                plain.insert(leaf.key);
+            } else if deepened_elsewhere(&leaf) {
+                if plain.contains(&leaf.key) {
+                    continue;
+                }
+                deepening.insert(leaf.key);
+            }
+            leaves.push(leaf);
+        }
         if leaves.is_empty() {
             return Ok(Vec::new());
         }

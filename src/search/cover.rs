@@ -49,8 +49,8 @@
 //! enough), one of the opponent's to software depth 1 (its replies searched at the engine depth, each then known
 //! by its own evaluation). The walk is then run again, so
 //! the next round goes on past what this one grew: `analyze --cover` runs it as soon as an engine has nothing left
-//! to grow, while the others finish the round before ([`super::roots::grow_fed`]). A position grown in this run is not taken again (a game-ending
-//! position or one whose searches failed is left). Each round says what it grows and the tree moves a game from the
+//! to grow, while the others finish the round before ([`super::roots::grow_fed`]). A position grown in this run is
+//! not taken again (a game-ending position or one whose searches failed is left). Each round says what it grows and the tree moves a game from the
 //! roots is expected to get: the sum of the reach of the book's positions the tree answers.
 //!
 //! # Depth where games go

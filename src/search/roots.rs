@@ -171,6 +171,9 @@ struct Schedule {
     feeding: bool,
     /// The feed's last answer was nothing, and no step has ended since.
     dry: bool,
+    /// Steps ended so far: a feed that answers nothing leaves the run dry only if no step ended while it ran (its
+    /// walk may have read the tree before that step's writes).
+    steps: u64,
     stopped: bool,
     error: Option<AnalysisError>,
 }
@@ -202,6 +205,7 @@ impl Schedule {
             fed: false,
             feeding: false,
             dry: false,
+            steps: 0,
             stopped: false,
             error: None,
         };
@@ -307,8 +311,9 @@ pub fn grow<E: Evaluator + Send>(
     status: Option<&dyn Progress>,
     on_step: impl Fn(&RootProgress) + Sync,
 ) -> Result<BookReport, AnalysisError> {
+    let started = Instant::now();
     let schedule = Schedule::new(roots.to_vec(), progress_of(store, roots, 0)?);
-    let run = Run { store, params, look_ahead, stop, status };
+    let run = Run { store, params, look_ahead, stop, status, started };
     run.grow(groups, schedule, None, on_step)
 }
 
@@ -322,8 +327,8 @@ pub type Feed<'f> = dyn FnMut(&[usize]) -> Result<Vec<BookRoot>, AnalysisError> 
 /// A group with no root to take asks the feed (one group at a time; the others go on growing): the run has no
 /// rounds that wait for their slowest root, and the engines stay busy while the feed's choices follow what the
 /// tree has grown so far. A root handed over earlier is taken first, and no root is held back for the shallowest
-/// (each has its own target). After a feed that handed over nothing, it is asked again once a step has ended; the
-/// run ends when it hands over nothing and no root is being grown.
+/// (each has its own target). After a feed that handed over nothing, it is asked again once a step has ended (or at
+/// once, if one ended while it ran); the run ends when it hands over nothing and no root is being grown.
 pub fn grow_fed<E: Evaluator + Send>(
     store: &Store,
     groups: Vec<E>,
@@ -334,7 +339,7 @@ pub fn grow_fed<E: Evaluator + Send>(
 ) -> Result<BookReport, AnalysisError> {
     let mut schedule = Schedule::new(Vec::new(), Vec::new());
     schedule.fed = true;
-    let run = Run { store, params, look_ahead, stop, status: None };
+    let run = Run { store, params, look_ahead, stop, status: None, started: Instant::now() };
     run.grow(groups, schedule, Some(Mutex::new(feed)), |_| {})
 }
 
@@ -345,6 +350,8 @@ struct Run<'g> {
     look_ahead: Option<u8>,
     stop: &'g Arc<AtomicBool>,
     status: Option<&'g dyn Progress>,
+    /// When the run began: the time budget counts from there.
+    started: Instant,
 }
 
 impl<'g> Run<'g> {
@@ -355,8 +362,7 @@ impl<'g> Run<'g> {
         feed: Option<Mutex<&'g mut Feed<'_>>>,
         on_step: impl Fn(&RootProgress) + Sync,
     ) -> Result<BookReport, AnalysisError> {
-        let Run { store, params, look_ahead, stop, status } = self;
-        let started = Instant::now();
+        let Run { store, params, look_ahead, stop, status, started } = self;
         let group_count = groups.len();
         let grower = Grower {
             store,
@@ -492,12 +498,26 @@ impl<F: Fn(&RootProgress) + Sync> Grower<'_, '_, F> {
                 _ if may_feed => {
                     guard.feeding = true;
                     let unfinished = guard.unfinished(self.params.max_depth);
-                    let before = guard.progress.len();
-                    // The feed reads the store while the other groups go on recording their steps.
-                    let fed = parking_lot::MutexGuard::unlocked(&mut guard, || self.ask_feed(&unfinished, before));
+                    let (before, steps) = (guard.progress.len(), guard.steps);
+                    // The feed reads the store while the other groups go on recording their steps. A feed that
+                    // panics ends the run (the other groups stop waiting for it), then the panic goes on.
+                    let fed = parking_lot::MutexGuard::unlocked(&mut guard, || {
+                        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.ask_feed(&unfinished, before)))
+                    });
                     guard.feeding = false;
+                    let fed = match fed {
+                        Ok(fed) => fed,
+                        Err(panic) => {
+                            guard.stopped = true;
+                            self.changed.notify_all();
+                            drop(guard);
+                            std::panic::resume_unwind(panic);
+                        }
+                    };
                     match fed {
-                        Ok((roots, _)) if roots.is_empty() => guard.dry = true,
+                        // Nothing to grow for now; but a step that ended meanwhile may have grown what the feed's
+                        // walk did not see: then it is asked again.
+                        Ok((roots, _)) if roots.is_empty() => guard.dry = guard.steps == steps,
                         Ok((roots, progress)) => guard.append(roots, progress),
                         Err(e) => {
                             guard.error.get_or_insert(e);
@@ -555,6 +575,7 @@ impl<F: Fn(&RootProgress) + Sync> Grower<'_, '_, F> {
         guard.busy[root] = false;
         // The tree has changed: a feed that had nothing may have something now.
         guard.dry = false;
+        guard.steps += 1;
         match result {
             Ok(report) => {
                 let step_seconds = step_started.elapsed().as_secs_f64();
@@ -784,5 +805,50 @@ mod tests {
         let settled: Vec<Option<u8>> = report.roots.iter().map(|r| r.settled_depth).collect();
         assert_eq!(settled, [Some(1), Some(3), Some(1)]);
         assert!(!report.stopped);
+    }
+
+    #[test]
+    fn a_feed_that_found_nothing_while_a_step_ended_is_asked_again() {
+        use crate::store::StoreOptions;
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), &StoreOptions::default()).unwrap();
+        let line = Line::parse(None, "e2e4 e7e5").unwrap();
+        let key = PositionKey::of(line.root());
+        let params = Params::new(4, 20).with_max_depth(u8::MAX);
+        let stop = Arc::new(AtomicBool::new(false));
+        let (release, timed_out) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)));
+        let groups: Vec<Held> = (0..2)
+            .map(|seed| Held {
+                inner: crate::search::evaluator::ScriptedEvaluator::new(1, seed),
+                held: key,
+                release: release.clone(),
+                timed_out: timed_out.clone(),
+            })
+            .collect();
+        let mut asked: Vec<Vec<usize>> = Vec::new();
+        // The second call, made while the held root grows, lets it go and answers nothing only once its step has
+        // ended (settled in the store, then a pause for the group to record it): its walk would not have seen what
+        // that step grew, so the run must ask again rather than end.
+        let mut feed = |unfinished: &[usize]| -> Result<Vec<BookRoot>, AnalysisError> {
+            asked.push(unfinished.to_vec());
+            if asked.len() == 1 {
+                return Ok(vec![BookRoot { max_depth: Some(0), ..BookRoot::new(line.clone(), "held") }]);
+            }
+            if asked.len() == 2 {
+                release.store(true, Ordering::SeqCst);
+                let since = Instant::now();
+                while store.read()?.node(key)?.and_then(|n| n.settled_depth).is_none()
+                    && since.elapsed() < Duration::from_secs(20)
+                {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                std::thread::sleep(Duration::from_millis(300));
+            }
+            Ok(Vec::new())
+        };
+        let report = grow_fed(&store, groups, &params, None, &stop, &mut feed).unwrap();
+        assert!(!timed_out.load(Ordering::SeqCst));
+        assert_eq!(report.roots[0].settled_depth, Some(0));
+        assert_eq!(asked, [vec![], vec![0], vec![]], "asked again after the step that ended during the second call");
     }
 }
