@@ -299,7 +299,8 @@ impl Schedule {
 
 /// Grows `roots` with the groups of engines in `groups` (each group grows one root at a time), up to
 /// `params.max_depth` or until `params.time` is spent or `stop` is set. `on_step` is called after each step with the
-/// root's progress. With `status`, a status line names the roots being grown, four times a second.
+/// root's progress. With `status`, a status line names the roots being grown, four times a second. An error (the
+/// store's) ends the run and sets `stop`, so that every group's searches end at once.
 #[allow(clippy::too_many_arguments)]
 pub fn grow<E: Evaluator + Send>(
     store: &Store,
@@ -328,7 +329,8 @@ pub type Feed<'f> = dyn FnMut(&[usize]) -> Result<Vec<BookRoot>, AnalysisError> 
 /// rounds that wait for their slowest root, and the engines stay busy while the feed's choices follow what the
 /// tree has grown so far. A root handed over earlier is taken first, and no root is held back for the shallowest
 /// (each has its own target). After a feed that handed over nothing, it is asked again once a step has ended (or at
-/// once, if one ended while it ran); the run ends when it hands over nothing and no root is being grown.
+/// once, if one ended while it ran); the run ends when it hands over nothing and no root is being grown. An error,
+/// the feed's or a step's, ends the run and sets `stop`, as in [`grow`].
 pub fn grow_fed<E: Evaluator + Send>(
     store: &Store,
     groups: Vec<E>,
@@ -519,10 +521,7 @@ impl<F: Fn(&RootProgress) + Sync> Grower<'_, '_, F> {
                         // walk did not see: then it is asked again.
                         Ok((roots, _)) if roots.is_empty() => guard.dry = guard.steps == steps,
                         Ok((roots, progress)) => guard.append(roots, progress),
-                        Err(e) => {
-                            guard.error.get_or_insert(e);
-                            guard.stopped = true;
-                        }
+                        Err(e) => self.fail(&mut guard, e),
                     }
                     self.changed.notify_all();
                 }
@@ -606,12 +605,17 @@ impl<F: Fn(&RootProgress) + Sync> Grower<'_, '_, F> {
                     guard.stopped = true;
                 }
             }
-            Err(e) => {
-                guard.error.get_or_insert(e);
-                guard.stopped = true;
-            }
+            Err(e) => self.fail(&mut guard, e),
         }
         self.changed.notify_all();
+    }
+
+    /// Ends the run with `e`: `stop` is set, so that the other groups' searches end now rather than when their
+    /// depths settle; what they stored stays.
+    fn fail(&self, guard: &mut Schedule, e: AnalysisError) {
+        guard.error.get_or_insert(e);
+        guard.stopped = true;
+        self.stop.store(true, Ordering::Relaxed);
     }
 
     /// The status line, every quarter of a second while a group still grows; cleared at the end.
@@ -850,5 +854,37 @@ mod tests {
         assert!(!timed_out.load(Ordering::SeqCst));
         assert_eq!(report.roots[0].settled_depth, Some(0));
         assert_eq!(asked, [vec![], vec![0], vec![]], "asked again after the step that ended during the second call");
+    }
+
+    #[test]
+    fn a_feed_error_ends_the_run_at_once_and_stops_the_other_groups() {
+        use crate::store::StoreOptions;
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), &StoreOptions::default()).unwrap();
+        let line = Line::parse(None, "e2e4 e7e5").unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let timed_out = Arc::new(AtomicBool::new(false));
+        // The held root's search waits until `stop` is set: only the error can let it go.
+        let groups: Vec<Held> = (0..2)
+            .map(|seed| Held {
+                inner: crate::search::evaluator::ScriptedEvaluator::new(1, seed),
+                held: PositionKey::of(line.root()),
+                release: stop.clone(),
+                timed_out: timed_out.clone(),
+            })
+            .collect();
+        let mut calls = 0;
+        let mut feed = |_: &[usize]| -> Result<Vec<BookRoot>, AnalysisError> {
+            calls += 1;
+            match calls {
+                1 => Ok(vec![BookRoot { max_depth: Some(3), ..BookRoot::new(line.clone(), "held") }]),
+                _ => Err(AnalysisError::Trace(std::io::Error::other("the feed's walk failed"))),
+            }
+        };
+        let params = Params::new(4, 20).with_max_depth(u8::MAX);
+        let error = grow_fed(&store, groups, &params, None, &stop, &mut feed).unwrap_err();
+        assert!(error.to_string().contains("the feed's walk failed"), "{error}");
+        assert!(!timed_out.load(Ordering::SeqCst), "the held group went on until its wait ran out");
+        assert!(stop.load(Ordering::SeqCst));
     }
 }
