@@ -502,7 +502,7 @@ impl<F: Fn(&RootProgress) + Sync> Grower<'_, '_, F> {
                     let unfinished = guard.unfinished(self.params.max_depth);
                     let (before, steps) = (guard.progress.len(), guard.steps);
                     // The feed reads the store while the other groups go on recording their steps. A feed that
-                    // panics ends the run (the other groups stop waiting for it), then the panic goes on.
+                    // panics ends the run (`stop` is set and no group waits for it), then the panic goes on.
                     let fed = parking_lot::MutexGuard::unlocked(&mut guard, || {
                         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.ask_feed(&unfinished, before)))
                     });
@@ -511,6 +511,7 @@ impl<F: Fn(&RootProgress) + Sync> Grower<'_, '_, F> {
                         Ok(fed) => fed,
                         Err(panic) => {
                             guard.stopped = true;
+                            self.stop.store(true, Ordering::Relaxed);
                             self.changed.notify_all();
                             drop(guard);
                             std::panic::resume_unwind(panic);
