@@ -782,7 +782,10 @@ fn grow_cover(store: &Store, configs: Vec<EngineConfig>, book: Book, cover: &Cov
     let left = params.time.map(|t| t.saturating_sub(started.elapsed()));
     let run_params = params.clone().with_max_depth(u8::MAX).with_time(left);
     let report = grow_fed(store, pools, &run_params, look_ahead, &stop, &mut feed)?;
-    let deepened = fed.iter().filter(|l| l.deeper.is_some()).count();
+    // Leaves grown: those the engines took a step at (a leaf handed over when the budget ran out, or whose depth was
+    // settled already, is not counted). The report's roots are the leaves in the order handed over.
+    let grown_leaves: Vec<&Leaf> = report.roots.iter().zip(&fed).filter(|(r, _)| r.steps > 0).map(|(_, l)| l).collect();
+    let deepened = grown_leaves.iter().filter(|l| l.deeper.is_some()).count();
     let found = walk(&store.read()?, &roots, cover, &grown)?;
     let expected = found.expected_answers;
     // Stopped (the time spent, or Ctrl-C) with leaves still to grow: a later run goes on.
@@ -794,13 +797,13 @@ fn grow_cover(store: &Store, configs: Vec<EngineConfig>, book: Book, cover: &Cov
         "cover: {round} rounds, {} leaves grown ({deepened} of them deeper), {evaluations} evaluations ({shared} \
          taken from other searches, {failed} failed), {positions} positions in the tree; tree moves a game expected \
          {expected_before:.2} before, {expected:.2} after{}",
-        fed.len(),
+        grown_leaves.len(),
         if stopped { "; stopped: run the command again to go on" } else { "" }
     );
     if json {
         eprintln!("{text}");
         let value = serde_json::json!({
-            "rounds": round, "grown": fed.len(), "deepened": deepened, "evaluations": evaluations, "shared": shared,
+            "rounds": round, "grown": grown_leaves.len(), "deepened": deepened, "evaluations": evaluations, "shared": shared,
             "failed": failed, "positions": positions, "expected_answers_before": expected_before,
             "expected_answers": expected,
             "stopped": stopped, "skipped": skipped,

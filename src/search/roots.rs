@@ -116,6 +116,9 @@ pub struct RootProgress {
     pub failed: u64,
     /// Wall time this run spent growing it.
     pub seconds: f64,
+    /// Steps this run took at it (each settles, or tries to settle, one software depth): 0 for a root handed over
+    /// but never grown (the budget spent first, or its depth already settled).
+    pub steps: u32,
     /// A depth could not settle because searches failed: the root is left for a later run.
     pub stuck: bool,
 }
@@ -133,6 +136,7 @@ impl RootProgress {
             shared: 0,
             failed: 0,
             seconds: 0.0,
+            steps: 0,
             stuck: false,
         }
     }
@@ -590,6 +594,7 @@ impl<F: Fn(&RootProgress) + Sync> Grower<'_, '_, F> {
                 entry.shared += report.shared;
                 entry.failed += report.failed;
                 entry.seconds += step_seconds;
+                entry.steps += 1;
                 if report.settled_depth.is_none_or(|d| d < depth) && !timed_out {
                     log::warn!(
                         "root {} ({}): depth {depth} did not settle (searches failed); it is left for a later run",
@@ -809,6 +814,8 @@ mod tests {
         assert_eq!(asked.last(), Some(&vec![]), "{asked:?}");
         let settled: Vec<Option<u8>> = report.roots.iter().map(|r| r.settled_depth).collect();
         assert_eq!(settled, [Some(1), Some(3), Some(1)]);
+        let steps: Vec<u32> = report.roots.iter().map(|r| r.steps).collect();
+        assert_eq!(steps, [2, 1, 2], "A and C settle depths 0 and 1, B only its depth 3");
         assert!(!report.stopped);
     }
 
