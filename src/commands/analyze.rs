@@ -784,6 +784,7 @@ fn grow_cover(store: &Store, configs: Vec<EngineConfig>, book: Book, cover: &Cov
     let report = grow_fed(store, pools, &run_params, look_ahead, &stop, &mut feed)?;
     // Leaves grown: those the engines took a step at (a leaf handed over when the budget ran out, or whose depth was
     // settled already, is not counted). The report's roots are the leaves in the order handed over.
+    debug_assert_eq!(report.roots.len(), fed.len(), "one root of the run for each leaf handed over");
     let grown_leaves: Vec<&Leaf> = report.roots.iter().zip(&fed).filter(|(r, _)| r.steps > 0).map(|(_, l)| l).collect();
     let deepened = grown_leaves.iter().filter(|l| l.deeper.is_some()).count();
     let found = walk(&store.read()?, &roots, cover, &grown)?;
@@ -803,8 +804,8 @@ fn grow_cover(store: &Store, configs: Vec<EngineConfig>, book: Book, cover: &Cov
     if json {
         eprintln!("{text}");
         let value = serde_json::json!({
-            "rounds": round, "grown": grown_leaves.len(), "deepened": deepened, "evaluations": evaluations, "shared": shared,
-            "failed": failed, "positions": positions, "expected_answers_before": expected_before,
+            "rounds": round, "grown": grown_leaves.len(), "deepened": deepened, "evaluations": evaluations,
+            "shared": shared, "failed": failed, "positions": positions, "expected_answers_before": expected_before,
             "expected_answers": expected,
             "stopped": stopped, "skipped": skipped,
         });

@@ -303,8 +303,8 @@ impl Schedule {
 
 /// Grows `roots` with the groups of engines in `groups` (each group grows one root at a time), up to
 /// `params.max_depth` or until `params.time` is spent or `stop` is set. `on_step` is called after each step with the
-/// root's progress. With `status`, a status line names the roots being grown, four times a second. An error (the
-/// store's) ends the run and sets `stop`, so that every group's searches end at once.
+/// root's progress. With `status`, a status line names the roots being grown, four times a second. An error while
+/// the groups run (the store's) ends the run and sets `stop`, so that every group's searches end at once.
 #[allow(clippy::too_many_arguments)]
 pub fn grow<E: Evaluator + Send>(
     store: &Store,
