@@ -729,6 +729,18 @@ mod tests {
         timed_out: Arc<AtomicBool>,
     }
 
+    /// Two groups of one scripted engine each, whose first search of `held` waits for `release`.
+    fn two_held_groups(held: PositionKey, release: &Arc<AtomicBool>, timed_out: &Arc<AtomicBool>) -> Vec<Held> {
+        (0..2)
+            .map(|seed| Held {
+                inner: crate::search::evaluator::ScriptedEvaluator::new(1, seed),
+                held,
+                release: release.clone(),
+                timed_out: timed_out.clone(),
+            })
+            .collect()
+    }
+
     impl Evaluator for Held {
         fn workers(&self) -> usize {
             self.inner.workers()
@@ -785,14 +797,7 @@ mod tests {
         // A's first search waits until the feed has been asked a third time: the run must go on without it.
         let (release, timed_out) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)));
         let held = PositionKey::of(line("e2e4 e7e5").root());
-        let groups: Vec<Held> = (0..2)
-            .map(|seed| Held {
-                inner: crate::search::evaluator::ScriptedEvaluator::new(1, seed),
-                held,
-                release: release.clone(),
-                timed_out: timed_out.clone(),
-            })
-            .collect();
+        let groups = two_held_groups(held, &release, &timed_out);
         let mut asked: Vec<Vec<usize>> = Vec::new();
         let mut feed = |unfinished: &[usize]| -> Result<Vec<BookRoot>, AnalysisError> {
             asked.push(unfinished.to_vec());
@@ -829,14 +834,7 @@ mod tests {
         let params = Params::new(4, 20).with_max_depth(u8::MAX);
         let stop = Arc::new(AtomicBool::new(false));
         let (release, timed_out) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)));
-        let groups: Vec<Held> = (0..2)
-            .map(|seed| Held {
-                inner: crate::search::evaluator::ScriptedEvaluator::new(1, seed),
-                held: key,
-                release: release.clone(),
-                timed_out: timed_out.clone(),
-            })
-            .collect();
+        let groups = two_held_groups(key, &release, &timed_out);
         let mut asked: Vec<Vec<usize>> = Vec::new();
         // The second call, made while the held root grows, lets it go and answers nothing only once its step has
         // ended (settled in the store, then a pause for the group to record it): its walk would not have seen what
@@ -873,14 +871,7 @@ mod tests {
         let stop = Arc::new(AtomicBool::new(false));
         let timed_out = Arc::new(AtomicBool::new(false));
         // The held root's search waits until `stop` is set: only the error can let it go.
-        let groups: Vec<Held> = (0..2)
-            .map(|seed| Held {
-                inner: crate::search::evaluator::ScriptedEvaluator::new(1, seed),
-                held: PositionKey::of(line.root()),
-                release: stop.clone(),
-                timed_out: timed_out.clone(),
-            })
-            .collect();
+        let groups = two_held_groups(PositionKey::of(line.root()), &stop, &timed_out);
         let mut calls = 0;
         let mut feed = |_: &[usize]| -> Result<Vec<BookRoot>, AnalysisError> {
             calls += 1;
