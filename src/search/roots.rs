@@ -163,10 +163,6 @@ struct Schedule {
     /// The roots, in the order given (a fed run appends what its feed hands over).
     roots: Vec<BookRoot>,
     progress: Vec<RootProgress>,
-    /// Each root's weight ([`BookRoot::weight`]).
-    weights: Vec<u32>,
-    /// Each root's own budget and deepest depth ([`BookRoot::budget`], [`BookRoot::max_depth`]).
-    limits: Vec<(Option<Duration>, Option<u8>)>,
     busy: Vec<bool>,
     /// Fed: each root has its own target and grows at its own pace, the first handed over first (no root is held
     /// back for the shallowest; see [`grow_fed`]).
@@ -203,8 +199,6 @@ impl Schedule {
         let mut schedule = Schedule {
             roots: Vec::new(),
             progress: Vec::new(),
-            weights: Vec::new(),
-            limits: Vec::new(),
             busy: Vec::new(),
             fed: false,
             feeding: false,
@@ -219,8 +213,6 @@ impl Schedule {
 
     /// Adds `roots`, where `progress` says they stand, after those there are.
     fn append(&mut self, roots: Vec<BookRoot>, progress: Vec<RootProgress>) {
-        self.weights.extend(roots.iter().map(|r| r.weight));
-        self.limits.extend(roots.iter().map(|r| (r.budget, r.max_depth)));
         self.busy.extend(roots.iter().map(|_| false));
         self.roots.extend(roots);
         self.progress.extend(progress);
@@ -234,15 +226,15 @@ impl Schedule {
     /// Whether root `i` may grow further: not stuck, its budget not spent, its next depth not past the run's
     /// `max_depth` nor its own.
     fn is_open(&self, i: usize, max_depth: u8) -> bool {
-        let (budget, own_depth) = self.limits[i];
+        let root = &self.roots[i];
         !self.progress[i].stuck
-            && self.level(i) <= own_depth.map_or(max_depth, |own| own.min(max_depth))
-            && budget.is_none_or(|b| self.progress[i].seconds < b.as_secs_f64())
+            && self.level(i) <= root.max_depth.map_or(max_depth, |own| own.min(max_depth))
+            && root.budget.is_none_or(|b| self.progress[i].seconds < b.as_secs_f64())
     }
 
     /// What is left of root `i`'s own budget, if it has one.
     fn budget_left(&self, i: usize) -> Option<Duration> {
-        self.limits[i].0.map(|b| b.saturating_sub(Duration::from_secs_f64(self.progress[i].seconds)))
+        self.roots[i].budget.map(|b| b.saturating_sub(Duration::from_secs_f64(self.progress[i].seconds)))
     }
 
     /// The next depth to settle at root `i`.
@@ -253,7 +245,7 @@ impl Schedule {
     /// The depth root `i` is ranked by: its next depth, less what its weight is worth ([`priority`]). Signed: a
     /// heavy root not yet grown ranks below depth 0.
     fn rank(&self, i: usize) -> i16 {
-        i16::from(self.level(i)) - i16::from(priority(self.weights[i]))
+        i16::from(self.level(i)) - i16::from(priority(self.roots[i].weight))
     }
 
     /// One line on what is being grown: the roots and the depth each is settling, and the settled depths so far.
@@ -585,8 +577,8 @@ impl<F: Fn(&RootProgress) + Sync> Grower<'_, '_, F> {
                 let step_seconds = step_started.elapsed().as_secs_f64();
                 // The run's budget or the root's own is spent: a depth left unsettled is no failure.
                 let timed_out = self.out_of_time()
-                    || guard.limits[root]
-                        .0
+                    || guard.roots[root]
+                        .budget
                         .is_some_and(|b| guard.progress[root].seconds + step_seconds >= b.as_secs_f64());
                 let entry = &mut guard.progress[root];
                 entry.settled_depth = entry.settled_depth.max(report.settled_depth);
@@ -696,7 +688,8 @@ mod tests {
     fn a_root_that_more_games_reached_runs_ahead_by_the_log_of_its_weight() {
         // Root 1 was reached by 4 games: it counts 2 depths shallower than it is.
         let mut s = schedule(&[Some(1), Some(1)], &[false, false]);
-        s.weights = vec![1, 4];
+        s.roots[0].weight = 1;
+        s.roots[1].weight = 4;
         assert_eq!(pick(&s, 9), Some((1, 2)));
         s.progress[1].settled_depth = Some(2);
         assert_eq!(pick(&s, 9), Some((1, 3)), "depth 3 ranks as 1 beside the light root's 2");
