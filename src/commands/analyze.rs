@@ -688,6 +688,8 @@ fn grow_cover(store: &Store, configs: Vec<EngineConfig>, book: Book, cover: &Cov
     let mut grown = HashSet::new();
     // Every leaf handed over to the engines, in the order handed over.
     let mut fed: Vec<Leaf> = Vec::new();
+    // The round each leaf of `fed` was handed over in.
+    let mut fed_round: Vec<usize> = Vec::new();
     let mut round = 0usize;
     // The first walk says where the tree stands and picks the first round's leaves; each later round walks again.
     let mut first = Some(walk(&store.read()?, &roots, cover, &grown)?);
@@ -775,6 +777,7 @@ fn grow_cover(store: &Store, configs: Vec<EngineConfig>, book: Book, cover: &Cov
             root.engine_depth = leaf.deeper.map(|d| d.engine_depth);
             leaf_roots.push(root);
         }
+        fed_round.extend(leaves.iter().map(|_| round));
         fed.extend(leaves);
         Ok(leaf_roots)
     };
@@ -787,6 +790,9 @@ fn grow_cover(store: &Store, configs: Vec<EngineConfig>, book: Book, cover: &Cov
     debug_assert_eq!(report.roots.len(), fed.len(), "one root of the run for each leaf handed over");
     let grown_leaves: Vec<&Leaf> = report.roots.iter().zip(&fed).filter(|(r, _)| r.steps > 0).map(|(_, l)| l).collect();
     let deepened = grown_leaves.iter().filter(|l| l.deeper.is_some()).count();
+    // Rounds that grew a leaf: a round handed over as the budget ran out, none of its leaves taken, is not counted.
+    let rounds =
+        report.roots.iter().zip(&fed_round).filter(|(r, _)| r.steps > 0).map(|(_, &n)| n).collect::<HashSet<_>>().len();
     let found = walk(&store.read()?, &roots, cover, &grown)?;
     let expected = found.expected_answers;
     // Stopped (the time spent, or Ctrl-C) with leaves still to grow: a later run goes on.
@@ -795,7 +801,7 @@ fn grow_cover(store: &Store, configs: Vec<EngineConfig>, book: Book, cover: &Cov
     let positions = store.stats()?.positions;
     let (evaluations, shared, failed) = (report.evaluations, report.shared, report.failed);
     let text = format!(
-        "cover: {round} rounds, {} leaves grown ({deepened} of them deeper), {evaluations} evaluations ({shared} \
+        "cover: {rounds} rounds, {} leaves grown ({deepened} of them deeper), {evaluations} evaluations ({shared} \
          taken from other searches, {failed} failed), {positions} positions in the tree; tree moves a game expected \
          {expected_before:.2} before, {expected:.2} after{}",
         grown_leaves.len(),
@@ -804,7 +810,7 @@ fn grow_cover(store: &Store, configs: Vec<EngineConfig>, book: Book, cover: &Cov
     if json {
         eprintln!("{text}");
         let value = serde_json::json!({
-            "rounds": round, "grown": grown_leaves.len(), "deepened": deepened, "evaluations": evaluations,
+            "rounds": rounds, "grown": grown_leaves.len(), "deepened": deepened, "evaluations": evaluations,
             "shared": shared, "failed": failed, "positions": positions, "expected_answers_before": expected_before,
             "expected_answers": expected,
             "stopped": stopped, "skipped": skipped,
