@@ -686,10 +686,8 @@ fn grow_cover(store: &Store, configs: Vec<EngineConfig>, book: Book, cover: &Cov
     let pools = start_groups(configs, engines)?;
     let per_round = pools.len() * COVER_LEAVES_PER_ENGINE;
     let mut grown = HashSet::new();
-    // Every leaf handed over to the engines, in the order handed over.
-    let mut fed: Vec<Leaf> = Vec::new();
-    // The round each leaf of `fed` was handed over in.
-    let mut fed_round: Vec<usize> = Vec::new();
+    // Every leaf handed over to the engines, in the order handed over, with the round that handed it over.
+    let mut fed: Vec<(usize, Leaf)> = Vec::new();
     let mut round = 0usize;
     // The first walk says where the tree stands and picks the first round's leaves; each later round walks again.
     let mut first = Some(walk(&store.read()?, &roots, cover, &grown)?);
@@ -715,7 +713,7 @@ fn grow_cover(store: &Store, configs: Vec<EngineConfig>, book: Book, cover: &Cov
         // settled depth would be counted at the wrong one): of two such leaves, in this round or in one still under
         // way, the later waits for a later walk.
         let deepened_elsewhere = |l: &Leaf| l.deeper.is_some_and(|d| d.engine_depth != params.engine_depth);
-        let in_flight = || unfinished.iter().filter_map(|&i| fed.get(i));
+        let in_flight = || unfinished.iter().filter_map(|&i| fed.get(i).map(|(_, l)| l));
         let mut plain: HashSet<PositionKey> = in_flight().filter(|l| l.deeper.is_none()).map(|l| l.key).collect();
         let mut deepening: HashSet<PositionKey> =
             in_flight().filter(|l| deepened_elsewhere(l)).map(|l| l.key).collect();
@@ -777,8 +775,7 @@ fn grow_cover(store: &Store, configs: Vec<EngineConfig>, book: Book, cover: &Cov
             root.engine_depth = leaf.deeper.map(|d| d.engine_depth);
             leaf_roots.push(root);
         }
-        fed_round.extend(leaves.iter().map(|_| round));
-        fed.extend(leaves);
+        fed.extend(leaves.into_iter().map(|l| (round, l)));
         Ok(leaf_roots)
     };
     // What the first walk took is spent too. Every leaf has its own depth to settle.
@@ -788,11 +785,11 @@ fn grow_cover(store: &Store, configs: Vec<EngineConfig>, book: Book, cover: &Cov
     // Leaves grown: those the engines took a step at (a leaf handed over when the budget ran out, or whose depth was
     // settled already, is not counted). The report's roots are the leaves in the order handed over.
     debug_assert_eq!(report.roots.len(), fed.len(), "one root of the run for each leaf handed over");
-    let grown_leaves: Vec<&Leaf> = report.roots.iter().zip(&fed).filter(|(r, _)| r.steps > 0).map(|(_, l)| l).collect();
-    let deepened = grown_leaves.iter().filter(|l| l.deeper.is_some()).count();
+    let grown_leaves: Vec<&(usize, Leaf)> =
+        report.roots.iter().zip(&fed).filter(|(r, _)| r.steps > 0).map(|(_, fed)| fed).collect();
+    let deepened = grown_leaves.iter().filter(|(_, l)| l.deeper.is_some()).count();
     // Rounds that grew a leaf: a round handed over as the budget ran out, none of its leaves taken, is not counted.
-    let rounds =
-        report.roots.iter().zip(&fed_round).filter(|(r, _)| r.steps > 0).map(|(_, &n)| n).collect::<HashSet<_>>().len();
+    let rounds = grown_leaves.iter().map(|(round, _)| round).collect::<HashSet<_>>().len();
     let found = walk(&store.read()?, &roots, cover, &grown)?;
     let expected = found.expected_answers;
     // Stopped (the time spent, or Ctrl-C) with leaves still to grow: a later run goes on.
