@@ -19,14 +19,16 @@ cat "$OUT/machine.txt"
 python3 scripts/match-chunks --plan "${PLAN:-$HERE/plan.json}" --jobs "${JOBS:-14}" --deadline "${DEADLINE:-450}" --out /tmp/m \
   > "$OUT/progress.log" 2>&1 &
 pid=$!
+# The chunks so far into $OUT/results.tgz, replaced whole (a call cut short returns the last complete one).
+pack() { nice tar czf "$OUT/partial.tgz" -C /tmp m && mv "$OUT/partial.tgz" "$OUT/results.tgz"; }
 while kill -0 $pid 2>/dev/null; do
   sleep 20
-  nice tar czf "$OUT/partial.tgz" -C /tmp m 2>/dev/null && mv "$OUT/partial.tgz" "$OUT/results.tgz"
+  pack 2>/dev/null
   tail -1 "$OUT/progress.log"
 done
 wait $pid
 echo "match-chunks rc $?"
-tar czf "$OUT/partial.tgz" -C /tmp m && mv "$OUT/partial.tgz" "$OUT/results.tgz"
+pack
 cp /tmp/m/summary.txt "$OUT/summary.txt"
 date -u >> "$OUT/machine.txt"
 cat /tmp/m/summary.txt
