@@ -1,11 +1,14 @@
 //! `deeptree serve`: the stored tree live in a browser, served from the store while other processes grow it.
 //!
-//! A small synchronous HTTP/1.1 server ([`http`]) on a loopback address: a fixed pool of [`WORKERS`] threads
-//! answers connections taken from a queue of [`QUEUE`]; a connection that finds the queue full is answered 503 at
-//! once. Every request is checked by [`guard`] (its Host; for a request that changes the store, its Origin and the
-//! per-run token), then routed: the page and its assets (from memory), the JSON API (`/api/position`, `/api/live`)
-//! and steering (`/api/mark`, `/api/task`, see [`steer`]). Each request holds one read transaction of the store only
-//! while it builds its answer. A background thread samples the store ([`live`]).
+//! A small synchronous HTTP/1.1 server ([`http`]) on a loopback address. Each connection is read on a thread of its
+//! own, up to [`MAX_CONNECTIONS`] at once; one more is answered 503 at once. A connection has [`READ_TIMEOUT`] to send
+//! its whole request (line, headers and body: a deadline on the request, not on each byte), then it is answered 408
+//! and closed, so a client that connects and sends nothing, or a byte a second, holds one thread for 5 s and takes
+//! nothing from the others. Of the requests read, [`ANSWERING`] are answered at once (each holds one read transaction
+//! of the store while it builds its answer); the others wait their turn. Every request is checked by [`guard`] (its
+//! Host; for a request that changes the store, its Origin and the per-run token), then routed: the page and its
+//! assets (from memory), the JSON API (`/api/position`, `/api/live`) and steering (`/api/mark`, `/api/task`, whose
+//! bodies [`steer`] checks field by field). A background thread samples the store ([`live`]).
 
 pub mod guard;
 pub mod http;
@@ -13,9 +16,12 @@ pub mod live;
 pub mod steer;
 
 use std::{
-    io::{Read, Write},
+    io::Read,
     net::{Shutdown, TcpListener, TcpStream},
-    sync::Arc,
+    sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
+    },
     time::{Duration, Instant},
 };
 
@@ -33,12 +39,14 @@ use crate::{
 use guard::{Guard, TOKEN_HEADER};
 use http::{Request, Response};
 
-/// Threads that answer requests.
-pub const WORKERS: usize = 4;
-/// Connections waiting for a worker; one more is answered 503.
-pub const QUEUE: usize = 16;
-/// How long a client may take to send its request.
-const READ_TIMEOUT: Duration = Duration::from_secs(5);
+/// Connections served at once, each on a thread of its own; one more is answered 503. Well above what idle browser
+/// tabs (six connections per host each) and a few hundred idle or trickling sockets hold.
+pub const MAX_CONNECTIONS: usize = 512;
+/// Requests answered at once (the others read wait their turn): each holds a read transaction of the store, and the
+/// store has 254 reader slots for every process that shares it.
+pub const ANSWERING: usize = 4;
+/// How long a client may take to send its whole request, from the connection on.
+pub const READ_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long a connection is drained after its answer (what the client still sends is dropped).
 const DRAIN_TIME: Duration = Duration::from_millis(500);
 /// The longest main line shown.
@@ -63,6 +71,48 @@ pub struct Server {
     root: Line,
     ring: Arc<Mutex<live::Ring>>,
     started: Instant,
+    /// The turns to answer a request, [`ANSWERING`] of them.
+    turns: Turns,
+}
+
+/// One of the open connections [`Server::run`] counts: the count goes down when this is dropped.
+struct Held(Arc<AtomicUsize>);
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// A counted set of turns: [`Turns::take`] waits until one is free, and the [`Turn`] gives it back when dropped.
+struct Turns {
+    free: crossbeam_channel::Receiver<()>,
+    back: crossbeam_channel::Sender<()>,
+}
+
+/// A turn taken from [`Turns`].
+struct Turn<'t>(&'t crossbeam_channel::Sender<()>);
+
+impl Turns {
+    fn new(count: usize) -> Turns {
+        let (back, free) = crossbeam_channel::bounded(count);
+        for _ in 0..count {
+            let _ = back.send(());
+        }
+        Turns { free, back }
+    }
+
+    fn take(&self) -> Turn<'_> {
+        // Both ends live as long as `self`, so the wait ends with a turn.
+        let _ = self.free.recv();
+        Turn(&self.back)
+    }
+}
+
+impl Drop for Turn<'_> {
+    fn drop(&mut self) {
+        let _ = self.0.send(());
+    }
 }
 
 impl Server {
@@ -74,46 +124,55 @@ impl Server {
             root,
             ring: Arc::new(Mutex::new(live::Ring::new())),
             started: Instant::now(),
+            turns: Turns::new(ANSWERING),
         }
     }
 
-    /// Answers connections on `listener` until the process ends: the sampler, the workers, and the accepting loop
-    /// on this thread.
+    /// Answers connections on `listener` until the process ends: the sampler, then the accepting loop on this
+    /// thread, each connection on a thread of its own up to [`MAX_CONNECTIONS`].
     pub fn run(self, listener: TcpListener) -> std::io::Result<()> {
         live::spawn_sampler(self.store.clone(), self.root.clone(), self.ring.clone(), self.started);
         let server = Arc::new(self);
-        let (queue, waiting) = crossbeam_channel::bounded::<TcpStream>(QUEUE);
-        for n in 0..WORKERS {
-            let (server, waiting) = (server.clone(), waiting.clone());
-            std::thread::Builder::new().name(format!("serve-{n}")).spawn(move || {
-                for stream in waiting {
-                    server.answer(stream);
-                }
-            })?;
-        }
+        let open = Arc::new(AtomicUsize::new(0));
         for stream in listener.incoming() {
             let stream = match stream {
                 Ok(stream) => stream,
                 Err(e) => {
+                    // Out of file descriptors, most likely: wait for some to close.
                     log::warn!("serve: cannot accept a connection: {e}");
                     std::thread::sleep(Duration::from_millis(50));
                     continue;
                 }
             };
-            if let Err(crossbeam_channel::TrySendError::Full(stream)) = queue.try_send(stream) {
+            if open.fetch_add(1, Ordering::AcqRel) >= MAX_CONNECTIONS {
+                open.fetch_sub(1, Ordering::AcqRel);
                 refuse_busy(stream);
+                continue;
+            }
+            let held = Held(open.clone());
+            let server = server.clone();
+            // The thread owns the count it took: `held` gives it back however the thread ends. A thread that cannot
+            // start drops the connection (closed unanswered) and its count with it.
+            if let Err(e) = std::thread::Builder::new().name("serve-connection".into()).spawn(move || {
+                let _held = held;
+                server.answer(stream);
+            }) {
+                log::warn!("serve: cannot start a thread for a connection: {e}");
             }
         }
         Ok(())
     }
 
-    /// Reads one request from `stream`, answers it and closes the connection.
+    /// Reads one request from `stream` within [`READ_TIMEOUT`], answers it when its turn comes and closes the
+    /// connection.
     fn answer(&self, mut stream: TcpStream) {
         let _ = stream.set_write_timeout(Some(READ_TIMEOUT));
         let response = match http::read_request(&mut stream, READ_TIMEOUT) {
             Ok(request) => {
-                // A panic costs one answer (500), never a worker.
+                let turn = self.turns.take();
+                // A panic costs one answer (500), never the server.
                 let routed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.route(&request)));
+                drop(turn);
                 let response = routed.unwrap_or_else(|_| Response::text(500, "internal error: see the log"));
                 log::info!("serve: {} {} -> {}", request.method, request.path, response.status);
                 response
@@ -410,9 +469,22 @@ fn finish(mut stream: TcpStream, response: &Response) {
     }
 }
 
-/// Answers 503 to a connection that found every worker busy and the queue full.
+/// Answers 503 to a connection beyond [`MAX_CONNECTIONS`], on the accepting thread: a small answer into an empty send
+/// buffer, then what the client already sent is dropped (so that it reads the answer, not a reset) without waiting.
 fn refuse_busy(mut stream: TcpStream) {
     let _ = stream.set_write_timeout(Some(Duration::from_millis(200)));
-    let _ = Response::text(503, "busy: too many connections, try again").write_to(&mut stream);
-    let _ = stream.flush();
+    if Response::text(503, "busy: too many connections, try again").write_to(&mut stream).is_err() {
+        return;
+    }
+    let _ = stream.shutdown(Shutdown::Write);
+    if stream.set_nonblocking(true).is_ok() {
+        let mut sink = [0u8; 4096];
+        let mut drained = 0;
+        while drained < http::MAX_HEAD {
+            match stream.read(&mut sink) {
+                Ok(n) if n > 0 => drained += n,
+                _ => break,
+            }
+        }
+    }
 }
