@@ -636,3 +636,191 @@ fn a_task_added_from_the_page_is_in_the_task_list() {
     assert_eq!(tasks[0]["moves"], serde_json::json!(["e2e4", "e7e5"]));
     assert_eq!((tasks[0]["budget_seconds"].as_f64(), tasks[0]["priority"].as_u64()), (Some(90.0), Some(2)));
 }
+
+/// The tasks in the store, as `task list --json` prints them.
+fn task_list(db: &Path) -> serde_json::Value {
+    let out = deeptree().arg("--db").arg(db).args(["task", "list", "--json"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// Posts each body to `path` from the page and checks it is refused with 400 and a reason that says `says`.
+fn refused_with_400(served: &Served, path: &str, cases: &[(&str, &str)]) {
+    let page = from_page(served);
+    for (body, says) in cases {
+        let answer = post(served, path, &page, body);
+        assert_eq!(answer.status, 400, "{path} {body}: {}", answer.body);
+        let error = answer.json()["error"].as_str().unwrap().to_owned();
+        assert!(error.contains(says), "{path} {body}: {error:?} does not say {says:?}");
+    }
+}
+
+#[test]
+fn every_field_of_a_mark_is_checked_and_a_refusal_writes_nothing() {
+    let (_dir, db) = store_copy();
+    let served = serve(&db, &[]);
+    let before = shown(&db);
+    let after_e4_e5 = || {
+        let out = deeptree().arg("--db").arg(&db).args(["show", "--json", "--moves", "e2e4 e7e5"]).output().unwrap();
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let before_e4_e5 = after_e4_e5();
+    refused_with_400(
+        &served,
+        "/api/mark",
+        &[
+            // A list where text is read: refused, never read as no moves (it excluded g1f3 at the start).
+            (r#"{"moves": ["e2e4", "e7e5"], "move": "g1f3", "kind": "exclude"}"#, "moves must be text"),
+            (
+                r#"{"moves": 5, "move": "g1f3", "kind": "exclude"}"#,
+                "moves must be text (UCI moves separated by spaces), not a number",
+            ),
+            (r#"{"moves": {"e2e4": 1}, "move": "g1f3", "kind": "exclude"}"#, "moves must be text"),
+            (r#"{"moves": "e2e4 zz", "move": "g1f3", "kind": "exclude"}"#, "unknown position"),
+            (r#"{"moves": "e2e4 e2e4", "move": "g1f3", "kind": "exclude"}"#, "unknown position"),
+            (
+                r#"{"fen": 5, "moves": "e2e4 e7e5", "move": "g1f3", "kind": "exclude"}"#,
+                "fen must be text (a FEN), not a number",
+            ),
+            (r#"{"fen": ["x"], "moves": "e2e4 e7e5", "move": "g1f3", "kind": "exclude"}"#, "fen must be text"),
+            (r#"{"fen": "not a fen", "moves": "e2e4 e7e5", "move": "g1f3", "kind": "exclude"}"#, "unknown position"),
+            (r#"{"fen": "8/8/8/8/8/8/8/8 w - - 0 1", "move": "g1f3", "kind": "exclude"}"#, "unknown position"),
+            (
+                r#"{"moves": "e2e4 e7e5", "move": ["g1f3"], "kind": "exclude"}"#,
+                "move must be text (a UCI move), not a list",
+            ),
+            (r#"{"moves": "e2e4 e7e5", "move": 7, "kind": "exclude"}"#, "move must be text"),
+            (r#"{"moves": "e2e4 e7e5", "move": "g1", "kind": "exclude"}"#, "malformed move"),
+            (r#"{"moves": "e2e4 e7e5", "move": "g1g3", "kind": "exclude"}"#, "not legal"),
+            (r#"{"moves": "e2e4 e7e5", "move": null, "kind": "exclude"}"#, "no move"),
+            (
+                r#"{"moves": "e2e4 e7e5", "move": "g1f3", "kind": 1}"#,
+                "kind must be \"exclude\" or \"include\", not a number",
+            ),
+            (r#"{"moves": "e2e4 e7e5", "move": "g1f3", "kind": ["exclude"]}"#, "kind must be"),
+            (r#"{"moves": "e2e4 e7e5", "move": "g1f3", "kind": "ban"}"#, "kind must be"),
+            (r#"{"moves": "e2e4 e7e5", "move": "g1f3"}"#, "kind must be"),
+            (
+                r#"{"moves": "e2e4 e7e5", "move": "g1f3", "kind": "exclude", "undo": "no"}"#,
+                "undo must be true or false, not text",
+            ),
+            (r#"{"moves": "e2e4 e7e5", "move": "g1f3", "kind": "exclude", "undo": 0}"#, "undo must be true or false"),
+            (r#"{"moves": "e2e4 e7e5", "move": "g1f3", "kind": "exclude", "Move": "b1c3"}"#, "unknown field 'Move'"),
+            (r#"{"moves": "e2e4 e7e5", "move": "g1f3", "kind": "exclude", "token": "x"}"#, "unknown field"),
+            // A key given twice: serde_json alone would keep the last.
+            (r#"{"moves": "e2e4 e7e5", "move": "g1f3", "move": "b1c3", "kind": "exclude"}"#, "'move' is given twice"),
+            (
+                r#"{"moves": "e2e4 e7e5", "move": "g1f3", "kind": "exclude", "kind": "exclude"}"#,
+                "'kind' is given twice",
+            ),
+            (r#"{"moves": "", "moves": "e2e4 e7e5", "move": "g1f3", "kind": "exclude"}"#, "'moves' is given twice"),
+            (r#"{"fen": "", "fen": "", "move": "e2e4", "kind": "exclude"}"#, "'fen' is given twice"),
+            (
+                r#"{"moves": "e2e4 e7e5", "move": "g1f3", "kind": "exclude", "undo": false, "undo": true}"#,
+                "'undo' is given twice",
+            ),
+        ],
+    );
+    assert_eq!(shown(&db), before, "a refused mark writes nothing at the start");
+    assert_eq!(after_e4_e5(), before_e4_e5, "nor where it was aimed");
+
+    // The same body with every field right marks the move where the moves lead, and only there.
+    let made = post(
+        &served,
+        "/api/mark",
+        &from_page(&served),
+        r#"{"fen": "", "moves": "e2e4 e7e5", "move": "g1f3", "kind": "exclude", "undo": null}"#,
+    );
+    assert_eq!(made.status, 200, "{}", made.body);
+    assert_eq!(made.json()["mark"]["fen"], "rnbqkbnr/pppp1ppp/8/4p3/4P3/8/PPPP1PPP/RNBQKBNR w KQkq - 0 2");
+    assert_eq!(shown(&db), before, "nothing marked at the start");
+    assert_ne!(after_e4_e5(), before_e4_e5);
+}
+
+#[test]
+fn every_field_of_a_task_is_checked_and_a_refusal_writes_nothing() {
+    let (_dir, db) = store_copy();
+    let served = serve(&db, &[]);
+    let before = shown(&db);
+    refused_with_400(
+        &served,
+        "/api/task",
+        &[
+            // A number where a FEN is read: refused, never read as the root.
+            (r#"{"fen": 5, "moves": "e2e4", "budget_seconds": 60}"#, "fen must be text (a FEN), not a number"),
+            (r#"{"fen": true, "budget_seconds": 60}"#, "fen must be text"),
+            (r#"{"fen": "rnbqkbnr/pppppppp/8 w", "budget_seconds": 60}"#, "unknown position"),
+            (
+                r#"{"moves": ["e2e4"], "budget_seconds": 60}"#,
+                "moves must be text (UCI moves separated by spaces), not a list",
+            ),
+            (r#"{"moves": "e2e4 e7e6 e7e5", "budget_seconds": 60}"#, "unknown position"),
+            (
+                r#"{"moves": "e2e4", "budget_seconds": "60"}"#,
+                "budget_seconds must be a number of seconds above 0, not text",
+            ),
+            (r#"{"moves": "e2e4", "budget_seconds": [60]}"#, "budget_seconds must be"),
+            (
+                r#"{"moves": "e2e4", "budget_seconds": null}"#,
+                "budget_seconds (a number of seconds above 0) is required",
+            ),
+            (r#"{"moves": "e2e4", "budget_seconds": -5}"#, "budget"),
+            (r#"{"moves": "e2e4", "budget_seconds": 1e999}"#, "not JSON"),
+            (
+                r#"{"moves": "e2e4", "budget_seconds": 60, "priority": "2"}"#,
+                "priority must be a small whole number (0 to 255), not text",
+            ),
+            (
+                r#"{"moves": "e2e4", "budget_seconds": 60, "priority": 2.5}"#,
+                "priority must be a small whole number (0 to 255), not 2.5",
+            ),
+            (r#"{"moves": "e2e4", "budget_seconds": 60, "priority": 17}"#, "priority"),
+            (r#"{"moves": "e2e4", "budget_seconds": 60, "max_depth": "8"}"#, "max_depth must be a small whole number"),
+            (r#"{"moves": "e2e4", "budget_seconds": 60, "max_depth": -1}"#, "max_depth must be a small whole number"),
+            (r#"{"moves": "e2e4", "budget_seconds": 60, "max_depth": 300}"#, "max_depth must be a small whole number"),
+            (r#"{"moves": "e2e4", "budget_seconds": 60, "label": 5}"#, "label must be text, not a number"),
+            (r#"{"moves": "e2e4", "budget_seconds": 60, "label": ["a"]}"#, "label must be text, not a list"),
+            (r#"{"moves": "e2e4", "budget_seconds": 60, "budget": 60}"#, "unknown field 'budget'"),
+            (r#"{"moves": "e2e4", "budget_seconds": 60, "move": "e7e5"}"#, "unknown field 'move'"),
+            (r#"{"moves": "e2e4", "budget_seconds": 60, "budget_seconds": 6000}"#, "'budget_seconds' is given twice"),
+            (r#"{"moves": "e2e4", "moves": "d2d4", "budget_seconds": 60}"#, "'moves' is given twice"),
+            (r#"{"fen": "", "fen": "", "budget_seconds": 60}"#, "'fen' is given twice"),
+            (r#"{"moves": "e2e4", "budget_seconds": 60, "priority": 1, "priority": 2}"#, "'priority' is given twice"),
+            (
+                r#"{"moves": "e2e4", "budget_seconds": 60, "max_depth": 1, "max_depth": 1}"#,
+                "'max_depth' is given twice",
+            ),
+            (r#"{"moves": "e2e4", "budget_seconds": 60, "label": "a", "label": "b"}"#, "'label' is given twice"),
+        ],
+    );
+    assert_eq!(task_list(&db).as_array().map(Vec::len), Some(0), "refused requests add no task");
+    assert_eq!(shown(&db), before);
+
+    // Every field right: the task is where the moves lead, with what was sent.
+    let added = post(
+        &served,
+        "/api/task",
+        &from_page(&served),
+        r#"{"fen": "", "moves": "e2e4", "budget_seconds": 60, "priority": 3, "max_depth": 8, "label": " open "}"#,
+    );
+    assert_eq!(added.status, 200, "{}", added.body);
+    let tasks = task_list(&db);
+    assert_eq!(tasks.as_array().unwrap().len(), 1, "{tasks}");
+    assert_eq!(tasks[0]["moves"], serde_json::json!(["e2e4"]));
+    assert_eq!(tasks[0]["label"], "open");
+    assert_eq!((tasks[0]["priority"].as_u64(), tasks[0]["max_depth"].as_u64()), (Some(3), Some(8)));
+}
+
+#[test]
+fn an_api_parameter_it_does_not_read_is_refused() {
+    let (_dir, db) = store_copy();
+    let served = serve(&db, &[]);
+    for path in ["/api/position?move=e2e4", "/api/position?moves=e2e4&fen=&depth=2", "/api/live?since=3"] {
+        let answer = get(&served, path);
+        assert_eq!(answer.status, 400, "{path}: {}", answer.body);
+        assert!(answer.json()["error"].as_str().unwrap().contains("unknown parameter"), "{path}: {}", answer.body);
+    }
+    // The page's own URL carries the token in its query.
+    assert_eq!(get(&served, &format!("/?token={}", served.token)).status, 200);
+    assert_eq!(get(&served, "/api/position?fen=&moves=e2e4").status, 200);
+}

@@ -39,6 +39,23 @@ impl Request {
     pub fn param(&self, name: &str) -> Result<Option<String>, String> {
         query_param(&self.query, name)
     }
+
+    /// An error naming the first query parameter not in `known`.
+    pub fn only_params(&self, known: &[&str]) -> Result<(), String> {
+        for pair in self.query.split('&').filter(|pair| !pair.is_empty()) {
+            let name = pair.split_once('=').map_or(pair, |(n, _)| n);
+            let name =
+                percent_decode(name).ok_or_else(|| format!("bad percent-encoding in the query's name '{name}'"))?;
+            if !known.contains(&name.as_str()) {
+                return Err(if known.is_empty() {
+                    format!("unknown parameter {}: this takes none", crate::game::quote(&name))
+                } else {
+                    format!("unknown parameter {}: this takes {}", crate::game::quote(&name), known.join(", "))
+                });
+            }
+        }
+        Ok(())
+    }
 }
 
 /// An answer. Every answer closes its connection and carries the same safety headers; none has `Access-Control-*`.

@@ -33,7 +33,7 @@ use crate::{
     game::Line,
     notation::canonical,
     search::{show, tree},
-    store::{Store, StoreError, key::PositionKey, marks::MarkKind},
+    store::{Store, StoreError, key::PositionKey},
 };
 
 use guard::{Guard, TOKEN_HEADER};
@@ -218,6 +218,14 @@ impl Server {
         if let Some((_, kind, body)) = ASSETS.iter().find(|(path, _, _)| *path == request.path) {
             return Response::new(200, kind, *body);
         }
+        // The API's parameters are checked as its bodies are: one it does not read is refused, never ignored. The
+        // page itself takes any query (its URL carries the token).
+        let known: &[&str] = if request.path == "/api/position" { &["fen", "moves"] } else { &[] };
+        if matches!(request.path.as_str(), "/api/position" | "/api/live")
+            && let Err(message) = request.only_params(known)
+        {
+            return Response::json_error(400, message);
+        }
         match request.path.as_str() {
             "/api/position" => {
                 let (fen, moves) = match (request.param("fen"), request.param("moves")) {
@@ -244,32 +252,30 @@ impl Server {
                 Response::text(404, format!("nothing at {}", request.path))
             };
         }
-        let body: Value = match serde_json::from_slice(&request.body) {
-            Ok(Value::Object(map)) => Value::Object(map),
-            Ok(_) => return Response::json_error(400, "the body must be a JSON object"),
-            Err(e) => return Response::json_error(400, format!("the body is not JSON: {e}")),
-        };
-        let text = |name: &str| body.get(name).and_then(Value::as_str).map(str::to_owned);
-        let line = match self.line(text("fen"), text("moves")) {
-            Ok(line) => line,
-            Err(message) => return Response::json_error(400, message),
-        };
         let result = if request.path == "/api/mark" {
-            let Some(kind) = text("kind").and_then(|k| k.parse::<MarkKind>().ok()) else {
-                return Response::json_error(400, "kind must be \"exclude\" or \"include\"");
+            let mark = match steer::MarkRequest::parse(&request.body) {
+                Ok(mark) => mark,
+                Err(message) => return Response::json_error(400, message),
             };
-            let undo = match body.get("undo") {
-                None | Some(Value::Null) => false,
-                Some(Value::Bool(b)) => *b,
-                Some(_) => return Response::json_error(400, "undo must be true or false"),
+            let line = match self.line(mark.at.fen, mark.at.moves) {
+                Ok(line) => line,
+                Err(message) => return Response::json_error(400, message),
             };
-            let uci = match legal_move(line.root(), text("move").as_deref()) {
+            let uci = match legal_move(line.root(), &mark.uci) {
                 Ok(uci) => uci,
                 Err(message) => return Response::json_error(400, message),
             };
-            steer::mark(&self.store, &line, uci, kind, undo)
+            steer::mark(&self.store, &line, uci, mark.kind, mark.undo)
         } else {
-            steer::task(&self.store, &line, &body)
+            let task = match steer::TaskRequest::parse(&request.body) {
+                Ok(task) => task,
+                Err(message) => return Response::json_error(400, message),
+            };
+            let line = match self.line(task.at.fen.clone(), task.at.moves.clone()) {
+                Ok(line) => line,
+                Err(message) => return Response::json_error(400, message),
+            };
+            steer::task(&self.store, &line, &task)
         };
         match result {
             Ok(value) => Response::json(&value),
@@ -401,8 +407,7 @@ fn sans<'m>(pos: &Chess, moves: impl Iterator<Item = &'m UciMove>) -> Vec<Value>
 }
 
 /// The move `text` names, in its stored form, if it is a UCI move legal in `pos`.
-fn legal_move(pos: &Chess, text: Option<&str>) -> Result<UciMove, String> {
-    let text = text.ok_or("no move given")?;
+fn legal_move(pos: &Chess, text: &str) -> Result<UciMove, String> {
     let uci: UciMove =
         text.parse().map_err(|_| format!("malformed move {}: not a UCI move", crate::game::quote(text)))?;
     let m = uci.to_move(pos).map_err(|_| format!("move {} is not legal in this position", crate::game::quote(text)))?;
