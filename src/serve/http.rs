@@ -129,21 +129,43 @@ fn reason(status: u16) -> &'static str {
     }
 }
 
-/// A stream read until a deadline: each read waits at most for the time left, so that a client sending a byte at a
-/// time holds a worker no longer than the deadline.
-struct Timed<'s> {
+/// A stream read and written until a deadline: each read or write waits at most for the time left, so that a client
+/// sending (or reading) a byte at a time holds a connection no longer than the deadline.
+pub struct Timed<'s> {
     stream: &'s mut TcpStream,
     deadline: Instant,
 }
 
+impl<'s> Timed<'s> {
+    /// `stream` until `time` from now.
+    pub fn new(stream: &'s mut TcpStream, time: Duration) -> Timed<'s> {
+        Timed { stream, deadline: Instant::now() + time }
+    }
+
+    /// The time left, or the error that says none is.
+    fn left(&self) -> io::Result<Duration> {
+        let left = self.deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() { Err(io::ErrorKind::TimedOut.into()) } else { Ok(left) }
+    }
+}
+
 impl Read for Timed<'_> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let left = self.deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return Err(io::ErrorKind::TimedOut.into());
-        }
+        let left = self.left()?;
         self.stream.set_read_timeout(Some(left))?;
         self.stream.read(buf)
+    }
+}
+
+impl Write for Timed<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let left = self.left()?;
+        self.stream.set_write_timeout(Some(left))?;
+        self.stream.write(buf)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.stream.flush()
     }
 }
 
@@ -151,7 +173,7 @@ impl Read for Timed<'_> {
 /// served is answered by the [`Response`] returned as the error (400, 408 when it is not sent in time, 411, 413,
 /// 431).
 pub fn read_request(stream: &mut TcpStream, time: Duration) -> Result<Request, Response> {
-    let mut timed = Timed { stream, deadline: Instant::now() + time };
+    let mut timed = Timed::new(stream, time);
     let mut reader = BufReader::new(Read::by_ref(&mut timed).take(MAX_HEAD as u64));
     let mut head = Vec::new();
     let mut line = Vec::new();

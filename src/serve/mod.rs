@@ -2,13 +2,14 @@
 //!
 //! A small synchronous HTTP/1.1 server ([`http`]) on a loopback address. Each connection is read on a thread of its
 //! own, up to [`MAX_CONNECTIONS`] at once; one more is answered 503 at once. A connection has [`READ_TIMEOUT`] to send
-//! its whole request (line, headers and body: a deadline on the request, not on each byte), then it is answered 408
-//! and closed, so a client that connects and sends nothing, or a byte a second, holds one thread for 5 s and takes
-//! nothing from the others. Of the requests read, [`ANSWERING`] are answered at once (each holds one read transaction
-//! of the store while it builds its answer); the others wait their turn. Every request is checked by [`guard`] (its
-//! Host; for a request that changes the store, its Origin and the per-run token), then routed: the page and its
-//! assets (from memory), the JSON API (`/api/position`, `/api/live`) and steering (`/api/mark`, `/api/task`, whose
-//! bodies [`steer`] checks field by field). A background thread samples the store ([`live`]).
+//! its whole request (line, headers and body: a deadline on the request, not on each byte), then it is answered 408 and
+//! closed, so a client that connects and sends nothing, or a byte a second, holds one thread for 5 s and takes nothing
+//! from the others; an answer must be read within [`WRITE_TIMEOUT`] as well. Of the requests read, [`ANSWERING`] are
+//! answered at once (each holds one read transaction of the store while it builds its answer); the others wait their
+//! turn. Every request is checked by [`guard`] (its Host; for a request that changes the store, its Origin and the
+//! per-run token), then routed: the page and its assets (from memory), the JSON API (`/api/position`, `/api/live`) and
+//! steering (`/api/mark`, `/api/task`, whose bodies [`steer`] checks field by field). A background thread samples the
+//! store ([`live`]).
 
 pub mod guard;
 pub mod http;
@@ -47,6 +48,8 @@ pub const MAX_CONNECTIONS: usize = 512;
 pub const ANSWERING: usize = 4;
 /// How long a client may take to send its whole request, from the connection on.
 pub const READ_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a client may take to read its whole answer.
+pub const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long a connection is drained after its answer (what the client still sends is dropped).
 const DRAIN_TIME: Duration = Duration::from_millis(500);
 /// The longest main line shown.
@@ -166,7 +169,6 @@ impl Server {
     /// Reads one request from `stream` within [`READ_TIMEOUT`], answers it when its turn comes and closes the
     /// connection.
     fn answer(&self, mut stream: TcpStream) {
-        let _ = stream.set_write_timeout(Some(READ_TIMEOUT));
         let response = match http::read_request(&mut stream, READ_TIMEOUT) {
             Ok(request) => {
                 let turn = self.turns.take();
@@ -455,7 +457,8 @@ fn answer_json(result: Result<Value, StoreError>) -> Response {
 /// before it was read) is read and dropped, for at most [`DRAIN_TIME`] and up to a bound, so that the client reads
 /// the answer instead of a reset connection.
 fn finish(mut stream: TcpStream, response: &Response) {
-    if response.write_to(&mut stream).is_err() {
+    // The whole answer within its own deadline: a client that reads it a byte at a time is cut off then.
+    if response.write_to(&mut http::Timed::new(&mut stream, WRITE_TIMEOUT)).is_err() {
         return;
     }
     let _ = stream.shutdown(Shutdown::Write);
