@@ -327,6 +327,45 @@ fn a_body_too_large_is_refused_before_it_is_read() {
 }
 
 #[test]
+fn a_traversal_a_second_request_on_one_connection_and_two_lengths_are_refused() {
+    let (_dir, db) = store_copy();
+    let served = serve(&db, &[]);
+    let before = shown(&db);
+    let port = served.port;
+    // Paths outside the page's own: nothing but the assets in memory is served.
+    for path in
+        ["/../../../../etc/passwd", "/%2e%2e/%2e%2e/etc/passwd", "/..%2fCargo.toml", "//etc/passwd", "/app.js/.."]
+    {
+        let answer = get(&served, path);
+        assert_eq!(answer.status, 404, "{path}: {}", answer.body);
+        assert!(!answer.body.contains("root:"), "{path}");
+    }
+    // A second request sent on the same connection behind the first: the first is answered, the connection closed,
+    // and the second (a mark with the token) never read.
+    let mark = format!(
+        "POST /api/mark HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nX-Deeptree-Token: {}\r\nContent-Length: {}\r\n\r\n{EXCLUDE_E4}",
+        served.token,
+        EXCLUDE_E4.len()
+    );
+    let pipelined = format!("GET /api/live HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n{mark}");
+    let answer = send(port, pipelined.as_bytes());
+    assert_eq!(answer.status, 200);
+    assert!(!answer.body.contains("HTTP/1.1"), "one answer only: {}", answer.body);
+    // A body whose length is given twice over: refused, whichever way it was meant.
+    let smuggled = format!(
+        "POST /api/mark HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nX-Deeptree-Token: {}\r\nContent-Length: {}\r\n\
+         Transfer-Encoding: chunked\r\n\r\n{EXCLUDE_E4}",
+        served.token,
+        EXCLUDE_E4.len()
+    );
+    assert_eq!(send(port, smuggled.as_bytes()).status, 400);
+    assert_eq!(shown(&db), before, "nothing marked");
+    // The mark itself, sent alone, is taken: the requests above were refused for what they were.
+    assert_eq!(send(port, mark.as_bytes()).status, 200);
+    assert_ne!(shown(&db), before);
+}
+
+#[test]
 fn an_unknown_position_or_a_bad_move_is_refused_with_400() {
     let (_dir, db) = store_copy();
     let served = serve(&db, &[]);

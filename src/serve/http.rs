@@ -196,6 +196,10 @@ pub fn read_request(stream: &mut TcpStream, time: Duration) -> Result<Request, R
     let buffered = reader.buffer().to_vec();
     drop(reader);
     let mut request = parse_head(&head)?;
+    if request.header("content-length").is_some() && request.header("transfer-encoding").is_some() {
+        // Two lengths to choose from (RFC 9112 6.3): refused rather than read either way.
+        return Err(Response::text(400, "both Content-Length and Transfer-Encoding given"));
+    }
     let length = match request.header("content-length") {
         None if request.header("transfer-encoding").is_some() => {
             return Err(Response::text(411, "a body needs a Content-Length (chunked bodies are not accepted)"));
