@@ -1,8 +1,9 @@
 //! The HTTP/1.1 that `deeptree serve` speaks: one request per connection (every answer says `Connection: close`), a
 //! request line and headers of at most [`MAX_HEAD`] bytes, a body only with `Content-Length` and of at most
 //! [`MAX_BODY`] bytes. A body that is too large is refused from its declared length, before any of it is read; a
-//! chunked body is refused too. Nothing here knows the routes: [`read_request`] gives a [`Request`] or the
-//! [`Response`] that refuses it.
+//! chunked body is refused too, and so is one given both lengths. The whole request is read within one deadline, and
+//! the answer written within another ([`Timed`]). Nothing here knows the routes: [`read_request`] gives a [`Request`]
+//! or the [`Response`] that refuses it.
 
 use std::{
     io::{self, BufRead, BufReader, Read, Write},
