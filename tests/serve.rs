@@ -327,6 +327,45 @@ fn a_body_too_large_is_refused_before_it_is_read() {
 }
 
 #[test]
+fn a_traversal_a_second_request_on_one_connection_and_two_lengths_are_refused() {
+    let (_dir, db) = store_copy();
+    let served = serve(&db, &[]);
+    let before = shown(&db);
+    let port = served.port;
+    // Paths outside the page's own: nothing but the assets in memory is served.
+    for path in
+        ["/../../../../etc/passwd", "/%2e%2e/%2e%2e/etc/passwd", "/..%2fCargo.toml", "//etc/passwd", "/app.js/.."]
+    {
+        let answer = get(&served, path);
+        assert_eq!(answer.status, 404, "{path}: {}", answer.body);
+        assert!(!answer.body.contains("root:"), "{path}");
+    }
+    // A second request sent on the same connection behind the first: the first is answered, the connection closed,
+    // and the second (a mark with the token) never read.
+    let mark = format!(
+        "POST /api/mark HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nX-Deeptree-Token: {}\r\nContent-Length: {}\r\n\r\n{EXCLUDE_E4}",
+        served.token,
+        EXCLUDE_E4.len()
+    );
+    let pipelined = format!("GET /api/live HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n{mark}");
+    let answer = send(port, pipelined.as_bytes());
+    assert_eq!(answer.status, 200);
+    assert!(!answer.body.contains("HTTP/1.1"), "one answer only: {}", answer.body);
+    // A body whose length is given twice over: refused, whichever way it was meant.
+    let smuggled = format!(
+        "POST /api/mark HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nX-Deeptree-Token: {}\r\nContent-Length: {}\r\n\
+         Transfer-Encoding: chunked\r\n\r\n{EXCLUDE_E4}",
+        served.token,
+        EXCLUDE_E4.len()
+    );
+    assert_eq!(send(port, smuggled.as_bytes()).status, 400);
+    assert_eq!(shown(&db), before, "nothing marked");
+    // The mark itself, sent alone, is taken: the requests above were refused for what they were.
+    assert_eq!(send(port, mark.as_bytes()).status, 200);
+    assert_ne!(shown(&db), before);
+}
+
+#[test]
 fn an_unknown_position_or_a_bad_move_is_refused_with_400() {
     let (_dir, db) = store_copy();
     let served = serve(&db, &[]);
@@ -371,17 +410,21 @@ fn an_unknown_position_or_a_bad_move_is_refused_with_400() {
     assert_eq!(shown(&db), before);
 }
 
+/// The most connections serve holds at once (`deeptree::serve::MAX_CONNECTIONS`).
+const MAX_CONNECTIONS: usize = 512;
+
 #[test]
-fn connections_beyond_the_workers_and_the_queue_are_answered_busy() {
+fn connections_beyond_the_bound_are_answered_busy() {
     let (_dir, db) = store_copy();
     let served = serve(&db, &[]);
-    // Idle connections hold every worker (until they time out) and fill the queue: of 30, at most 4 + 16 wait and
-    // the others are answered 503 at once.
-    let idle: Vec<TcpStream> = (0..30).map(|_| TcpStream::connect(("127.0.0.1", served.port)).unwrap()).collect();
-    std::thread::sleep(Duration::from_millis(500));
+    // Idle connections each hold a thread until their request's time runs out (5 s): of 520 opened at once, the 8
+    // beyond the bound are answered 503 at once and the others nothing yet.
+    let idle: Vec<TcpStream> =
+        (0..MAX_CONNECTIONS + 8).map(|_| TcpStream::connect(("127.0.0.1", served.port)).unwrap()).collect();
+    std::thread::sleep(Duration::from_millis(1000));
     let mut busy = 0;
     for mut stream in &idle {
-        stream.set_read_timeout(Some(Duration::from_millis(20))).unwrap();
+        stream.set_nonblocking(true).unwrap();
         let mut bytes = Vec::new();
         let _ = stream.read_to_end(&mut bytes);
         if !bytes.is_empty() {
@@ -391,7 +434,7 @@ fn connections_beyond_the_workers_and_the_queue_are_answered_busy() {
             busy += 1;
         }
     }
-    assert!(busy >= 10, "{busy} connections answered busy");
+    assert_eq!(busy, 8, "connections answered busy");
     drop(idle);
     // Once they are gone the server answers again.
     let deadline = std::time::Instant::now() + Duration::from_secs(15);
@@ -399,6 +442,99 @@ fn connections_beyond_the_workers_and_the_queue_are_answered_busy() {
         assert!(std::time::Instant::now() < deadline, "the server stays busy");
         std::thread::sleep(Duration::from_millis(100));
     }
+}
+
+/// Sockets that hold connections to `port` without finishing a request, each reconnecting as soon as the server
+/// answers or closes it, until `stop`: `idle` that send nothing, `slow` that send a request head a byte a second.
+/// Answers the statuses the server sent them, and how many connections ended without an answer.
+fn hold_connections(
+    port: u16,
+    idle: usize,
+    slow: usize,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> std::thread::JoinHandle<(Vec<u16>, usize)> {
+    std::thread::spawn(move || {
+        let head = format!("GET / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nX-Slow: ").into_bytes();
+        let connect = || {
+            let stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+            stream.set_nonblocking(true).unwrap();
+            stream
+        };
+        // Each socket, whether it trickles, and the bytes it sent.
+        let mut sockets: Vec<(TcpStream, bool, usize)> = (0..idle + slow).map(|i| (connect(), i >= idle, 0)).collect();
+        let (mut statuses, mut unanswered) = (Vec::new(), 0);
+        let mut last_byte = std::time::Instant::now();
+        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            let trickle = last_byte.elapsed() >= Duration::from_secs(1);
+            if trickle {
+                last_byte = std::time::Instant::now();
+            }
+            for (stream, slow, sent) in &mut sockets {
+                if *slow && trickle {
+                    let byte = head.get(*sent).copied().unwrap_or(b'a');
+                    if stream.write_all(&[byte]).is_ok() {
+                        *sent += 1;
+                    }
+                }
+                let mut buf = [0u8; 4096];
+                let ended = match stream.read(&mut buf) {
+                    Ok(0) => {
+                        unanswered += 1;
+                        true
+                    }
+                    Ok(n) => {
+                        statuses.push(parse_status(&buf[..n]));
+                        true
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => false,
+                    Err(_) => {
+                        unanswered += 1;
+                        true
+                    }
+                };
+                if ended {
+                    *stream = connect();
+                    *sent = 0;
+                }
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        (statuses, unanswered)
+    })
+}
+
+/// The status of an answer's first bytes.
+fn parse_status(bytes: &[u8]) -> u16 {
+    let text = String::from_utf8_lossy(bytes);
+    text.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or_else(|| panic!("no status in {text:?}"))
+}
+
+#[test]
+fn idle_and_slow_clients_leave_a_normal_client_its_page_within_a_second() {
+    let (_dir, db) = store_copy();
+    let served = serve(&db, &[]);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    // 200 sockets that send nothing and 50 that send a byte a second, reconnecting whenever the server lets go.
+    let holders = hold_connections(served.port, 200, 50, stop.clone());
+    std::thread::sleep(Duration::from_secs(1));
+    // Over 12 s the held sockets time out (at 5 s) and reconnect twice; the page and the API answer throughout.
+    let mut slowest = Duration::ZERO;
+    for i in 0..24 {
+        let path = if i % 2 == 0 { "/" } else { "/api/position" };
+        let started = std::time::Instant::now();
+        let answer = get(&served, path);
+        let took = started.elapsed();
+        assert_eq!(answer.status, 200, "{path} at request {i}: {}", answer.body);
+        assert!(took < Duration::from_secs(1), "{path} at request {i} took {took:?}");
+        slowest = slowest.max(took);
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let (statuses, unanswered) = holders.join().unwrap();
+    // The held sockets were held: each was answered 408 when its request's time ran out, none was refused as busy.
+    assert!(statuses.iter().all(|&s| s == 408), "{statuses:?}");
+    assert!(statuses.len() >= 250, "{} held sockets timed out, {unanswered} closed unanswered", statuses.len());
+    println!("slowest answer {slowest:?}; {} held connections timed out", statuses.len());
 }
 
 #[test]
@@ -538,4 +674,192 @@ fn a_task_added_from_the_page_is_in_the_task_list() {
     assert_eq!(tasks.as_array().unwrap().len(), 1, "{tasks}");
     assert_eq!(tasks[0]["moves"], serde_json::json!(["e2e4", "e7e5"]));
     assert_eq!((tasks[0]["budget_seconds"].as_f64(), tasks[0]["priority"].as_u64()), (Some(90.0), Some(2)));
+}
+
+/// The tasks in the store, as `task list --json` prints them.
+fn task_list(db: &Path) -> serde_json::Value {
+    let out = deeptree().arg("--db").arg(db).args(["task", "list", "--json"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// Posts each body to `path` from the page and checks it is refused with 400 and a reason that says `says`.
+fn refused_with_400(served: &Served, path: &str, cases: &[(&str, &str)]) {
+    let page = from_page(served);
+    for (body, says) in cases {
+        let answer = post(served, path, &page, body);
+        assert_eq!(answer.status, 400, "{path} {body}: {}", answer.body);
+        let error = answer.json()["error"].as_str().unwrap().to_owned();
+        assert!(error.contains(says), "{path} {body}: {error:?} does not say {says:?}");
+    }
+}
+
+#[test]
+fn every_field_of_a_mark_is_checked_and_a_refusal_writes_nothing() {
+    let (_dir, db) = store_copy();
+    let served = serve(&db, &[]);
+    let before = shown(&db);
+    let after_e4_e5 = || {
+        let out = deeptree().arg("--db").arg(&db).args(["show", "--json", "--moves", "e2e4 e7e5"]).output().unwrap();
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let before_e4_e5 = after_e4_e5();
+    refused_with_400(
+        &served,
+        "/api/mark",
+        &[
+            // A list where text is read: refused, never read as no moves (it excluded g1f3 at the start).
+            (r#"{"moves": ["e2e4", "e7e5"], "move": "g1f3", "kind": "exclude"}"#, "moves must be text"),
+            (
+                r#"{"moves": 5, "move": "g1f3", "kind": "exclude"}"#,
+                "moves must be text (UCI moves separated by spaces), not a number",
+            ),
+            (r#"{"moves": {"e2e4": 1}, "move": "g1f3", "kind": "exclude"}"#, "moves must be text"),
+            (r#"{"moves": "e2e4 zz", "move": "g1f3", "kind": "exclude"}"#, "unknown position"),
+            (r#"{"moves": "e2e4 e2e4", "move": "g1f3", "kind": "exclude"}"#, "unknown position"),
+            (
+                r#"{"fen": 5, "moves": "e2e4 e7e5", "move": "g1f3", "kind": "exclude"}"#,
+                "fen must be text (a FEN), not a number",
+            ),
+            (r#"{"fen": ["x"], "moves": "e2e4 e7e5", "move": "g1f3", "kind": "exclude"}"#, "fen must be text"),
+            (r#"{"fen": "not a fen", "moves": "e2e4 e7e5", "move": "g1f3", "kind": "exclude"}"#, "unknown position"),
+            (r#"{"fen": "8/8/8/8/8/8/8/8 w - - 0 1", "move": "g1f3", "kind": "exclude"}"#, "unknown position"),
+            (
+                r#"{"moves": "e2e4 e7e5", "move": ["g1f3"], "kind": "exclude"}"#,
+                "move must be text (a UCI move), not a list",
+            ),
+            (r#"{"moves": "e2e4 e7e5", "move": 7, "kind": "exclude"}"#, "move must be text"),
+            (r#"{"moves": "e2e4 e7e5", "move": "g1", "kind": "exclude"}"#, "malformed move"),
+            (r#"{"moves": "e2e4 e7e5", "move": "g1g3", "kind": "exclude"}"#, "not legal"),
+            (r#"{"moves": "e2e4 e7e5", "move": null, "kind": "exclude"}"#, "no move"),
+            (
+                r#"{"moves": "e2e4 e7e5", "move": "g1f3", "kind": 1}"#,
+                "kind must be \"exclude\" or \"include\", not a number",
+            ),
+            (r#"{"moves": "e2e4 e7e5", "move": "g1f3", "kind": ["exclude"]}"#, "kind must be"),
+            (r#"{"moves": "e2e4 e7e5", "move": "g1f3", "kind": "ban"}"#, "kind must be"),
+            (r#"{"moves": "e2e4 e7e5", "move": "g1f3"}"#, "kind must be"),
+            (
+                r#"{"moves": "e2e4 e7e5", "move": "g1f3", "kind": "exclude", "undo": "no"}"#,
+                "undo must be true or false, not text",
+            ),
+            (r#"{"moves": "e2e4 e7e5", "move": "g1f3", "kind": "exclude", "undo": 0}"#, "undo must be true or false"),
+            (r#"{"moves": "e2e4 e7e5", "move": "g1f3", "kind": "exclude", "Move": "b1c3"}"#, "unknown field 'Move'"),
+            (r#"{"moves": "e2e4 e7e5", "move": "g1f3", "kind": "exclude", "token": "x"}"#, "unknown field"),
+            // A key given twice: serde_json alone would keep the last.
+            (r#"{"moves": "e2e4 e7e5", "move": "g1f3", "move": "b1c3", "kind": "exclude"}"#, "'move' is given twice"),
+            (
+                r#"{"moves": "e2e4 e7e5", "move": "g1f3", "kind": "exclude", "kind": "exclude"}"#,
+                "'kind' is given twice",
+            ),
+            (r#"{"moves": "", "moves": "e2e4 e7e5", "move": "g1f3", "kind": "exclude"}"#, "'moves' is given twice"),
+            (r#"{"fen": "", "fen": "", "move": "e2e4", "kind": "exclude"}"#, "'fen' is given twice"),
+            (
+                r#"{"moves": "e2e4 e7e5", "move": "g1f3", "kind": "exclude", "undo": false, "undo": true}"#,
+                "'undo' is given twice",
+            ),
+        ],
+    );
+    assert_eq!(shown(&db), before, "a refused mark writes nothing at the start");
+    assert_eq!(after_e4_e5(), before_e4_e5, "nor where it was aimed");
+
+    // The same body with every field right marks the move where the moves lead, and only there.
+    let made = post(
+        &served,
+        "/api/mark",
+        &from_page(&served),
+        r#"{"fen": "", "moves": "e2e4 e7e5", "move": "g1f3", "kind": "exclude", "undo": null}"#,
+    );
+    assert_eq!(made.status, 200, "{}", made.body);
+    assert_eq!(made.json()["mark"]["fen"], "rnbqkbnr/pppp1ppp/8/4p3/4P3/8/PPPP1PPP/RNBQKBNR w KQkq - 0 2");
+    assert_eq!(shown(&db), before, "nothing marked at the start");
+    assert_ne!(after_e4_e5(), before_e4_e5);
+}
+
+#[test]
+fn every_field_of_a_task_is_checked_and_a_refusal_writes_nothing() {
+    let (_dir, db) = store_copy();
+    let served = serve(&db, &[]);
+    let before = shown(&db);
+    refused_with_400(
+        &served,
+        "/api/task",
+        &[
+            // A number where a FEN is read: refused, never read as the root.
+            (r#"{"fen": 5, "moves": "e2e4", "budget_seconds": 60}"#, "fen must be text (a FEN), not a number"),
+            (r#"{"fen": true, "budget_seconds": 60}"#, "fen must be text"),
+            (r#"{"fen": "rnbqkbnr/pppppppp/8 w", "budget_seconds": 60}"#, "unknown position"),
+            (
+                r#"{"moves": ["e2e4"], "budget_seconds": 60}"#,
+                "moves must be text (UCI moves separated by spaces), not a list",
+            ),
+            (r#"{"moves": "e2e4 e7e6 e7e5", "budget_seconds": 60}"#, "unknown position"),
+            (
+                r#"{"moves": "e2e4", "budget_seconds": "60"}"#,
+                "budget_seconds must be a number of seconds above 0, not text",
+            ),
+            (r#"{"moves": "e2e4", "budget_seconds": [60]}"#, "budget_seconds must be"),
+            (
+                r#"{"moves": "e2e4", "budget_seconds": null}"#,
+                "budget_seconds (a number of seconds above 0) is required",
+            ),
+            (r#"{"moves": "e2e4", "budget_seconds": -5}"#, "budget"),
+            (r#"{"moves": "e2e4", "budget_seconds": 1e999}"#, "not JSON"),
+            (
+                r#"{"moves": "e2e4", "budget_seconds": 60, "priority": "2"}"#,
+                "priority must be a small whole number (0 to 255), not text",
+            ),
+            (
+                r#"{"moves": "e2e4", "budget_seconds": 60, "priority": 2.5}"#,
+                "priority must be a small whole number (0 to 255), not 2.5",
+            ),
+            (r#"{"moves": "e2e4", "budget_seconds": 60, "priority": 17}"#, "priority"),
+            (r#"{"moves": "e2e4", "budget_seconds": 60, "max_depth": "8"}"#, "max_depth must be a small whole number"),
+            (r#"{"moves": "e2e4", "budget_seconds": 60, "max_depth": -1}"#, "max_depth must be a small whole number"),
+            (r#"{"moves": "e2e4", "budget_seconds": 60, "max_depth": 300}"#, "max_depth must be a small whole number"),
+            (r#"{"moves": "e2e4", "budget_seconds": 60, "label": 5}"#, "label must be text, not a number"),
+            (r#"{"moves": "e2e4", "budget_seconds": 60, "label": ["a"]}"#, "label must be text, not a list"),
+            (r#"{"moves": "e2e4", "budget_seconds": 60, "budget": 60}"#, "unknown field 'budget'"),
+            (r#"{"moves": "e2e4", "budget_seconds": 60, "move": "e7e5"}"#, "unknown field 'move'"),
+            (r#"{"moves": "e2e4", "budget_seconds": 60, "budget_seconds": 6000}"#, "'budget_seconds' is given twice"),
+            (r#"{"moves": "e2e4", "moves": "d2d4", "budget_seconds": 60}"#, "'moves' is given twice"),
+            (r#"{"fen": "", "fen": "", "budget_seconds": 60}"#, "'fen' is given twice"),
+            (r#"{"moves": "e2e4", "budget_seconds": 60, "priority": 1, "priority": 2}"#, "'priority' is given twice"),
+            (
+                r#"{"moves": "e2e4", "budget_seconds": 60, "max_depth": 1, "max_depth": 1}"#,
+                "'max_depth' is given twice",
+            ),
+            (r#"{"moves": "e2e4", "budget_seconds": 60, "label": "a", "label": "b"}"#, "'label' is given twice"),
+        ],
+    );
+    assert_eq!(task_list(&db).as_array().map(Vec::len), Some(0), "refused requests add no task");
+    assert_eq!(shown(&db), before);
+
+    // Every field right: the task is where the moves lead, with what was sent.
+    let added = post(
+        &served,
+        "/api/task",
+        &from_page(&served),
+        r#"{"fen": "", "moves": "e2e4", "budget_seconds": 60, "priority": 3, "max_depth": 8, "label": " open "}"#,
+    );
+    assert_eq!(added.status, 200, "{}", added.body);
+    let tasks = task_list(&db);
+    assert_eq!(tasks.as_array().unwrap().len(), 1, "{tasks}");
+    assert_eq!(tasks[0]["moves"], serde_json::json!(["e2e4"]));
+    assert_eq!(tasks[0]["label"], "open");
+    assert_eq!((tasks[0]["priority"].as_u64(), tasks[0]["max_depth"].as_u64()), (Some(3), Some(8)));
+}
+
+#[test]
+fn an_api_parameter_it_does_not_read_is_refused() {
+    let (_dir, db) = store_copy();
+    let served = serve(&db, &[]);
+    for path in ["/api/position?move=e2e4", "/api/position?moves=e2e4&fen=&depth=2", "/api/live?since=3"] {
+        let answer = get(&served, path);
+        assert_eq!(answer.status, 400, "{path}: {}", answer.body);
+        assert!(answer.json()["error"].as_str().unwrap().contains("unknown parameter"), "{path}: {}", answer.body);
+    }
+    // The page's own URL carries the token in its query.
+    assert_eq!(get(&served, &format!("/?token={}", served.token)).status, 200);
+    assert_eq!(get(&served, "/api/position?fen=&moves=e2e4").status, 200);
 }

@@ -1,8 +1,9 @@
 //! The HTTP/1.1 that `deeptree serve` speaks: one request per connection (every answer says `Connection: close`), a
 //! request line and headers of at most [`MAX_HEAD`] bytes, a body only with `Content-Length` and of at most
 //! [`MAX_BODY`] bytes. A body that is too large is refused from its declared length, before any of it is read; a
-//! chunked body is refused too. Nothing here knows the routes: [`read_request`] gives a [`Request`] or the
-//! [`Response`] that refuses it.
+//! chunked body is refused too, and so is one given both lengths. The whole request is read within one deadline, and
+//! the answer written within another ([`Timed`]). Nothing here knows the routes: [`read_request`] gives a [`Request`]
+//! or the [`Response`] that refuses it.
 
 use std::{
     io::{self, BufRead, BufReader, Read, Write},
@@ -38,6 +39,23 @@ impl Request {
     /// more than once or does not decode.
     pub fn param(&self, name: &str) -> Result<Option<String>, String> {
         query_param(&self.query, name)
+    }
+
+    /// An error naming the first query parameter not in `known`.
+    pub fn only_params(&self, known: &[&str]) -> Result<(), String> {
+        for pair in self.query.split('&').filter(|pair| !pair.is_empty()) {
+            let name = pair.split_once('=').map_or(pair, |(n, _)| n);
+            let name =
+                percent_decode(name).ok_or_else(|| format!("bad percent-encoding in the query's name '{name}'"))?;
+            if !known.contains(&name.as_str()) {
+                return Err(if known.is_empty() {
+                    format!("unknown parameter {}: this takes none", crate::game::quote(&name))
+                } else {
+                    format!("unknown parameter {}: this takes {}", crate::game::quote(&name), known.join(", "))
+                });
+            }
+        }
+        Ok(())
     }
 }
 
@@ -112,21 +130,43 @@ fn reason(status: u16) -> &'static str {
     }
 }
 
-/// A stream read until a deadline: each read waits at most for the time left, so that a client sending a byte at a
-/// time holds a worker no longer than the deadline.
-struct Timed<'s> {
+/// A stream read and written until a deadline: each read or write waits at most for the time left, so that a client
+/// sending (or reading) a byte at a time holds a connection no longer than the deadline.
+pub struct Timed<'s> {
     stream: &'s mut TcpStream,
     deadline: Instant,
 }
 
+impl<'s> Timed<'s> {
+    /// `stream` until `time` from now.
+    pub fn new(stream: &'s mut TcpStream, time: Duration) -> Timed<'s> {
+        Timed { stream, deadline: Instant::now() + time }
+    }
+
+    /// The time left, or the error that says none is.
+    fn left(&self) -> io::Result<Duration> {
+        let left = self.deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() { Err(io::ErrorKind::TimedOut.into()) } else { Ok(left) }
+    }
+}
+
 impl Read for Timed<'_> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let left = self.deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return Err(io::ErrorKind::TimedOut.into());
-        }
+        let left = self.left()?;
         self.stream.set_read_timeout(Some(left))?;
         self.stream.read(buf)
+    }
+}
+
+impl Write for Timed<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let left = self.left()?;
+        self.stream.set_write_timeout(Some(left))?;
+        self.stream.write(buf)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.stream.flush()
     }
 }
 
@@ -134,7 +174,7 @@ impl Read for Timed<'_> {
 /// served is answered by the [`Response`] returned as the error (400, 408 when it is not sent in time, 411, 413,
 /// 431).
 pub fn read_request(stream: &mut TcpStream, time: Duration) -> Result<Request, Response> {
-    let mut timed = Timed { stream, deadline: Instant::now() + time };
+    let mut timed = Timed::new(stream, time);
     let mut reader = BufReader::new(Read::by_ref(&mut timed).take(MAX_HEAD as u64));
     let mut head = Vec::new();
     let mut line = Vec::new();
@@ -157,6 +197,10 @@ pub fn read_request(stream: &mut TcpStream, time: Duration) -> Result<Request, R
     let buffered = reader.buffer().to_vec();
     drop(reader);
     let mut request = parse_head(&head)?;
+    if request.header("content-length").is_some() && request.header("transfer-encoding").is_some() {
+        // Two lengths to choose from (RFC 9112 6.3): refused rather than read either way.
+        return Err(Response::text(400, "both Content-Length and Transfer-Encoding given"));
+    }
     let length = match request.header("content-length") {
         None if request.header("transfer-encoding").is_some() => {
             return Err(Response::text(411, "a body needs a Content-Length (chunked bodies are not accepted)"));

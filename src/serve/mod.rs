@@ -1,11 +1,15 @@
 //! `deeptree serve`: the stored tree live in a browser, served from the store while other processes grow it.
 //!
-//! A small synchronous HTTP/1.1 server ([`http`]) on a loopback address: a fixed pool of [`WORKERS`] threads
-//! answers connections taken from a queue of [`QUEUE`]; a connection that finds the queue full is answered 503 at
-//! once. Every request is checked by [`guard`] (its Host; for a request that changes the store, its Origin and the
-//! per-run token), then routed: the page and its assets (from memory), the JSON API (`/api/position`, `/api/live`)
-//! and steering (`/api/mark`, `/api/task`, see [`steer`]). Each request holds one read transaction of the store only
-//! while it builds its answer. A background thread samples the store ([`live`]).
+//! A small synchronous HTTP/1.1 server ([`http`]) on a loopback address. Each connection is read on a thread of its
+//! own, up to [`MAX_CONNECTIONS`] at once; one more is answered 503 at once. A connection has [`READ_TIMEOUT`] to send
+//! its whole request (line, headers and body: a deadline on the request, not on each byte), then it is answered 408 and
+//! closed, so a client that connects and sends nothing, or a byte a second, holds one thread for 5 s and takes nothing
+//! from the others; an answer must be read within [`WRITE_TIMEOUT`] as well. Of the requests read, [`ANSWERING`] are
+//! answered at once (each holds one read transaction of the store while it builds its answer); the others wait their
+//! turn. Every request is checked by [`guard`] (its Host; for a request that changes the store, its Origin and the
+//! per-run token), then routed: the page and its assets (from memory), the JSON API (`/api/position`, `/api/live`) and
+//! steering (`/api/mark`, `/api/task`, whose bodies [`steer`] checks field by field). A background thread samples the
+//! store ([`live`]).
 
 pub mod guard;
 pub mod http;
@@ -13,9 +17,12 @@ pub mod live;
 pub mod steer;
 
 use std::{
-    io::{Read, Write},
+    io::Read,
     net::{Shutdown, TcpListener, TcpStream},
-    sync::Arc,
+    sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
+    },
     time::{Duration, Instant},
 };
 
@@ -27,18 +34,22 @@ use crate::{
     game::Line,
     notation::canonical,
     search::{show, tree},
-    store::{Store, StoreError, key::PositionKey, marks::MarkKind},
+    store::{Store, StoreError, key::PositionKey},
 };
 
 use guard::{Guard, TOKEN_HEADER};
 use http::{Request, Response};
 
-/// Threads that answer requests.
-pub const WORKERS: usize = 4;
-/// Connections waiting for a worker; one more is answered 503.
-pub const QUEUE: usize = 16;
-/// How long a client may take to send its request.
-const READ_TIMEOUT: Duration = Duration::from_secs(5);
+/// Connections served at once, each on a thread of its own; one more is answered 503. Well above what idle browser
+/// tabs (six connections per host each) and a few hundred idle or trickling sockets hold.
+pub const MAX_CONNECTIONS: usize = 512;
+/// Requests answered at once (the others read wait their turn): each holds a read transaction of the store, and the
+/// store has 254 reader slots for every process that shares it.
+pub const ANSWERING: usize = 4;
+/// How long a client may take to send its whole request, from the connection on.
+pub const READ_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a client may take to read its whole answer.
+pub const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long a connection is drained after its answer (what the client still sends is dropped).
 const DRAIN_TIME: Duration = Duration::from_millis(500);
 /// The longest main line shown.
@@ -63,6 +74,48 @@ pub struct Server {
     root: Line,
     ring: Arc<Mutex<live::Ring>>,
     started: Instant,
+    /// The turns to answer a request, [`ANSWERING`] of them.
+    turns: Turns,
+}
+
+/// One of the open connections [`Server::run`] counts: the count goes down when this is dropped.
+struct Held(Arc<AtomicUsize>);
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// A counted set of turns: [`Turns::take`] waits until one is free, and the [`Turn`] gives it back when dropped.
+struct Turns {
+    free: crossbeam_channel::Receiver<()>,
+    back: crossbeam_channel::Sender<()>,
+}
+
+/// A turn taken from [`Turns`].
+struct Turn<'t>(&'t crossbeam_channel::Sender<()>);
+
+impl Turns {
+    fn new(count: usize) -> Turns {
+        let (back, free) = crossbeam_channel::bounded(count);
+        for _ in 0..count {
+            let _ = back.send(());
+        }
+        Turns { free, back }
+    }
+
+    fn take(&self) -> Turn<'_> {
+        // Both ends live as long as `self`, so the wait ends with a turn.
+        let _ = self.free.recv();
+        Turn(&self.back)
+    }
+}
+
+impl Drop for Turn<'_> {
+    fn drop(&mut self) {
+        let _ = self.0.send(());
+    }
 }
 
 impl Server {
@@ -74,46 +127,54 @@ impl Server {
             root,
             ring: Arc::new(Mutex::new(live::Ring::new())),
             started: Instant::now(),
+            turns: Turns::new(ANSWERING),
         }
     }
 
-    /// Answers connections on `listener` until the process ends: the sampler, the workers, and the accepting loop
-    /// on this thread.
+    /// Answers connections on `listener` until the process ends: the sampler, then the accepting loop on this
+    /// thread, each connection on a thread of its own up to [`MAX_CONNECTIONS`].
     pub fn run(self, listener: TcpListener) -> std::io::Result<()> {
         live::spawn_sampler(self.store.clone(), self.root.clone(), self.ring.clone(), self.started);
         let server = Arc::new(self);
-        let (queue, waiting) = crossbeam_channel::bounded::<TcpStream>(QUEUE);
-        for n in 0..WORKERS {
-            let (server, waiting) = (server.clone(), waiting.clone());
-            std::thread::Builder::new().name(format!("serve-{n}")).spawn(move || {
-                for stream in waiting {
-                    server.answer(stream);
-                }
-            })?;
-        }
+        let open = Arc::new(AtomicUsize::new(0));
         for stream in listener.incoming() {
             let stream = match stream {
                 Ok(stream) => stream,
                 Err(e) => {
+                    // Out of file descriptors, most likely: wait for some to close.
                     log::warn!("serve: cannot accept a connection: {e}");
                     std::thread::sleep(Duration::from_millis(50));
                     continue;
                 }
             };
-            if let Err(crossbeam_channel::TrySendError::Full(stream)) = queue.try_send(stream) {
+            if open.fetch_add(1, Ordering::AcqRel) >= MAX_CONNECTIONS {
+                open.fetch_sub(1, Ordering::AcqRel);
                 refuse_busy(stream);
+                continue;
+            }
+            let held = Held(open.clone());
+            let server = server.clone();
+            // The thread owns the count it took: `held` gives it back however the thread ends. A thread that cannot
+            // start drops the connection (closed unanswered) and its count with it.
+            if let Err(e) = std::thread::Builder::new().name("serve-connection".into()).spawn(move || {
+                let _held = held;
+                server.answer(stream);
+            }) {
+                log::warn!("serve: cannot start a thread for a connection: {e}");
             }
         }
         Ok(())
     }
 
-    /// Reads one request from `stream`, answers it and closes the connection.
+    /// Reads one request from `stream` within [`READ_TIMEOUT`], answers it when its turn comes and closes the
+    /// connection.
     fn answer(&self, mut stream: TcpStream) {
-        let _ = stream.set_write_timeout(Some(READ_TIMEOUT));
         let response = match http::read_request(&mut stream, READ_TIMEOUT) {
             Ok(request) => {
-                // A panic costs one answer (500), never a worker.
+                let turn = self.turns.take();
+                // A panic costs one answer (500), never the server.
                 let routed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.route(&request)));
+                drop(turn);
                 let response = routed.unwrap_or_else(|_| Response::text(500, "internal error: see the log"));
                 log::info!("serve: {} {} -> {}", request.method, request.path, response.status);
                 response
@@ -159,6 +220,14 @@ impl Server {
         if let Some((_, kind, body)) = ASSETS.iter().find(|(path, _, _)| *path == request.path) {
             return Response::new(200, kind, *body);
         }
+        // The API's parameters are checked as its bodies are: one it does not read is refused, never ignored. The
+        // page itself takes any query (its URL carries the token).
+        let known: &[&str] = if request.path == "/api/position" { &["fen", "moves"] } else { &[] };
+        if matches!(request.path.as_str(), "/api/position" | "/api/live")
+            && let Err(message) = request.only_params(known)
+        {
+            return Response::json_error(400, message);
+        }
         match request.path.as_str() {
             "/api/position" => {
                 let (fen, moves) = match (request.param("fen"), request.param("moves")) {
@@ -185,32 +254,30 @@ impl Server {
                 Response::text(404, format!("nothing at {}", request.path))
             };
         }
-        let body: Value = match serde_json::from_slice(&request.body) {
-            Ok(Value::Object(map)) => Value::Object(map),
-            Ok(_) => return Response::json_error(400, "the body must be a JSON object"),
-            Err(e) => return Response::json_error(400, format!("the body is not JSON: {e}")),
-        };
-        let text = |name: &str| body.get(name).and_then(Value::as_str).map(str::to_owned);
-        let line = match self.line(text("fen"), text("moves")) {
-            Ok(line) => line,
-            Err(message) => return Response::json_error(400, message),
-        };
         let result = if request.path == "/api/mark" {
-            let Some(kind) = text("kind").and_then(|k| k.parse::<MarkKind>().ok()) else {
-                return Response::json_error(400, "kind must be \"exclude\" or \"include\"");
+            let mark = match steer::MarkRequest::parse(&request.body) {
+                Ok(mark) => mark,
+                Err(message) => return Response::json_error(400, message),
             };
-            let undo = match body.get("undo") {
-                None | Some(Value::Null) => false,
-                Some(Value::Bool(b)) => *b,
-                Some(_) => return Response::json_error(400, "undo must be true or false"),
+            let line = match self.line(mark.at.fen, mark.at.moves) {
+                Ok(line) => line,
+                Err(message) => return Response::json_error(400, message),
             };
-            let uci = match legal_move(line.root(), text("move").as_deref()) {
+            let uci = match legal_move(line.root(), &mark.uci) {
                 Ok(uci) => uci,
                 Err(message) => return Response::json_error(400, message),
             };
-            steer::mark(&self.store, &line, uci, kind, undo)
+            steer::mark(&self.store, &line, uci, mark.kind, mark.undo)
         } else {
-            steer::task(&self.store, &line, &body)
+            let task = match steer::TaskRequest::parse(&request.body) {
+                Ok(task) => task,
+                Err(message) => return Response::json_error(400, message),
+            };
+            let line = match self.line(task.at.fen.clone(), task.at.moves.clone()) {
+                Ok(line) => line,
+                Err(message) => return Response::json_error(400, message),
+            };
+            steer::task(&self.store, &line, &task)
         };
         match result {
             Ok(value) => Response::json(&value),
@@ -342,8 +409,7 @@ fn sans<'m>(pos: &Chess, moves: impl Iterator<Item = &'m UciMove>) -> Vec<Value>
 }
 
 /// The move `text` names, in its stored form, if it is a UCI move legal in `pos`.
-fn legal_move(pos: &Chess, text: Option<&str>) -> Result<UciMove, String> {
-    let text = text.ok_or("no move given")?;
+fn legal_move(pos: &Chess, text: &str) -> Result<UciMove, String> {
     let uci: UciMove =
         text.parse().map_err(|_| format!("malformed move {}: not a UCI move", crate::game::quote(text)))?;
     let m = uci.to_move(pos).map_err(|_| format!("move {} is not legal in this position", crate::game::quote(text)))?;
@@ -391,7 +457,8 @@ fn answer_json(result: Result<Value, StoreError>) -> Response {
 /// before it was read) is read and dropped, for at most [`DRAIN_TIME`] and up to a bound, so that the client reads
 /// the answer instead of a reset connection.
 fn finish(mut stream: TcpStream, response: &Response) {
-    if response.write_to(&mut stream).is_err() {
+    // The whole answer within its own deadline: a client that reads it a byte at a time is cut off then.
+    if response.write_to(&mut http::Timed::new(&mut stream, WRITE_TIMEOUT)).is_err() {
         return;
     }
     let _ = stream.shutdown(Shutdown::Write);
@@ -410,9 +477,22 @@ fn finish(mut stream: TcpStream, response: &Response) {
     }
 }
 
-/// Answers 503 to a connection that found every worker busy and the queue full.
+/// Answers 503 to a connection beyond [`MAX_CONNECTIONS`], on the accepting thread: a small answer into an empty send
+/// buffer, then what the client already sent is dropped (so that it reads the answer, not a reset) without waiting.
 fn refuse_busy(mut stream: TcpStream) {
     let _ = stream.set_write_timeout(Some(Duration::from_millis(200)));
-    let _ = Response::text(503, "busy: too many connections, try again").write_to(&mut stream);
-    let _ = stream.flush();
+    if Response::text(503, "busy: too many connections, try again").write_to(&mut stream).is_err() {
+        return;
+    }
+    let _ = stream.shutdown(Shutdown::Write);
+    if stream.set_nonblocking(true).is_ok() {
+        let mut sink = [0u8; 4096];
+        let mut drained = 0;
+        while drained < http::MAX_HEAD {
+            match stream.read(&mut sink) {
+                Ok(n) if n > 0 => drained += n,
+                _ => break,
+            }
+        }
+    }
 }

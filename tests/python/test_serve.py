@@ -138,6 +138,18 @@ def main():
         time.sleep(0.4 if SHOTS else 0)  # the board's animation
         shot(driver, "excluded.png")
 
+        # The move table stays inside its card, its buttons too, down to the narrowest window of three columns.
+        for width in (1500, 1400, 1391):
+            driver.set_window_size(width, 860)
+            sticking_out = driver.execute_script("""
+                const card = document.querySelector('.position-column .panel').getBoundingClientRect();
+                return [...document.querySelectorAll('#moves button')]
+                    .map((b) => b.getBoundingClientRect())
+                    .filter((r) => r.left < card.left || r.right > card.right).length;""")
+            assert sticking_out == 0, f"{sticking_out} buttons stick out of the Position card at {width} px"
+        driver.set_window_size(1500, 860)
+        step("the move table's buttons stay inside the Position card at 1500, 1400 and 1391 px")
+
         # A task for this position, added from the page.
         driver.find_element(By.ID, "add-task").click()
         wait.until(lambda d: "added" in d.find_element(By.ID, "task-message").text
