@@ -194,20 +194,28 @@ fn quoted_input_in_error_messages_is_cut_short() {
 
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("db");
+    // PGN lines may hold 16 MiB, EPD lines 1 MiB; each file has one game or position that reads, so the import
+    // succeeds.
     let huge = "Q".repeat(5_000_000);
     let pgn = dir.path().join("huge.pgn");
-    std::fs::write(&pgn, format!("[Event \"a\"]\n\n1. e4 {huge} *\n\n[Variant \"{huge}\"]\n\n1. e4 *\n")).unwrap();
-    let epd = dir.path().join("huge.epd");
-    std::fs::write(&epd, format!("4k3/8/8/8/8/8/4P3/4K3 w - - bm {huge};\n4k3/8/8/8/8/8/4P3/4K3 w - - ce {huge};\n"))
+    std::fs::write(&pgn, format!("[Event \"a\"]\n\n1. e4 {huge} *\n\n[Variant \"{huge}\"]\n\n1. e4 *\n\n1. d4 *\n"))
         .unwrap();
-    for (format, file, lines) in [("pgn", &pgn, 2), ("epd", &epd, 2)] {
+    let long = "Q".repeat(1_000_000);
+    let epd = dir.path().join("huge.epd");
+    std::fs::write(
+        &epd,
+        format!("4k3/8/8/8/8/8/4P3/4K3 w - - bm {long};\n4k3/8/8/8/8/8/4P3/4K3 w - - ce {long};\n4k3/8/8/8/8/8/4P3/4K3 w - -\n"),
+    )
+    .unwrap();
+    for (format, file, text, lines) in [("pgn", &pgn, &huge, 2), ("epd", &epd, &long, 2)] {
         let output = ok(&db, &["import", format, file.to_str().unwrap()]);
         let stderr = String::from_utf8_lossy(&output.stderr);
-        let reported: Vec<&str> = stderr.lines().filter(|l| l.contains("(5000000 characters)")).collect();
+        let length = format!("({} characters)", text.len());
+        let reported: Vec<&str> = stderr.lines().filter(|l| l.contains(&length)).collect();
         assert_eq!(reported.len(), lines, "{format}: {}", &stderr[..stderr.len().min(2000)]);
         for line in reported {
             assert!(line.len() < 300, "{format}: a line of {} bytes", line.len());
-            assert!(line.contains(&format!("'{}...'", &huge[..80])), "{line}");
+            assert!(line.contains(&format!("'{}...'", &text[..80])), "{line}");
         }
     }
     // A root that does not parse, from the command line (an argument holds at most 128 KiB).
@@ -455,4 +463,118 @@ fn random_games(games: usize, plies: usize) -> String {
         pgn.push_str("*\n\n");
     }
     pgn
+}
+
+/// Runs deeptree to its end and returns its exit code, its stderr and its peak resident memory in KiB: the
+/// kernel's account of the child (`ru_maxrss` of the children of a small Python process that starts it; started
+/// from this test process, whose own size the kernel counts into a child's peak until it execs, the figure would be
+/// this process's).
+fn run_measured(db: &Path, args: &[&str]) -> (i32, String, i64) {
+    const MEASURE: &str = "import resource, subprocess, sys\n\
+        done = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)\n\
+        print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n\
+        sys.stderr.buffer.write(done.stderr)\n\
+        sys.exit(done.returncode if done.returncode >= 0 else 128 - done.returncode)\n";
+    let output = Command::new("python3")
+        .args(["-c", MEASURE, env!("CARGO_BIN_EXE_deeptree"), "--db"])
+        .arg(db)
+        .args(args)
+        .env_remove("DEEPTREE_DB")
+        .env_remove("DEEPTREE_CONFIG")
+        .output()
+        .expect("python3 runs");
+    let peak = String::from_utf8_lossy(&output.stdout).trim().parse().expect("the peak in KiB");
+    (output.status.code().unwrap_or(-1), String::from_utf8_lossy(&output.stderr).into_owned(), peak)
+}
+
+/// Reading an endless line (`/dev/zero`) as PGN, EPD, settings or `--roots` ends with an error naming the line and
+/// its bound, holding less than 100 MiB meanwhile (the readers grew to 1.6-2.7 GB in 3-4 s before), and leaves no
+/// store. A line under the bound reads.
+#[test]
+fn a_line_over_its_bound_is_an_error_and_dev_zero_is_read_in_bounded_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    for (args, bound, code) in [
+        (&["import", "pgn", "/dev/zero"][..], "16 MiB", 1),
+        (&["import", "epd", "/dev/zero"][..], "1 MiB", 1),
+        (&["--config", "/dev/zero", "stats"][..], "1 MiB", 2),
+        (&["analyze", "--roots", "/dev/zero", "--workers", "1"][..], "1 MiB", 1),
+        (&["analyze", "--from-games", "/dev/zero", "--workers", "1"][..], "16 MiB", 1),
+    ] {
+        let (status, stderr, peak_kib) = run_measured(&db, args);
+        assert_eq!(status, code, "{args:?}: {stderr}");
+        assert!(stderr.contains(&format!("line 1 is longer than {bound}")), "{args:?}: {stderr}");
+        assert_eq!(stderr.trim().lines().count(), 1, "{args:?}: one line: {stderr}");
+        assert!(peak_kib < 100 * 1024, "{args:?}: peak resident memory {peak_kib} KiB");
+        if !args.contains(&"--from-games") {
+            assert!(!db.exists(), "{args:?} left a store");
+        }
+    }
+    // The line number is the line's, and a long line under the bound is read.
+    let epd = dir.path().join("long.epd");
+    let comment = format!("# {}\n", "x".repeat(900_000));
+    std::fs::write(
+        &epd,
+        format!("{comment}4k3/8/8/8/8/8/4P3/4K3 w - - bm e4; ce 150;\n{comment}{comment}{}\n", "x".repeat(1_100_000)),
+    )
+    .unwrap();
+    let (status, stderr, _) = run_measured(&db, &["import", "epd", epd.to_str().unwrap()]);
+    assert_eq!(status, 1, "{stderr}");
+    assert!(stderr.contains("line 5 is longer than 1 MiB"), "{stderr}");
+    let pgn = dir.path().join("long.pgn");
+    std::fs::write(&pgn, format!("[Event \"a\"]\n\n1. e4 {{{}}} e5 *\n", "x".repeat(2 << 20))).unwrap();
+    let output = ok(&db, &["import", "pgn", pgn.to_str().unwrap(), "--json"]);
+    assert_eq!((json(&output)["games"].as_u64(), json(&output)["edges"].as_u64()), (Some(1), Some(2)));
+}
+
+/// An import exits 1 when no game or position could be read, says how many it skipped and leaves no store; one that
+/// reads known games again exits 0. A directory is refused before any store is made.
+#[test]
+fn an_import_that_reads_nothing_exits_1_and_leaves_no_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let file = |name: &str, bytes: &[u8]| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, bytes).unwrap();
+        path.to_str().unwrap().to_owned()
+    };
+    let mut rng = fastrand::Rng::with_seed(48);
+    let random: Vec<u8> = std::iter::repeat_with(|| rng.u8(..)).take(4000).collect();
+    let utf16: Vec<u8> = "[Event \"x\"]\n\n1. e4 e5 *\n".encode_utf16().flat_map(u16::to_le_bytes).collect::<Vec<u8>>();
+    let game = "[Event \"x\"]\n\n1. e4 e5 2. Nf3 *\n";
+    for (format, path, said) in [
+        ("pgn", file("random.pgn", &random), "skipped); nothing imported"),
+        ("pgn", file("utf16.pgn", &[&[0xff, 0xfe][..], &utf16].concat()), "(1 skipped); nothing imported"),
+        ("pgn", file("illegal.pgn", b"1. e5 *\n"), "no game could be read (1 skipped)"),
+        ("pgn", file("atomic.pgn", b"[Variant \"Atomic\"]\n\n1. e4 *\n"), "no game could be read (1 skipped)"),
+        ("pgn", file("empty.pgn", b""), "no game in it; nothing imported"),
+        ("epd", file("random.epd", &random), "skipped); nothing imported"),
+        (
+            "epd",
+            file("bad.epd", b"8/8/8 w - -\n# a comment\nnot a position\n"),
+            "no position could be read (2 skipped)",
+        ),
+        ("epd", file("comments.epd", b"# nothing\n\n"), "no position in it"),
+        ("pgn", dir.path().to_str().unwrap().to_owned(), "is a directory"),
+        ("epd", dir.path().to_str().unwrap().to_owned(), "is a directory"),
+    ] {
+        let output = run(&db, &["import", format, &path], &[]);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(1), "{path}: {stderr}");
+        let last = stderr.trim().lines().last().unwrap_or_default();
+        assert!(
+            last.starts_with("deeptree: error: ") && last.contains(&path) && last.contains(said),
+            "{path}: {stderr}"
+        );
+        assert!(!db.exists(), "{path}: no store is left");
+    }
+    // Games that read: exit 0; again, nothing new: exit 0 too.
+    let games = file("games.pgn", format!("{game}\n1. e5 *\n").as_bytes());
+    for new_edges in [3, 0] {
+        let output = run(&db, &["import", "pgn", &games, "--json"], &[]);
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        let summary = json(&output);
+        assert_eq!((summary["games"].as_u64(), summary["skipped"].as_u64()), (Some(2), Some(1)));
+        assert_eq!(summary["new_edges"].as_u64(), Some(new_edges));
+    }
 }

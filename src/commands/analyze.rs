@@ -241,6 +241,10 @@ pub fn run(db: Option<&Path>, config: &Config, args: AnalyzeArgs) -> CommandResu
     let chess960 = args.chess960 || book.as_ref().map_or(line.chess960, |(b, _)| b.iter().any(|r| r.line.chess960));
     let time = time_budget(args.time)?;
     let engines = Engines::check(config, args.insist_workers)?;
+    if let Some(path) = &args.from_games {
+        // A PGN that cannot be read is refused before the store is created.
+        readable_file(path)?;
+    }
     let store = open_store(db, config)?;
     let stop = stop_on_ctrl_c();
     let params = params_of(config, &args, time, play_depth);
@@ -465,6 +469,16 @@ fn params_of(config: &Config, args: &AnalyzeArgs, time: Option<Duration>, play_d
     Params::from(config).with_max_depth(args.max_depth.unwrap_or(default_max)).with_time(time).with_nodes(args.nodes)
 }
 
+/// A file that can be opened and is not a directory.
+fn readable_file(path: &Path) -> Result<(), String> {
+    let file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    match file.metadata() {
+        Ok(meta) if meta.is_dir() => Err(format!("{}: is a directory", path.display())),
+        Ok(_) => Ok(()),
+        Err(e) => Err(format!("{}: {e}", path.display())),
+    }
+}
+
 /// A line of text: on stdout, or on stderr where stdout holds the one JSON object.
 fn say(json: bool, text: &str) {
     if json { eprintln!("{text}") } else { println!("{text}") }
@@ -483,7 +497,8 @@ fn exits_book(
     let file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let found = {
         let view = store.read()?;
-        exits(&view, std::io::BufReader::new(file), params, play_depth, player)?
+        exits(&view, std::io::BufReader::new(file), params, play_depth, player)
+            .map_err(|e| format!("{}: {e}", path.display()))?
     };
     say_exits(&found, params, play_depth, json);
     for skip in &found.skipped {

@@ -7,7 +7,7 @@ use std::{
     path::{Path, PathBuf},
 };
 
-use crate::store::{Store, StoreOptions};
+use crate::store::{Store, StoreError, StoreOptions};
 
 use super::{
     InteropError, epd, html, merge, pgn_export,
@@ -109,9 +109,15 @@ fn report(json: bool, value: &impl serde::Serialize, text: String) -> Result<(),
 
 /// Runs `deeptree import`.
 impl ImportArgs {
-    /// What the command needs before it opens (or creates) the store: its file can be read.
+    /// What the command needs before it opens (or creates) the store: its file can be opened, and is not a
+    /// directory.
     pub fn check(&self) -> Result<(), InteropError> {
-        File::open(&self.file).map(drop).map_err(|e| InteropError::io(&self.file, e))
+        let file = File::open(&self.file).map_err(|e| InteropError::io(&self.file, e))?;
+        match file.metadata() {
+            Ok(meta) if meta.is_dir() => Err(InteropError::Invalid(format!("{}: is a directory", self.file.display()))),
+            Ok(_) => Ok(()),
+            Err(e) => Err(InteropError::io(&self.file, e)),
+        }
     }
 }
 
@@ -122,13 +128,32 @@ impl MergeArgs {
     }
 }
 
-pub fn import(store: &Store, args: &ImportArgs) -> Result<(), InteropError> {
+/// Runs `deeptree import`, opening the store with `open` once a game or position of the file has read (an input
+/// with none leaves no store). Ends in an error, after its summary, when nothing could be read: an empty file, or
+/// every game or line skipped.
+pub fn import(open: impl FnOnce() -> Result<Store, StoreError>, args: &ImportArgs) -> Result<(), InteropError> {
     let input = open_input(&args.file)?;
     let file = args.file.display();
+    let open = || open().map_err(InteropError::from);
+    // A problem of the file as a whole names it.
+    let named = |e: InteropError| match e {
+        InteropError::Invalid(message) => InteropError::Invalid(format!("{file}: {message}")),
+        e => e,
+    };
+    let nothing_read = |what: &str, read: u64, skipped: u64| {
+        if read == 0 {
+            Err(InteropError::Invalid(format!("{file}: no {what} in it; nothing imported")))
+        } else if read == skipped {
+            Err(InteropError::Invalid(format!("{file}: no {what} could be read ({skipped} skipped); nothing imported")))
+        } else {
+            Ok(())
+        }
+    };
     match args.format {
         ImportFormat::Pgn => {
             let options = ImportOptions { max_ply: args.max_ply, chess960: args.chess960 };
-            let summary = pgn_import::import_pgn(store, input, &options, |skipped| eprintln!("{file}: {skipped}"))?;
+            let summary = pgn_import::import_pgn_with(open, input, &options, |skipped| eprintln!("{file}: {skipped}"))
+                .map_err(named)?;
             report(
                 args.json,
                 &summary,
@@ -141,15 +166,17 @@ pub fn import(store: &Store, args: &ImportArgs) -> Result<(), InteropError> {
                     summary.positions,
                     summary.new_nodes
                 ),
-            )
+            )?;
+            nothing_read("game", summary.games, summary.skipped)
         }
         ImportFormat::Epd => {
             if args.max_ply.is_some() {
                 return Err(InteropError::Invalid("--max-ply applies to PGN imports only".into()));
             }
-            let summary = epd::import_epd(store, input, args.chess960, |skipped| {
+            let summary = epd::import_epd_with(open, input, args.chess960, |skipped| {
                 eprintln!("{file}: line {} skipped: {}", skipped.line, skipped.reason)
-            })?;
+            })
+            .map_err(named)?;
             report(
                 args.json,
                 &summary,
@@ -166,7 +193,8 @@ pub fn import(store: &Store, args: &ImportArgs) -> Result<(), InteropError> {
                         String::new()
                     }
                 ),
-            )
+            )?;
+            nothing_read("position", summary.lines, summary.skipped)
         }
     }
 }
