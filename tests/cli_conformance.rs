@@ -578,3 +578,44 @@ fn an_import_that_reads_nothing_exits_1_and_leaves_no_store() {
         assert_eq!(summary["new_edges"].as_u64(), Some(new_edges));
     }
 }
+
+/// The bound on workers counts each worker with its engine's threads (`threads=` or `option.Threads=`), before the
+/// store or any engine starts; `--insist-workers` passes it.
+#[test]
+fn analyze_bounds_its_workers_times_their_threads() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let most = 4 * std::thread::available_parallelism().map_or(1, |n| n.get());
+    let half = most / 2 + 1;
+    for engines in [
+        "stockfish | threads=256".to_owned(),
+        format!("stockfish | threads={}", most + 1),
+        format!("stockfish | workers=2 | threads={half}"),
+        format!("stockfish | workers=2 | option.Threads={half}"),
+        format!("stockfish | workers={half} ; stockfish | workers=1 | threads={half}"),
+    ] {
+        let output = run(&db, &["analyze", "--engine-depth", "2", "--engines", &engines], &[]);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(1), "{engines}: {stderr}");
+        assert!(stderr.contains("engine threads in all") && stderr.contains("--insist-workers"), "{engines}: {stderr}");
+        assert!(stderr.contains(&format!("at most {most})")), "{engines}: {stderr}");
+        assert_eq!(stderr.trim().lines().count(), 1, "one line: {stderr}");
+        assert!(!db.exists(), "{engines}: refused before the store is opened");
+    }
+    // The settings' engine list is bounded the same way.
+    let settings = dir.path().join("deeptree.toml");
+    std::fs::write(&settings, "engines = \"stockfish | threads=256\"\n").unwrap();
+    let output = run(&db, &["--config", settings.to_str().unwrap(), "analyze", "--engine-depth", "2"], &[]);
+    assert!(String::from_utf8_lossy(&output.stderr).contains("256 engine threads in all"), "{output:?}");
+    // At the bound, or insisted on: the run goes on (the fake engine takes any Threads).
+    for (engines, insist) in
+        [(format!("{FAKE} | threads={most}"), false), (format!("{FAKE} | threads={}", most * 2), true)]
+    {
+        let mut args = vec!["analyze", "--engine-depth", "2", "--max-depth", "0", "--engines", &engines, "--json"];
+        if insist {
+            args.push("--insist-workers");
+        }
+        let output = ok(&db, &args);
+        assert_eq!(json(&output)["settled_depth"], 0, "{engines}");
+    }
+}
