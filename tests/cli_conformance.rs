@@ -619,3 +619,42 @@ fn analyze_bounds_its_workers_times_their_threads() {
         assert_eq!(json(&output)["settled_depth"], 0, "{engines}");
     }
 }
+
+/// Labels and other user text are printed with control characters escaped: a task's label by `task add` and `task
+/// list` (one with NUL, put in the store as a browser's request could), a mark's user, and user input quoted in an
+/// error message.
+#[test]
+fn user_text_is_printed_with_control_characters_escaped() {
+    use deeptree::store::{marks::MarkSource, tasks::NewTask};
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let label = "red\u{1b}[31m\u{7}\u{7f}\r\u{202e}end";
+    let added = ok(&db, &["task", "add", "--label", label, "--time", "5"]);
+    let stdout = String::from_utf8_lossy(&added.stdout).into_owned();
+    assert!(stdout.contains("red\\u{1b}[31m\\u{7}\\u{7f}\\r\\u{202e}end"), "{stdout}");
+    {
+        let store = Store::open(&db, &StoreOptions::default()).unwrap();
+        let new = NewTask {
+            fen: None,
+            moves: vec!["e2e4".to_owned()],
+            chess960: false,
+            label: "nul\0\u{1b}]0;title\u{7}".to_owned(),
+            priority: 0,
+            budget_seconds: 5.0,
+            max_depth: None,
+            source: MarkSource::Serve,
+        };
+        store.add_task(new).unwrap();
+    }
+    let listed = ok(&db, &["task", "list"]);
+    let stdout = String::from_utf8_lossy(&listed.stdout).into_owned();
+    assert!(stdout.contains("red\\u{1b}[31m") && stdout.contains("nul\\0\\u{1b}]0;title\\u{7}"), "{stdout}");
+    let json_list = ok(&db, &["task", "list", "--json"]);
+    assert_eq!(json(&json_list)[1]["label"], "nul\0\u{1b}]0;title\u{7}", "JSON keeps the text, escaped as JSON");
+    for output in [&added.stdout, &added.stderr, &listed.stderr, &listed.stdout] {
+        assert!(!output.iter().any(|&b| b == 0x1b || b == 0 || b == 7 || b == 0x7f || b == b'\r'), "no control bytes");
+    }
+    let output = run(&db, &["show", "--moves", "e2e4\u{1b}[2J"], &[]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("'e2e4\\u{1b}[2J'") && !stderr.contains('\u{1b}'), "{stderr}");
+}
