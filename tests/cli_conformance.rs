@@ -577,6 +577,20 @@ fn an_import_that_reads_nothing_exits_1_and_leaves_no_store() {
         assert_eq!((summary["games"].as_u64(), summary["skipped"].as_u64()), (Some(2), Some(1)));
         assert_eq!(summary["new_edges"].as_u64(), Some(new_edges));
     }
+    // A FIFO is opened once, by the import (an earlier open would have taken the writer's bytes with it).
+    let fifo = dir.path().join("games.fifo");
+    let name = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: `name` is a valid C string for the duration of the call.
+    assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o600) }, 0, "{}", std::io::Error::last_os_error());
+    let writer = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || std::fs::write(fifo, "1. d4 d5 *\n").unwrap())
+    };
+    let fresh = dir.path().join("fresh");
+    let output = run(&fresh, &["import", "pgn", fifo.to_str().unwrap(), "--json"], &[]);
+    writer.join().unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert_eq!(json(&output)["new_edges"].as_u64(), Some(2));
 }
 
 /// The bound on workers counts each worker with its engine's threads (`threads=` or `option.Threads=`), before the

@@ -109,15 +109,17 @@ fn report(json: bool, value: &impl serde::Serialize, text: String) -> Result<(),
 
 /// Runs `deeptree import`.
 impl ImportArgs {
-    /// What the command needs before it opens (or creates) the store: its file can be opened, and is not a
-    /// directory.
+    /// What the command needs before it opens (or creates) the store: its file is there and is not a directory,
+    /// and a regular file can be opened. A FIFO is not opened here: a second open would wait for a second writer.
     pub fn check(&self) -> Result<(), InteropError> {
-        let file = File::open(&self.file).map_err(|e| InteropError::io(&self.file, e))?;
-        match file.metadata() {
-            Ok(meta) if meta.is_dir() => Err(InteropError::Invalid(format!("{}: is a directory", self.file.display()))),
-            Ok(_) => Ok(()),
-            Err(e) => Err(InteropError::io(&self.file, e)),
+        let meta = std::fs::metadata(&self.file).map_err(|e| InteropError::io(&self.file, e))?;
+        if meta.is_dir() {
+            return Err(InteropError::Invalid(format!("{}: is a directory", self.file.display())));
         }
+        if meta.is_file() {
+            File::open(&self.file).map_err(|e| InteropError::io(&self.file, e))?;
+        }
+        Ok(())
     }
 }
 
