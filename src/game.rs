@@ -60,15 +60,17 @@ pub fn quote(text: &str) -> String {
 }
 
 /// User text (a label, a name, a line of a file) as it may be printed to a terminal: control characters (ESC, NUL,
-/// a line end, DEL, C1 controls) and the characters that reorder text (bidirectional overrides) escaped as Rust
-/// writes them (`\u{1b}`, `\0`, `\n`), so that the text cannot move the cursor, change colours, clear the screen or
-/// hide itself; everything else as it is.
+/// BEL, a line end, DEL, C1 controls) and the characters that reorder text (bidirectional overrides) escaped as Rust
+/// writes them (`\u{7}` for BEL, `\0`, `\n`), so that the text cannot move the cursor, change colours, clear the
+/// screen or hide itself; everything else as it is.
 ///
 /// ```
 /// use deeptree::game::printable;
 ///
 /// assert_eq!(printable("Sicilian, Najdorf"), "Sicilian, Najdorf");
-/// assert_eq!(printable("\u{1b}[2Jgone\0\n"), "\\u{1b}[2Jgone\\0\\n");
+/// let escape = char::from(27);
+/// let shown = printable(&format!("{escape}[2Jgone\0\u{7}\n")).into_owned();
+/// assert!(!shown.contains(escape) && shown.ends_with("[2Jgone\\0\\u{7}\\n"), "{shown}");
 /// assert_eq!(printable("abc\u{202e}fed"), "abc\\u{202e}fed");
 /// ```
 pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
