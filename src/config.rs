@@ -21,6 +21,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::{
     engine::{EngineConfig, Timeouts, spec::EngineSpec},
+    interop::lines::{BoundedLines, Bytes, MAX_LINE_BYTES, TextError},
     search::analysis::{DEFAULT_LOOK_AHEAD, Params, Screening},
     store::StoreOptions,
 };
@@ -175,6 +176,12 @@ impl std::str::FromStr for ThinkMode {
 pub enum ConfigError {
     #[error("cannot read settings {}: {source}", path.display())]
     Read { path: PathBuf, source: std::io::Error },
+    /// A line longer than [`MAX_LINE_BYTES`], or one that fails to read.
+    #[error("cannot read settings {}: {source}", path.display())]
+    Line { path: PathBuf, source: TextError },
+    /// A file longer than [`MAX_SETTINGS_BYTES`].
+    #[error("cannot read settings {}: longer than {} (a settings file holds a few KiB)", path.display(), Bytes(*bound))]
+    TooLong { path: PathBuf, bound: usize },
     #[error("bad settings in {}: {message}", path.display())]
     Parse { path: PathBuf, message: String },
 }
@@ -212,8 +219,7 @@ impl Config {
         match chosen {
             None => Ok((Config::default(), None)),
             Some(path) => {
-                let text = std::fs::read_to_string(&path)
-                    .map_err(|source| ConfigError::Read { path: path.clone(), source })?;
+                let text = read_settings(&path)?;
                 Ok((Config::parse(&text, &path)?, Some(path)))
             }
         }
@@ -230,6 +236,30 @@ impl Config {
         }
         dirs::data_dir().or_else(dirs::home_dir).unwrap_or_else(|| PathBuf::from(".")).join("deeptree").join("tree")
     }
+}
+
+/// The longest settings file read, in bytes.
+pub const MAX_SETTINGS_BYTES: usize = 4 << 20;
+
+/// The text of a settings file, read line by line: a line longer than [`MAX_LINE_BYTES`], a file longer than
+/// [`MAX_SETTINGS_BYTES`] or a line that is not UTF-8 is an error naming the file (and the line), whatever the file
+/// is (`/dev/zero` included), with no more than that held in memory.
+fn read_settings(path: &Path) -> Result<String, ConfigError> {
+    let file = std::fs::File::open(path).map_err(|source| ConfigError::Read { path: path.to_owned(), source })?;
+    let mut text = String::new();
+    for line in BoundedLines::new(std::io::BufReader::new(file), MAX_LINE_BYTES) {
+        let (number, line) = line.map_err(|source| ConfigError::Line { path: path.to_owned(), source })?;
+        if text.len() + line.len() >= MAX_SETTINGS_BYTES {
+            return Err(ConfigError::TooLong { path: path.to_owned(), bound: MAX_SETTINGS_BYTES });
+        }
+        let line = String::from_utf8(line).map_err(|_| ConfigError::Read {
+            path: path.to_owned(),
+            source: std::io::Error::new(std::io::ErrorKind::InvalidData, format!("line {number} is not UTF-8 text")),
+        })?;
+        text.push_str(&line);
+        text.push('\n');
+    }
+    Ok(text)
 }
 
 /// The store's options: its initial map size and its largest write batch.
@@ -300,6 +330,33 @@ mod tests {
         let config =
             Config::parse("engines = \"stockfish | workers=2 ; ssh box stockfish\"\n", Path::new("x")).unwrap();
         assert_eq!(config.engines, "stockfish | workers=2 ; ssh box stockfish");
+    }
+
+    /// A line too long, a file too long or a line that is not text is an error naming the file and the line, and the
+    /// text read is the file's.
+    #[test]
+    fn a_settings_file_is_read_within_its_bounds() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("deeptree.toml");
+        std::fs::write(&path, format!("engine_depth = 9\r\n# {}\nworkers = 2", "x".repeat(1000))).unwrap();
+        let (config, _) = Config::load(Some(&path)).unwrap();
+        assert_eq!((config.engine_depth, config.workers), (9, 2));
+        std::fs::write(&path, format!("engine_depth = 9\n# {}\n", "x".repeat(MAX_LINE_BYTES))).unwrap();
+        let err = Config::load(Some(&path)).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            format!(
+                "cannot read settings {}: line 2 is longer than 1 MiB (the most a line may hold here)",
+                path.display()
+            )
+        );
+        let line = format!("# {}\n", "x".repeat(1000));
+        std::fs::write(&path, line.repeat(MAX_SETTINGS_BYTES / line.len() + 1)).unwrap();
+        let err = Config::load(Some(&path)).unwrap_err().to_string();
+        assert!(err.ends_with("longer than 4 MiB (a settings file holds a few KiB)"), "{err}");
+        std::fs::write(&path, b"engine_depth = 9\n# \xff\n").unwrap();
+        let err = Config::load(Some(&path)).unwrap_err().to_string();
+        assert!(err.ends_with("line 2 is not UTF-8 text"), "{err}");
     }
 
     /// A file that cannot be read keeps its I/O error as the source.

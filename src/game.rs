@@ -49,13 +49,48 @@ pub enum LineError {
 }
 
 /// User input quoted in an error message: `'text'`, or for a longer text its first 80 characters and its length
-/// (`'e2e4e2e4...' (5000000 characters)`), so that a message stays readable whatever was sent.
+/// (`'e2e4e2e4...' (5000000 characters)`), so that a message stays readable whatever was sent; control characters
+/// are escaped as [`printable`] escapes them.
 pub fn quote(text: &str) -> String {
     const SHOWN: usize = 80;
     match text.char_indices().nth(SHOWN) {
-        None => format!("'{text}'"),
-        Some((end, _)) => format!("'{}...' ({} characters)", &text[..end], text.chars().count()),
+        None => format!("'{}'", printable(text)),
+        Some((end, _)) => format!("'{}...' ({} characters)", printable(&text[..end]), text.chars().count()),
     }
+}
+
+/// User text (a label, a name, a line of a file) as it may be printed to a terminal: control characters (ESC, NUL,
+/// BEL, a line end, DEL, C1 controls) and the characters that reorder text (bidirectional overrides) escaped as Rust
+/// writes them (`\u{7}` for BEL, `\0`, `\n`), so that the text cannot move the cursor, change colours, clear the
+/// screen or hide itself; everything else as it is.
+///
+/// ```
+/// use deeptree::game::printable;
+///
+/// assert_eq!(printable("Sicilian, Najdorf"), "Sicilian, Najdorf");
+/// let escape = char::from(27);
+/// let shown = printable(&format!("{escape}[2Jgone\0\u{7}\n")).into_owned();
+/// assert!(!shown.contains(escape) && shown.ends_with("[2Jgone\\0\\u{7}\\n"), "{shown}");
+/// assert_eq!(printable("abc\u{202e}fed"), "abc\\u{202e}fed");
+/// ```
+pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
+    let escaped = |c: char| {
+        c.is_control() || matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+    };
+    if !text.chars().any(escaped) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if c == '\0' {
+            out.push_str("\\0");
+        } else if escaped(c) {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
 }
 
 /// A move of `pos` written in UCI (`g1f3`, castling either way) or SAN (`Nf3`, `O-O`), in its stored form; `None`

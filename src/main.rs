@@ -117,7 +117,7 @@ fn run(cli: Cli, config: &Config) -> commands::CommandResult {
         // A command that cannot do its work fails before the store is created.
         Some(Command::Import(args)) => {
             args.check()?;
-            deeptree::interop::cli::import(&open_store(db, config)?, &args)?
+            deeptree::interop::cli::import(|| open_store(db, config), &args)?
         }
         Some(Command::Export(args)) => deeptree::interop::cli::export(&open_existing_store(db, config)?, &args)?,
         Some(Command::Merge(args)) => {

@@ -194,20 +194,28 @@ fn quoted_input_in_error_messages_is_cut_short() {
 
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("db");
+    // PGN lines may hold 16 MiB, EPD lines 1 MiB; each file has one game or position that reads, so the import
+    // succeeds.
     let huge = "Q".repeat(5_000_000);
     let pgn = dir.path().join("huge.pgn");
-    std::fs::write(&pgn, format!("[Event \"a\"]\n\n1. e4 {huge} *\n\n[Variant \"{huge}\"]\n\n1. e4 *\n")).unwrap();
-    let epd = dir.path().join("huge.epd");
-    std::fs::write(&epd, format!("4k3/8/8/8/8/8/4P3/4K3 w - - bm {huge};\n4k3/8/8/8/8/8/4P3/4K3 w - - ce {huge};\n"))
+    std::fs::write(&pgn, format!("[Event \"a\"]\n\n1. e4 {huge} *\n\n[Variant \"{huge}\"]\n\n1. e4 *\n\n1. d4 *\n"))
         .unwrap();
-    for (format, file, lines) in [("pgn", &pgn, 2), ("epd", &epd, 2)] {
+    let long = "Q".repeat(1_000_000);
+    let epd = dir.path().join("huge.epd");
+    std::fs::write(
+        &epd,
+        format!("4k3/8/8/8/8/8/4P3/4K3 w - - bm {long};\n4k3/8/8/8/8/8/4P3/4K3 w - - ce {long};\n4k3/8/8/8/8/8/4P3/4K3 w - -\n"),
+    )
+    .unwrap();
+    for (format, file, text, lines) in [("pgn", &pgn, &huge, 2), ("epd", &epd, &long, 2)] {
         let output = ok(&db, &["import", format, file.to_str().unwrap()]);
         let stderr = String::from_utf8_lossy(&output.stderr);
-        let reported: Vec<&str> = stderr.lines().filter(|l| l.contains("(5000000 characters)")).collect();
+        let length = format!("({} characters)", text.len());
+        let reported: Vec<&str> = stderr.lines().filter(|l| l.contains(&length)).collect();
         assert_eq!(reported.len(), lines, "{format}: {}", &stderr[..stderr.len().min(2000)]);
         for line in reported {
             assert!(line.len() < 300, "{format}: a line of {} bytes", line.len());
-            assert!(line.contains(&format!("'{}...'", &huge[..80])), "{line}");
+            assert!(line.contains(&format!("'{}...'", &text[..80])), "{line}");
         }
     }
     // A root that does not parse, from the command line (an argument holds at most 128 KiB).
@@ -455,4 +463,212 @@ fn random_games(games: usize, plies: usize) -> String {
         pgn.push_str("*\n\n");
     }
     pgn
+}
+
+/// Runs deeptree to its end and returns its exit code, its stderr and its peak resident memory in KiB: the
+/// kernel's account of the child (`ru_maxrss` of the children of a small Python process that starts it; started
+/// from this test process, whose own size the kernel counts into a child's peak until it execs, the figure would be
+/// this process's).
+fn run_measured(db: &Path, args: &[&str]) -> (i32, String, i64) {
+    const MEASURE: &str = "import resource, subprocess, sys\n\
+        done = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)\n\
+        print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n\
+        sys.stderr.buffer.write(done.stderr)\n\
+        sys.exit(done.returncode if done.returncode >= 0 else 128 - done.returncode)\n";
+    let output = Command::new("python3")
+        .args(["-c", MEASURE, env!("CARGO_BIN_EXE_deeptree"), "--db"])
+        .arg(db)
+        .args(args)
+        .env_remove("DEEPTREE_DB")
+        .env_remove("DEEPTREE_CONFIG")
+        .output()
+        .expect("python3 runs");
+    let peak = String::from_utf8_lossy(&output.stdout).trim().parse().expect("the peak in KiB");
+    (output.status.code().unwrap_or(-1), String::from_utf8_lossy(&output.stderr).into_owned(), peak)
+}
+
+/// Reading an endless line (`/dev/zero`) as PGN, EPD, settings or `--roots` ends with an error naming the line and
+/// its bound, holding less than 100 MiB meanwhile (the readers grew to 1.6-2.7 GB in 3-4 s before), and leaves no
+/// store. A line under the bound reads.
+#[test]
+fn a_line_over_its_bound_is_an_error_and_dev_zero_is_read_in_bounded_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    for (args, bound, code) in [
+        (&["import", "pgn", "/dev/zero"][..], "16 MiB", 1),
+        (&["import", "epd", "/dev/zero"][..], "1 MiB", 1),
+        (&["--config", "/dev/zero", "stats"][..], "1 MiB", 2),
+        (&["analyze", "--roots", "/dev/zero", "--workers", "1"][..], "1 MiB", 1),
+        (&["analyze", "--from-games", "/dev/zero", "--workers", "1"][..], "16 MiB", 1),
+    ] {
+        let (status, stderr, peak_kib) = run_measured(&db, args);
+        assert_eq!(status, code, "{args:?}: {stderr}");
+        assert!(stderr.contains(&format!("line 1 is longer than {bound}")), "{args:?}: {stderr}");
+        assert_eq!(stderr.trim().lines().count(), 1, "{args:?}: one line: {stderr}");
+        assert!(peak_kib < 100 * 1024, "{args:?}: peak resident memory {peak_kib} KiB");
+        if !args.contains(&"--from-games") {
+            assert!(!db.exists(), "{args:?} left a store");
+        }
+    }
+    // The line number is the line's, and a long line under the bound is read.
+    let epd = dir.path().join("long.epd");
+    let comment = format!("# {}\n", "x".repeat(900_000));
+    std::fs::write(
+        &epd,
+        format!("{comment}4k3/8/8/8/8/8/4P3/4K3 w - - bm e4; ce 150;\n{comment}{comment}{}\n", "x".repeat(1_100_000)),
+    )
+    .unwrap();
+    let (status, stderr, _) = run_measured(&db, &["import", "epd", epd.to_str().unwrap()]);
+    assert_eq!(status, 1, "{stderr}");
+    assert!(stderr.contains("line 5 is longer than 1 MiB"), "{stderr}");
+    let pgn = dir.path().join("long.pgn");
+    std::fs::write(&pgn, format!("[Event \"a\"]\n\n1. e4 {{{}}} e5 *\n", "x".repeat(2 << 20))).unwrap();
+    let output = ok(&db, &["import", "pgn", pgn.to_str().unwrap(), "--json"]);
+    assert_eq!((json(&output)["games"].as_u64(), json(&output)["edges"].as_u64()), (Some(1), Some(2)));
+}
+
+/// An import exits 1 when no game or position could be read, says how many it skipped and leaves no store; one that
+/// reads known games again exits 0. A directory is refused before any store is made.
+#[test]
+fn an_import_that_reads_nothing_exits_1_and_leaves_no_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let file = |name: &str, bytes: &[u8]| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, bytes).unwrap();
+        path.to_str().unwrap().to_owned()
+    };
+    let mut rng = fastrand::Rng::with_seed(48);
+    let random: Vec<u8> = std::iter::repeat_with(|| rng.u8(..)).take(4000).collect();
+    let utf16: Vec<u8> = "[Event \"x\"]\n\n1. e4 e5 *\n".encode_utf16().flat_map(u16::to_le_bytes).collect::<Vec<u8>>();
+    let game = "[Event \"x\"]\n\n1. e4 e5 2. Nf3 *\n";
+    for (format, path, said) in [
+        ("pgn", file("random.pgn", &random), "skipped); nothing imported"),
+        ("pgn", file("utf16.pgn", &[&[0xff, 0xfe][..], &utf16].concat()), "(1 skipped); nothing imported"),
+        ("pgn", file("illegal.pgn", b"1. e5 *\n"), "no game could be read (1 skipped)"),
+        ("pgn", file("atomic.pgn", b"[Variant \"Atomic\"]\n\n1. e4 *\n"), "no game could be read (1 skipped)"),
+        ("pgn", file("empty.pgn", b""), "no game in it; nothing imported"),
+        ("epd", file("random.epd", &random), "skipped); nothing imported"),
+        (
+            "epd",
+            file("bad.epd", b"8/8/8 w - -\n# a comment\nnot a position\n"),
+            "no position could be read (2 skipped)",
+        ),
+        ("epd", file("comments.epd", b"# nothing\n\n"), "no position in it"),
+        ("pgn", dir.path().to_str().unwrap().to_owned(), "is a directory"),
+        ("epd", dir.path().to_str().unwrap().to_owned(), "is a directory"),
+    ] {
+        let output = run(&db, &["import", format, &path], &[]);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(1), "{path}: {stderr}");
+        let last = stderr.trim().lines().last().unwrap_or_default();
+        assert!(
+            last.starts_with("deeptree: error: ") && last.contains(&path) && last.contains(said),
+            "{path}: {stderr}"
+        );
+        assert!(!db.exists(), "{path}: no store is left");
+    }
+    // Games that read: exit 0; again, nothing new: exit 0 too.
+    let games = file("games.pgn", format!("{game}\n1. e5 *\n").as_bytes());
+    for new_edges in [3, 0] {
+        let output = run(&db, &["import", "pgn", &games, "--json"], &[]);
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        let summary = json(&output);
+        assert_eq!((summary["games"].as_u64(), summary["skipped"].as_u64()), (Some(2), Some(1)));
+        assert_eq!(summary["new_edges"].as_u64(), Some(new_edges));
+    }
+    // A FIFO is opened once, by the import (an earlier open would have taken the writer's bytes with it).
+    let fifo = dir.path().join("games.fifo");
+    let name = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: `name` is a valid C string for the duration of the call.
+    assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o600) }, 0, "{}", std::io::Error::last_os_error());
+    let writer = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || std::fs::write(fifo, "1. d4 d5 *\n").unwrap())
+    };
+    let fresh = dir.path().join("fresh");
+    let output = run(&fresh, &["import", "pgn", fifo.to_str().unwrap(), "--json"], &[]);
+    writer.join().unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert_eq!(json(&output)["new_edges"].as_u64(), Some(2));
+}
+
+/// The bound on workers counts each worker with its engine's threads (`threads=` or `option.Threads=`), before the
+/// store or any engine starts; `--insist-workers` passes it.
+#[test]
+fn analyze_bounds_its_workers_times_their_threads() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let most = 4 * std::thread::available_parallelism().map_or(1, |n| n.get());
+    let half = most / 2 + 1;
+    for engines in [
+        "stockfish | threads=256".to_owned(),
+        format!("stockfish | threads={}", most + 1),
+        format!("stockfish | workers=2 | threads={half}"),
+        format!("stockfish | workers=2 | option.Threads={half}"),
+        format!("stockfish | workers={half} ; stockfish | workers=1 | threads={half}"),
+    ] {
+        let output = run(&db, &["analyze", "--engine-depth", "2", "--engines", &engines], &[]);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(1), "{engines}: {stderr}");
+        assert!(stderr.contains("engine threads in all") && stderr.contains("--insist-workers"), "{engines}: {stderr}");
+        assert!(stderr.contains(&format!("at most {most})")), "{engines}: {stderr}");
+        assert_eq!(stderr.trim().lines().count(), 1, "one line: {stderr}");
+        assert!(!db.exists(), "{engines}: refused before the store is opened");
+    }
+    // The settings' engine list is bounded the same way.
+    let settings = dir.path().join("deeptree.toml");
+    std::fs::write(&settings, "engines = \"stockfish | threads=256\"\n").unwrap();
+    let output = run(&db, &["--config", settings.to_str().unwrap(), "analyze", "--engine-depth", "2"], &[]);
+    assert!(String::from_utf8_lossy(&output.stderr).contains("256 engine threads in all"), "{output:?}");
+    // At the bound, or insisted on: the run goes on (the fake engine takes any Threads).
+    for (engines, insist) in
+        [(format!("{FAKE} | threads={most}"), false), (format!("{FAKE} | threads={}", most * 2), true)]
+    {
+        let mut args = vec!["analyze", "--engine-depth", "2", "--max-depth", "0", "--engines", &engines, "--json"];
+        if insist {
+            args.push("--insist-workers");
+        }
+        let output = ok(&db, &args);
+        assert_eq!(json(&output)["settled_depth"], 0, "{engines}");
+    }
+}
+
+/// Labels and other user text are printed with control characters escaped: a task's label by `task add` and `task
+/// list` (one with NUL, put in the store as a browser's request could), a mark's user, and user input quoted in an
+/// error message.
+#[test]
+fn user_text_is_printed_with_control_characters_escaped() {
+    use deeptree::store::{marks::MarkSource, tasks::NewTask};
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let label = "red\u{1b}[31m\u{7}\u{7f}\r\u{202e}end";
+    let added = ok(&db, &["task", "add", "--label", label, "--time", "5"]);
+    let stdout = String::from_utf8_lossy(&added.stdout).into_owned();
+    assert!(stdout.contains("red\\u{1b}[31m\\u{7}\\u{7f}\\r\\u{202e}end"), "{stdout}");
+    {
+        let store = Store::open(&db, &StoreOptions::default()).unwrap();
+        let new = NewTask {
+            fen: None,
+            moves: vec!["e2e4".to_owned()],
+            chess960: false,
+            label: "nul\0\u{1b}]0;title\u{7}".to_owned(),
+            priority: 0,
+            budget_seconds: 5.0,
+            max_depth: None,
+            source: MarkSource::Serve,
+        };
+        store.add_task(new).unwrap();
+    }
+    let listed = ok(&db, &["task", "list"]);
+    let stdout = String::from_utf8_lossy(&listed.stdout).into_owned();
+    assert!(stdout.contains("red\\u{1b}[31m") && stdout.contains("nul\\0\\u{1b}]0;title\\u{7}"), "{stdout}");
+    let json_list = ok(&db, &["task", "list", "--json"]);
+    assert_eq!(json(&json_list)[1]["label"], "nul\0\u{1b}]0;title\u{7}", "JSON keeps the text, escaped as JSON");
+    for output in [&added.stdout, &added.stderr, &listed.stderr, &listed.stdout] {
+        assert!(!output.iter().any(|&b| b == 0x1b || b == 0 || b == 7 || b == 0x7f || b == b'\r'), "no control bytes");
+    }
+    let output = run(&db, &["show", "--moves", "e2e4\u{1b}[2J"], &[]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("'e2e4\\u{1b}[2J'") && !stderr.contains('\u{1b}'), "{stderr}");
 }

@@ -693,3 +693,121 @@ fn round_trip_with_stockfish_through_the_binary() {
         assert_eq!(found["best"], shown["moves"][0]["uci"], "heaviest book move in {fen}");
     }
 }
+
+/// The files in `dir`, by name.
+fn names_in(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> =
+        std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    names.sort();
+    names
+}
+
+/// Makes a FIFO, or a character device like /dev/null (`false` where this user may not make one).
+fn make_node(path: &Path, fifo: bool) -> bool {
+    let name = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
+    // SAFETY: `name` is a valid C string for the duration of the call.
+    let made = unsafe {
+        if fifo {
+            libc::mkfifo(name.as_ptr(), 0o644)
+        } else {
+            libc::mknod(name.as_ptr(), libc::S_IFCHR | 0o666, libc::makedev(1, 3))
+        }
+    };
+    assert!(made == 0 || !fifo, "mkfifo {}: {}", path.display(), std::io::Error::last_os_error());
+    made == 0
+}
+
+/// `export` writes where it is sent, for every format: a regular file is replaced whole (the permissions kept), a
+/// symbolic link's target is written and the link stays, a FIFO and a character device are written straight into,
+/// and a path that leads to standard output (here a link to /dev/stdout, never /dev/stdout itself) writes to it;
+/// nothing else appears beside any of them. Each time the bytes are those of the export to `-`.
+#[test]
+fn export_writes_where_it_is_sent_for_every_format() {
+    use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+    let dir = tempfile::tempdir().unwrap();
+    drop(analysed_store(dir.path()));
+    let db = dir.path().join("db");
+    let run = |file: &Path, format: &str| {
+        Command::new(env!("CARGO_BIN_EXE_deeptree"))
+            .arg("--db")
+            .arg(&db)
+            .args(["export", format, file.to_str().unwrap(), "--depth", "3"])
+            .output()
+            .unwrap()
+    };
+    let here = tempfile::tempdir().unwrap();
+    let device = here.path().join("null");
+    let devices = make_node(&device, false);
+    if !devices {
+        eprintln!("skipped: a character device of this test's own (mknod is not allowed here)");
+    }
+    for format in ["pgn", "polyglot", "epd", "html"] {
+        let expected = deeptree(&db, &["export", format, "-", "--depth", "3"]).stdout;
+        assert!(expected.len() > 100, "{format}: {} bytes", expected.len());
+
+        // A regular file, replaced whole, its permissions kept.
+        let file = here.path().join(format!("tree.{format}"));
+        std::fs::write(&file, vec![b'x'; 300_000]).unwrap();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o640)).unwrap();
+        let output = run(&file, format);
+        assert!(output.status.success(), "{format}: {}", String::from_utf8_lossy(&output.stderr));
+        assert_eq!(std::fs::read(&file).unwrap(), expected, "{format}: the file holds the export");
+        assert_eq!(std::fs::metadata(&file).unwrap().permissions().mode() & 0o777, 0o640, "{format}");
+
+        // A relative link to a file in another directory, and a link to a file not there yet.
+        let other = here.path().join("other");
+        std::fs::create_dir_all(&other).unwrap();
+        let target = other.join(format!("target.{format}"));
+        std::fs::write(&target, b"old").unwrap();
+        let link = here.path().join(format!("link.{format}"));
+        std::os::unix::fs::symlink(format!("other/target.{format}"), &link).unwrap();
+        let dangling = here.path().join(format!("new.{format}"));
+        std::os::unix::fs::symlink(other.join(format!("new-target.{format}")), &dangling).unwrap();
+        for (link, target) in [(&link, target.clone()), (&dangling, other.join(format!("new-target.{format}")))] {
+            let output = run(link, format);
+            assert!(output.status.success(), "{format}: {}", String::from_utf8_lossy(&output.stderr));
+            assert!(std::fs::symlink_metadata(link).unwrap().file_type().is_symlink(), "{format}: the link stays");
+            assert_eq!(std::fs::read(&target).unwrap(), expected, "{format}: {} holds the export", target.display());
+        }
+
+        // A FIFO, read by another thread as the export writes.
+        let fifo = here.path().join(format!("fifo.{format}"));
+        make_node(&fifo, true);
+        let reader = {
+            let fifo = fifo.clone();
+            std::thread::spawn(move || std::fs::read(fifo).unwrap())
+        };
+        let output = run(&fifo, format);
+        assert!(output.status.success(), "{format}: {}", String::from_utf8_lossy(&output.stderr));
+        assert_eq!(reader.join().unwrap(), expected, "{format}: the FIFO's reader got the export");
+        assert!(std::fs::symlink_metadata(&fifo).unwrap().file_type().is_fifo(), "{format}: still a FIFO");
+
+        // A character device (a null device of the test's own), and standard output through a link to /dev/stdout.
+        if devices {
+            let output = run(&device, format);
+            assert!(output.status.success(), "{format}: {}", String::from_utf8_lossy(&output.stderr));
+            assert!(std::fs::symlink_metadata(&device).unwrap().file_type().is_char_device(), "{format}");
+        }
+        let to_stdout = here.path().join(format!("stdout.{format}"));
+        std::os::unix::fs::symlink("/dev/stdout", &to_stdout).unwrap();
+        let output = run(&to_stdout, format);
+        assert!(output.status.success(), "{format}: {}", String::from_utf8_lossy(&output.stderr));
+        assert_eq!(output.stdout, expected, "{format}: standard output holds the export, nothing else");
+        assert!(String::from_utf8_lossy(&output.stderr).contains(&to_stdout.display().to_string()), "the summary");
+        assert_eq!(std::fs::read_link(&to_stdout).unwrap(), Path::new("/dev/stdout"), "{format}: the link stays");
+    }
+    // Nothing but what the test made: no temporary file left anywhere.
+    let mut made: Vec<String> = ["pgn", "polyglot", "epd", "html"]
+        .iter()
+        .flat_map(|f| ["fifo", "link", "new", "stdout", "tree"].map(|n| format!("{n}.{f}")))
+        .collect();
+    made.extend(["null".to_owned(), "other".to_owned()].into_iter().filter(|n| devices || n != "null"));
+    made.sort();
+    assert_eq!(names_in(here.path()), made);
+    let mut targets: Vec<String> = ["pgn", "polyglot", "epd", "html"]
+        .iter()
+        .flat_map(|f| ["new-target", "target"].map(|n| format!("{n}.{f}")))
+        .collect();
+    targets.sort();
+    assert_eq!(names_in(&here.path().join("other")), targets);
+}

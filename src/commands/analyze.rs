@@ -145,8 +145,9 @@ pub struct AnalyzeArgs {
     /// Write one line per search decision to FILE.
     #[arg(long, value_name = "FILE")]
     pub trace: Option<std::path::PathBuf>,
-    /// Run more workers than MAX_WORKERS_PER_CORE (4) times this machine's cores: by default such a count is
-    /// refused, as a typing slip that would start thousands of engines (engines on other machines count too).
+    /// Run more engine threads (each worker times its engine's threads) than MAX_WORKERS_PER_CORE (4) times this
+    /// machine's cores: by default such a count is refused, as a typing slip that would start thousands of engines
+    /// or threads (engines on other machines count too).
     #[arg(long)]
     pub insist_workers: bool,
     /// End with one JSON object on stdout (settled rows go to stderr).
@@ -241,6 +242,10 @@ pub fn run(db: Option<&Path>, config: &Config, args: AnalyzeArgs) -> CommandResu
     let chess960 = args.chess960 || book.as_ref().map_or(line.chess960, |(b, _)| b.iter().any(|r| r.line.chess960));
     let time = time_budget(args.time)?;
     let engines = Engines::check(config, args.insist_workers)?;
+    if let Some(path) = &args.from_games {
+        // A PGN that cannot be read is refused before the store is created.
+        readable_file(path)?;
+    }
     let store = open_store(db, config)?;
     let stop = stop_on_ctrl_c();
     let params = params_of(config, &args, time, play_depth);
@@ -385,18 +390,27 @@ struct Engines {
 }
 
 impl Engines {
-    /// The engines the settings name, refused before anything starts (the store included): more workers than
-    /// [`MAX_WORKERS_PER_CORE`] per core without `insist`, or a program that is not there.
+    /// The engines the settings name, refused before anything starts (the store included): more workers (each
+    /// counted with its engine's threads) than [`MAX_WORKERS_PER_CORE`] per core without `insist`, or a program that
+    /// is not there.
     fn check(config: &Config, insist: bool) -> Result<Engines, Box<dyn std::error::Error>> {
         let specs = EngineSpec::parse_list(&config.engines).map_err(|e| format!("--engines: {e}"))?;
         let workers = if config.workers > 0 { config.workers } else { crate::engine::default_workers() };
-        let total = if specs.is_empty() { workers } else { specs.iter().map(|s| s.workers).sum() };
+        // Each worker runs its engine's threads (one where the settings' single engine runs): the bound is on those.
+        let total =
+            if specs.is_empty() { workers } else { specs.iter().map(|s| s.workers).fold(0, usize::saturating_add) };
+        let threads = if specs.is_empty() { workers as u64 } else { EngineSpec::threads_in_all(&specs) };
         let cores = crate::engine::default_workers();
-        if total > MAX_WORKERS_PER_CORE * cores && !insist {
+        let most = MAX_WORKERS_PER_CORE * cores;
+        if threads > most as u64 && !insist {
+            let what = if threads == total as u64 {
+                format!("{total} workers")
+            } else {
+                format!("{threads} engine threads in all (each worker times its engine's threads)")
+            };
             return Err(format!(
-                "{total} workers: more than {MAX_WORKERS_PER_CORE} per core of this machine ({cores} cores, at most \
-                 {}); --insist-workers runs them anyway",
-                MAX_WORKERS_PER_CORE * cores
+                "{what}: more than {MAX_WORKERS_PER_CORE} per core of this machine ({cores} cores, at most {most}); \
+                 --insist-workers runs them anyway"
             )
             .into());
         }
@@ -465,6 +479,16 @@ fn params_of(config: &Config, args: &AnalyzeArgs, time: Option<Duration>, play_d
     Params::from(config).with_max_depth(args.max_depth.unwrap_or(default_max)).with_time(time).with_nodes(args.nodes)
 }
 
+/// A file that can be opened and is not a directory.
+fn readable_file(path: &Path) -> Result<(), String> {
+    let file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    match file.metadata() {
+        Ok(meta) if meta.is_dir() => Err(format!("{}: is a directory", path.display())),
+        Ok(_) => Ok(()),
+        Err(e) => Err(format!("{}: {e}", path.display())),
+    }
+}
+
 /// A line of text: on stdout, or on stderr where stdout holds the one JSON object.
 fn say(json: bool, text: &str) {
     if json { eprintln!("{text}") } else { println!("{text}") }
@@ -483,7 +507,8 @@ fn exits_book(
     let file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let found = {
         let view = store.read()?;
-        exits(&view, std::io::BufReader::new(file), params, play_depth, player)?
+        exits(&view, std::io::BufReader::new(file), params, play_depth, player)
+            .map_err(|e| format!("{}: {e}", path.display()))?
     };
     say_exits(&found, params, play_depth, json);
     for skip in &found.skipped {

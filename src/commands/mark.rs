@@ -4,7 +4,7 @@ use std::path::Path;
 
 use crate::{
     config::Config,
-    game::parse_move,
+    game::{parse_move, printable},
     store::marks::{Mark, MarkKind, MarkSource, utc_text},
 };
 
@@ -91,5 +91,7 @@ fn set(db: Option<&Path>, config: &Config, at: MoveAt, kind: Option<MarkKind>) -
 
 /// One line for a mark: `exclude f2f3 in FEN (by USER, cli, TIME)`.
 fn describe(mark: &Mark) -> String {
-    format!("{} {} in {} (by {}, {}, {})", mark.kind, mark.uci, mark.fen, mark.user, mark.source, utc_text(mark.time))
+    // The FEN and the user name are text from the store (a browser's request may have put them there).
+    let (fen, user) = (printable(&mark.fen), printable(&mark.user));
+    format!("{} {} in {fen} (by {user}, {}, {})", mark.kind, mark.uci, mark.source, utc_text(mark.time))
 }

@@ -4,6 +4,7 @@ use std::path::Path;
 
 use crate::{
     config::Config,
+    game::printable,
     store::{
         marks::MarkSource,
         tasks::{MAX_PRIORITY, NewTask, Task},
@@ -96,11 +97,11 @@ pub fn run(db: Option<&Path>, config: &Config, args: TaskArgs) -> CommandResult 
     Ok(())
 }
 
-/// One line for a task: its label, priority, budget and progress.
+/// One line for a task: its label (control characters escaped), priority, budget and progress.
 fn describe(task: &Task) -> String {
     format!(
         "{:<24} priority {:>2}  {:>8.0} of {:>6.0} s ({:>3.0} %)  {:>7} evaluations  settled depth {}{}{}",
-        task.label,
+        printable(&task.label),
         task.priority,
         task.spent_seconds,
         task.budget_seconds,

@@ -113,6 +113,19 @@ impl EngineSpec {
         Ok(spec)
     }
 
+    /// The search threads each worker of this engine runs: its `threads`, or the number an `option.Threads` sets
+    /// instead (the option is sent after `threads`, so it is the one the engine keeps).
+    pub fn threads_each(&self) -> u64 {
+        let set = self.options.iter().rev().find(|(name, _)| name.eq_ignore_ascii_case("threads"));
+        set.and_then(|(_, value)| value.trim().parse::<u64>().ok()).unwrap_or(u64::from(self.threads))
+    }
+
+    /// The search threads of a list in all: each engine's workers times its threads. This, not the workers alone,
+    /// is what the cores of a machine have to run.
+    pub fn threads_in_all(specs: &[EngineSpec]) -> u64 {
+        specs.iter().map(|s| (s.workers as u64).saturating_mul(s.threads_each())).fold(0, u64::saturating_add)
+    }
+
     /// One engine configuration per worker: `base` (timeouts, `Hash`, options every engine gets) with each engine's
     /// command line, `Threads`, `Hash` and options.
     pub fn configs(specs: &[EngineSpec], base: &EngineConfig) -> Vec<EngineConfig> {
@@ -227,6 +240,18 @@ mod tests {
              or option.NAME=VALUE"
         );
         assert_eq!(message, "engine 1: hash=lots: give a whole number of at least 1");
+    }
+
+    #[test]
+    fn threads_in_all_count_every_worker_and_an_option_that_sets_threads() {
+        let specs = EngineSpec::parse_list(
+            "a | workers=3 | threads=4 ; b | threads=2 | option.threads=16 ; c | option.Threads=x",
+        )
+        .unwrap();
+        assert_eq!(specs.iter().map(EngineSpec::threads_each).collect::<Vec<_>>(), [4, 16, 1]);
+        assert_eq!(EngineSpec::threads_in_all(&specs), 12 + 16 + 1);
+        let huge = EngineSpec::parse_list(&format!("a | workers={} | threads={}", u32::MAX, u32::MAX)).unwrap();
+        assert_eq!(EngineSpec::threads_in_all(&[huge.clone(), huge].concat()), u64::MAX, "no overflow");
     }
 
     #[test]

@@ -7,7 +7,7 @@ use std::{
     path::{Path, PathBuf},
 };
 
-use crate::store::{Store, StoreOptions};
+use crate::store::{Store, StoreError, StoreOptions};
 
 use super::{
     InteropError, epd, html, merge, pgn_export,
@@ -109,9 +109,17 @@ fn report(json: bool, value: &impl serde::Serialize, text: String) -> Result<(),
 
 /// Runs `deeptree import`.
 impl ImportArgs {
-    /// What the command needs before it opens (or creates) the store: its file can be read.
+    /// What the command needs before it opens (or creates) the store: its file is there and is not a directory,
+    /// and a regular file can be opened. A FIFO is not opened here: a second open would wait for a second writer.
     pub fn check(&self) -> Result<(), InteropError> {
-        File::open(&self.file).map(drop).map_err(|e| InteropError::io(&self.file, e))
+        let meta = std::fs::metadata(&self.file).map_err(|e| InteropError::io(&self.file, e))?;
+        if meta.is_dir() {
+            return Err(InteropError::Invalid(format!("{}: is a directory", self.file.display())));
+        }
+        if meta.is_file() {
+            File::open(&self.file).map_err(|e| InteropError::io(&self.file, e))?;
+        }
+        Ok(())
     }
 }
 
@@ -122,13 +130,32 @@ impl MergeArgs {
     }
 }
 
-pub fn import(store: &Store, args: &ImportArgs) -> Result<(), InteropError> {
+/// Runs `deeptree import`, opening the store with `open` once a game or position of the file has read (an input
+/// with none leaves no store). Ends in an error, after its summary, when nothing could be read: an empty file, or
+/// every game or line skipped.
+pub fn import(open: impl FnOnce() -> Result<Store, StoreError>, args: &ImportArgs) -> Result<(), InteropError> {
     let input = open_input(&args.file)?;
     let file = args.file.display();
+    let open = || open().map_err(InteropError::from);
+    // A problem of the file as a whole names it.
+    let named = |e: InteropError| match e {
+        InteropError::Invalid(message) => InteropError::Invalid(format!("{file}: {message}")),
+        e => e,
+    };
+    let nothing_read = |what: &str, read: u64, skipped: u64| {
+        if read == 0 {
+            Err(InteropError::Invalid(format!("{file}: no {what} in it; nothing imported")))
+        } else if read == skipped {
+            Err(InteropError::Invalid(format!("{file}: no {what} could be read ({skipped} skipped); nothing imported")))
+        } else {
+            Ok(())
+        }
+    };
     match args.format {
         ImportFormat::Pgn => {
             let options = ImportOptions { max_ply: args.max_ply, chess960: args.chess960 };
-            let summary = pgn_import::import_pgn(store, input, &options, |skipped| eprintln!("{file}: {skipped}"))?;
+            let summary = pgn_import::import_pgn_with(open, input, &options, |skipped| eprintln!("{file}: {skipped}"))
+                .map_err(named)?;
             report(
                 args.json,
                 &summary,
@@ -141,15 +168,17 @@ pub fn import(store: &Store, args: &ImportArgs) -> Result<(), InteropError> {
                     summary.positions,
                     summary.new_nodes
                 ),
-            )
+            )?;
+            nothing_read("game", summary.games, summary.skipped)
         }
         ImportFormat::Epd => {
             if args.max_ply.is_some() {
                 return Err(InteropError::Invalid("--max-ply applies to PGN imports only".into()));
             }
-            let summary = epd::import_epd(store, input, args.chess960, |skipped| {
+            let summary = epd::import_epd_with(open, input, args.chess960, |skipped| {
                 eprintln!("{file}: line {} skipped: {}", skipped.line, skipped.reason)
-            })?;
+            })
+            .map_err(named)?;
             report(
                 args.json,
                 &summary,
@@ -166,41 +195,153 @@ pub fn import(store: &Store, args: &ImportArgs) -> Result<(), InteropError> {
                         String::new()
                     }
                 ),
-            )
+            )?;
+            nothing_read("position", summary.lines, summary.skipped)
         }
     }
 }
 
-/// Writes to a file, or standard output for `-`, then flushes.
+/// Where an export goes, once the path given is followed to what it names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Destination {
+    /// This process's standard output: `-`, `/dev/stdout`, `/dev/fd/1`, `/proc/self/fd/1`.
+    Stdout,
+    /// Another descriptor this process holds (`/dev/stderr`, `/dev/fd/N`): written through a copy of it, so that
+    /// it keeps its offset and its append mode.
+    Descriptor(i32),
+    /// A FIFO, a device or anything else that is not a regular file: opened and written straight into.
+    Stream(PathBuf),
+    /// A regular file, or no file yet: written beside it and renamed over it.
+    Replace(PathBuf),
+}
+
+/// Most symbolic links followed from the path given (as the kernel's own limit).
+const MAX_LINKS: usize = 40;
+
+/// The descriptor `path` names when it is one of this process's (`/proc/self/fd/N`, `/proc/<own pid>/fd/N`;
+/// `/dev/fd` and `/dev/stdout` lead there), given its parent directory already followed to the end.
+fn descriptor_of(dir: &Path, name: &std::ffi::OsStr) -> Option<i32> {
+    let fd: i32 = name.to_str()?.parse().ok()?;
+    let own = Path::new("/proc").join(std::process::id().to_string()).join("fd");
+    let thread = Path::new("/proc").join(std::process::id().to_string()).join("task");
+    let ours = dir == own
+        || dir == Path::new("/proc/self/fd")
+        || dir == Path::new("/proc/thread-self/fd")
+        || (dir.starts_with(&thread) && dir.ends_with("fd"));
+    ours.then_some(fd)
+}
+
+/// Follows `path` through its symbolic links to what it names. A link's own parent directories are followed too,
+/// so that a relative target is read from where the link is.
+fn destination(path: &Path) -> Result<Destination, InteropError> {
+    if path == Path::new("-") {
+        return Ok(Destination::Stdout);
+    }
+    let mut current = path.to_path_buf();
+    for _ in 0..=MAX_LINKS {
+        // The directory it is in, followed to the end (when there is one; a missing one fails at the write).
+        let (Some(name), parent) = (current.file_name().map(ToOwned::to_owned), current.parent()) else {
+            // `/`, `..` and the like: a directory, or nothing that can be written.
+            return Err(InteropError::Invalid(format!("{}: not a file that can be written", path.display())));
+        };
+        let parent = if parent.is_some_and(|p| p.as_os_str().is_empty()) {
+            Path::new(".")
+        } else {
+            parent.unwrap_or(Path::new("/"))
+        };
+        let Ok(dir) = std::fs::canonicalize(parent) else { return Ok(Destination::Replace(current)) };
+        if let Some(fd) = descriptor_of(&dir, &name) {
+            return Ok(if fd == 1 { Destination::Stdout } else { Destination::Descriptor(fd) });
+        }
+        let full = dir.join(&name);
+        let meta = match std::fs::symlink_metadata(&full) {
+            Ok(meta) => meta,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Destination::Replace(full)),
+            Err(e) => return Err(InteropError::io(path, e)),
+        };
+        let kind = meta.file_type();
+        if kind.is_symlink() {
+            let target = std::fs::read_link(&full).map_err(|e| InteropError::io(&full, e))?;
+            current = dir.join(target);
+        } else if kind.is_file() {
+            return Ok(Destination::Replace(full));
+        } else if kind.is_dir() {
+            return Err(InteropError::Invalid(format!("{}: is a directory", path.display())));
+        } else {
+            return Ok(Destination::Stream(full));
+        }
+    }
+    Err(InteropError::Invalid(format!("{}: more than {MAX_LINKS} symbolic links to follow", path.display())))
+}
+
+/// Writes an export where `path` sends it, then flushes: to standard output for `-` (and for `/dev/stdout` and the
+/// like); straight into a FIFO or a device; into a regular file (or a new one) by writing `NAME.partial` beside it
+/// and renaming it over the file, so that a failed export never leaves half a file. A symbolic link is followed:
+/// what it points to is written, the link stays. No temporary file is made anywhere but beside a regular file.
 fn write_output<T>(
     path: &Path,
+    destination: &Destination,
     write: impl FnOnce(&mut dyn Write) -> Result<T, InteropError>,
 ) -> Result<T, InteropError> {
-    if path == Path::new("-") {
-        let mut out = std::io::stdout().lock();
-        let value = write(&mut out)?;
-        out.flush().map_err(|e| InteropError::io(path, e))?;
-        return Ok(value);
+    match destination {
+        Destination::Stdout => {
+            let mut out = std::io::stdout().lock();
+            let value = write(&mut out)?;
+            out.flush().map_err(|e| InteropError::io(path, e))?;
+            Ok(value)
+        }
+        Destination::Descriptor(fd) => {
+            // SAFETY: fcntl only reads `fd` (failing on one that is not open) and returns a new descriptor, which
+            // the File below then owns alone.
+            let copy = unsafe { libc::fcntl(*fd, libc::F_DUPFD_CLOEXEC, 3) };
+            if copy < 0 {
+                return Err(InteropError::io(path, std::io::Error::last_os_error()));
+            }
+            // SAFETY: `copy` is a descriptor just made for this File and owned by nothing else.
+            let file = unsafe { <File as std::os::fd::FromRawFd>::from_raw_fd(copy) };
+            stream(path, BufWriter::new(file), write)
+        }
+        Destination::Stream(target) => {
+            let file = std::fs::OpenOptions::new().write(true).open(target).map_err(|e| InteropError::io(path, e))?;
+            stream(path, BufWriter::new(file), write)
+        }
+        Destination::Replace(target) => replace(target, write),
     }
-    // Written beside the target and renamed, so a failed export never leaves half a file.
-    let tmp = path.with_extension(format!(
-        "{}.partial",
-        path.extension().map(|e| e.to_string_lossy().into_owned()).unwrap_or_default()
-    ));
+}
+
+/// Writes straight into `out` (a FIFO, a device, a descriptor) and flushes it.
+fn stream<T>(
+    path: &Path,
+    mut out: BufWriter<File>,
+    write: impl FnOnce(&mut dyn Write) -> Result<T, InteropError>,
+) -> Result<T, InteropError> {
+    let value = write(&mut out)?;
+    out.flush().map_err(|e| InteropError::io(path, e))?;
+    Ok(value)
+}
+
+/// Writes `target.partial` beside the regular file `target` (or where it is to be), then renames it over `target`.
+/// The new file keeps the permissions of the one it replaces.
+fn replace<T>(target: &Path, write: impl FnOnce(&mut dyn Write) -> Result<T, InteropError>) -> Result<T, InteropError> {
+    let mut name = target.file_name().map(ToOwned::to_owned).unwrap_or_default();
+    name.push(".partial");
+    let tmp = target.with_file_name(name);
     let file = File::create(&tmp).map_err(|e| InteropError::io(&tmp, e))?;
     let mut out = BufWriter::new(file);
-    let value = match write(&mut out) {
-        Ok(value) => value,
-        Err(e) => {
-            drop(out);
-            let _ = std::fs::remove_file(&tmp);
-            return Err(e);
+    let written = write(&mut out).and_then(|value| {
+        out.flush().map_err(|e| InteropError::io(&tmp, e))?;
+        if let Ok(meta) = std::fs::metadata(target) {
+            std::fs::set_permissions(&tmp, meta.permissions()).map_err(|e| InteropError::io(&tmp, e))?;
         }
-    };
-    out.flush().map_err(|e| InteropError::io(&tmp, e))?;
+        Ok(value)
+    });
     drop(out);
-    std::fs::rename(&tmp, path).map_err(|e| InteropError::io(path, e))?;
-    Ok(value)
+    let renamed = written
+        .and_then(|value| std::fs::rename(&tmp, target).map(|()| value).map_err(|e| InteropError::io(target, e)));
+    if renamed.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    renamed
 }
 
 /// Runs `deeptree export`.
@@ -210,26 +351,33 @@ pub fn export(store: &Store, args: &ExportArgs) -> Result<(), InteropError> {
     let rooted = args.fen.is_some() || !args.moves.trim().is_empty() || args.depth.is_some();
     let scope = if rooted { Scope::From { line: line.clone(), depth: args.depth } } else { Scope::All };
     let depth = args.depth.unwrap_or(DEFAULT_TREE_DEPTH);
-    let to_stdout = args.file == Path::new("-");
+    let destination = destination(&args.file)?;
+    let to_stdout = destination == Destination::Stdout;
     let file = args.file.display().to_string();
     let (value, text) = match args.format {
         ExportFormat::Pgn => {
-            let s = write_output(&args.file, |out| pgn_export::export_pgn(&view, &line, depth, &mut WriteRef(out)))?;
+            let s = write_output(&args.file, &destination, |out| {
+                pgn_export::export_pgn(&view, &line, depth, &mut WriteRef(out))
+            })?;
             let text = format!("{file}: one game, {} moves, {} plies deep", s.moves, s.plies);
             (serde_json::to_value(s), text)
         }
         ExportFormat::Html => {
-            let s = write_output(&args.file, |out| html::export_html(&view, &line, depth, &mut WriteRef(out)))?;
+            let s = write_output(&args.file, &destination, |out| {
+                html::export_html(&view, &line, depth, &mut WriteRef(out))
+            })?;
             let text = format!("{file}: {} moves, {} plies deep", s.moves, s.plies);
             (serde_json::to_value(s), text)
         }
         ExportFormat::Polyglot => {
-            let s = write_output(&args.file, |out| polyglot::export_polyglot(&view, &scope, &mut WriteRef(out)))?;
+            let s = write_output(&args.file, &destination, |out| {
+                polyglot::export_polyglot(&view, &scope, &mut WriteRef(out))
+            })?;
             let text = format!("{file}: {} positions, {} entries", s.positions, s.entries);
             (serde_json::to_value(s), text)
         }
         ExportFormat::Epd => {
-            let s = write_output(&args.file, |out| epd::export_epd(&view, &scope, &mut WriteRef(out)))?;
+            let s = write_output(&args.file, &destination, |out| epd::export_epd(&view, &scope, &mut WriteRef(out)))?;
             let text = format!("{file}: {} positions", s.positions);
             (serde_json::to_value(s), text)
         }

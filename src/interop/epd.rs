@@ -30,7 +30,10 @@
 //! `dm n` added when the side to move mates in `n`.
 
 use crate::game::{play_uci, quote};
-use std::io::{BufRead, Write};
+use std::{
+    borrow::Borrow,
+    io::{BufRead, Write},
+};
 
 use shakmaty::{
     Chess, EnPassantMode, Position,
@@ -51,6 +54,7 @@ use crate::{
 
 use super::{
     BatchWriter, InteropError, gather,
+    lines::{BoundedLines, MAX_LINE_BYTES},
     walk::{self, Scope},
 };
 
@@ -230,28 +234,50 @@ pub fn import_epd(
     store: &Store,
     input: impl BufRead,
     chess960: bool,
+    on_skipped: impl FnMut(&SkippedLine),
+) -> Result<EpdSummary, InteropError> {
+    import_epd_with(|| Ok(store), input, chess960, on_skipped)
+}
+
+/// As [`import_epd`], opening the store with `open` once a position has read: an input in which none does leaves
+/// no store behind. A line longer than [`MAX_LINE_BYTES`] ends the import with an error naming it.
+pub fn import_epd_with<S: Borrow<Store>>(
+    open: impl FnOnce() -> Result<S, InteropError>,
+    input: impl BufRead,
+    chess960: bool,
     mut on_skipped: impl FnMut(&SkippedLine),
 ) -> Result<EpdSummary, InteropError> {
-    let before = store.stats()?;
     let mut summary = EpdSummary::default();
+    let mut lines = BoundedLines::new(input, MAX_LINE_BYTES);
+    // The next line that reads as a position, each one skipped on the way reported.
+    let mut next_record = |summary: &mut EpdSummary| -> Result<Option<(u64, EpdRecord)>, InteropError> {
+        for line in lines.by_ref() {
+            let (number, line) = line.map_err(|e| InteropError::Invalid(format!("reading the EPD: {e}")))?;
+            match parse_line_in(&String::from_utf8_lossy(&line), chess960) {
+                Ok(None) => {}
+                Ok(Some(record)) => {
+                    summary.lines += 1;
+                    return Ok(Some((number, record)));
+                }
+                Err(reason) => {
+                    summary.lines += 1;
+                    summary.skipped += 1;
+                    on_skipped(&SkippedLine { line: number, reason });
+                }
+            }
+        }
+        Ok(None)
+    };
+    let Some(first) = next_record(&mut summary)? else { return Ok(summary) };
+    let store = open()?;
+    let store = store.borrow();
+    let before = store.stats()?;
     let mut batch: KeyMap<(Chess, Node)> = KeyMap::default();
     let mut seen = KeySet::default();
     let mut writer = BatchWriter::new(store);
     let mut refused = |key: PositionKey, e: &StoreError| log::warn!("position {key} not imported: {e}");
-    for (index, line) in input.split(b'\n').enumerate() {
-        let line = line.map_err(|e| InteropError::Invalid(format!("reading the EPD: {e}")))?;
-        let text = String::from_utf8_lossy(&line);
-        let record = match parse_line_in(&text, chess960) {
-            Ok(None) => continue,
-            Ok(Some(record)) => record,
-            Err(reason) => {
-                summary.lines += 1;
-                summary.skipped += 1;
-                on_skipped(&SkippedLine { line: index as u64 + 1, reason });
-                continue;
-            }
-        };
-        summary.lines += 1;
+    let mut next = Some(first);
+    while let Some((number, record)) = next.take() {
         let pos = record.position.clone();
         let key = PositionKey::of(&pos);
         seen.insert(key);
@@ -283,7 +309,7 @@ pub fn import_epd(
             }
             (Some(_), None) => {
                 summary.scores_without_move += 1;
-                log::info!("line {}: a score without a best move is not stored", index + 1);
+                log::info!("line {number}: a score without a best move is not stored");
             }
             (None, _) => {
                 for uci in &record.best {
@@ -306,6 +332,7 @@ pub fn import_epd(
         if batch.len() >= 20_000 {
             writer.submit(to_changes(std::mem::take(&mut batch))?, &mut refused)?;
         }
+        next = next_record(&mut summary)?;
     }
     writer.submit(to_changes(batch)?, &mut refused)?;
     writer.finish(&mut refused)?;

@@ -31,6 +31,7 @@
 pub mod cli;
 pub mod epd;
 pub mod html;
+pub mod lines;
 pub mod merge;
 pub mod pgn_export;
 pub mod pgn_import;

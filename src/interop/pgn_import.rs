@@ -5,7 +5,7 @@
 //! of the file imports. A null move (`--`, `Z0`) ends its line: what follows it in that variation is not imported.
 
 use crate::game::quote;
-use std::{collections::HashSet, io::Read};
+use std::{borrow::Borrow, collections::HashSet, io::Read};
 
 use shakmaty::{Chess, Position, fen::Fen, san::San, uci::UciMove};
 
@@ -70,11 +70,39 @@ pub fn import_pgn(
     store: &Store,
     input: impl Read,
     options: &ImportOptions,
+    on_skipped: impl FnMut(&Skipped),
+) -> Result<ImportSummary, InteropError> {
+    import_pgn_with(|| Ok(store), input, options, on_skipped)
+}
+
+/// As [`import_pgn`], opening the store with `open` once a game has read whole: an input in which no game does
+/// (an empty file, random bytes, games of another variant) leaves no store behind.
+pub fn import_pgn_with<S: Borrow<Store>>(
+    open: impl FnOnce() -> Result<S, InteropError>,
+    input: impl Read,
+    options: &ImportOptions,
     mut on_skipped: impl FnMut(&Skipped),
 ) -> Result<ImportSummary, InteropError> {
-    let before = store.stats()?;
     let mut reader = GameReader::new(input);
     let mut summary = ImportSummary::default();
+    // The next game that imports, each one skipped on the way reported.
+    let mut next_game = |summary: &mut ImportSummary| -> Result<Option<Vec<_>>, InteropError> {
+        while let Some(game) = reader.next_game().map_err(|e| InteropError::Invalid(format!("reading the PGN: {e}")))? {
+            summary.games += 1;
+            match game_moves_in(&game, options.max_ply, options.chess960) {
+                Ok(moves) => return Ok(Some(moves)),
+                Err(reason) => {
+                    summary.skipped += 1;
+                    on_skipped(&Skipped { game: game.number, line: game.line, reason });
+                }
+            }
+        }
+        Ok(None)
+    };
+    let Some(first) = next_game(&mut summary)? else { return Ok(summary) };
+    let store = open()?;
+    let store = store.borrow();
+    let before = store.stats()?;
     let mut batch: KeyMap<(Chess, Node)> = KeyMap::default();
     let mut edges_seen: HashSet<(PositionKey, UciMove)> = HashSet::new();
     let mut positions_seen = KeySet::default();
@@ -82,29 +110,21 @@ pub fn import_pgn(
     let mut refused = |key: PositionKey, e: &crate::store::StoreError| {
         log::warn!("position {key} not imported: {e}");
     };
-    while let Some(game) = reader.next_game().map_err(|e| InteropError::Invalid(format!("reading the PGN: {e}")))? {
-        summary.games += 1;
-        match game_moves_in(&game, options.max_ply, options.chess960) {
-            Err(reason) => {
-                summary.skipped += 1;
-                on_skipped(&Skipped { game: game.number, line: game.line, reason });
-            }
-            Ok(moves) => {
-                for (pos, uci, child) in moves {
-                    let key = PositionKey::of(&pos);
-                    positions_seen.insert(key);
-                    positions_seen.insert(child);
-                    if edges_seen.insert((key, uci)) {
-                        let (_, node) =
-                            batch.entry(key).or_insert_with(|| (pos.clone(), Node::new(PackedPosition::of(&pos))));
-                        gather(node, Edge::placeholder(uci));
-                    }
-                }
+    let mut next = Some(first);
+    while let Some(moves) = next.take() {
+        for (pos, uci, child) in moves {
+            let key = PositionKey::of(&pos);
+            positions_seen.insert(key);
+            positions_seen.insert(child);
+            if edges_seen.insert((key, uci)) {
+                let (_, node) = batch.entry(key).or_insert_with(|| (pos.clone(), Node::new(PackedPosition::of(&pos))));
+                gather(node, Edge::placeholder(uci));
             }
         }
         if batch.len() >= BATCH_POSITIONS {
             writer.submit(changes(std::mem::take(&mut batch))?, &mut refused)?;
         }
+        next = next_game(&mut summary)?;
     }
     writer.submit(changes(batch)?, &mut refused)?;
     writer.finish(&mut refused)?;

@@ -47,6 +47,8 @@ use std::{
 
 use pgn_reader::{Outcome, RawTag, Reader, SanPlus, Skip, Visitor};
 
+use super::lines::{LineBound, MAX_PGN_LINE_BYTES};
+
 /// One token of movetext that matters for the moves.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum MoveToken {
@@ -104,10 +106,17 @@ pub struct GameReader<R: Read> {
 }
 
 impl<R: Read> GameReader<R> {
+    /// A reader whose lines may hold up to [`MAX_PGN_LINE_BYTES`] each.
     pub fn new(input: R) -> GameReader<R> {
+        GameReader::with_line_bound(input, MAX_PGN_LINE_BYTES)
+    }
+
+    /// A reader whose lines may hold up to `bound` bytes: a longer line fails the read with an error of kind
+    /// [`io::ErrorKind::InvalidData`] that names it ([`TooLong`](super::lines::TextError::TooLong)).
+    pub fn with_line_bound(input: R, bound: usize) -> GameReader<R> {
         let tape = Rc::new(RefCell::new(Tape::default()));
         GameReader {
-            reader: Reader::new(Recorder { input, tape: Rc::clone(&tape) }),
+            reader: Reader::new(Recorder { input, tape: Rc::clone(&tape), lines: LineBound::new(bound) }),
             tape,
             builder: Builder::default(),
             ready: VecDeque::new(),
@@ -210,10 +219,11 @@ struct Tape {
     failed: bool,
 }
 
-/// The input, copying what is read to the tape.
+/// The input, copying what is read to the tape, its lines bounded.
 struct Recorder<R> {
     input: R,
     tape: Rc<RefCell<Tape>>,
+    lines: LineBound,
 }
 
 impl<R: Read> Read for Recorder<R> {
@@ -221,7 +231,12 @@ impl<R: Read> Read for Recorder<R> {
         loop {
             match self.input.read(buf) {
                 Ok(n) => {
-                    self.tape.borrow_mut().bytes.extend_from_slice(buf.get(..n).unwrap_or(buf));
+                    let read = buf.get(..n).unwrap_or(buf);
+                    if let Err(e) = self.lines.pass(read) {
+                        self.tape.borrow_mut().failed = true;
+                        return Err(io::Error::new(io::ErrorKind::InvalidData, e));
+                    }
+                    self.tape.borrow_mut().bytes.extend_from_slice(read);
                     return Ok(n);
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -754,6 +769,23 @@ mod tests {
         assert_eq!((g[0].tag("Annotator").map(str::len), g[0].tag("Site")), (Some(100_000), Some("b")));
         assert_eq!((sans(&g[0]), g[0].error.as_deref()), (vec!["e4".to_owned()], None));
         assert_eq!((g[1].number, g[1].line), (2, 7));
+    }
+
+    #[test]
+    fn a_line_longer_than_the_bound_is_an_error_naming_it() {
+        let text = format!("[Event \"a\"]\n\n1. e4 *\n\n1. d4 {{{}}} *\n", "x".repeat(5000));
+        let mut reader = GameReader::with_line_bound(text.as_bytes(), 4096);
+        let error = loop {
+            match reader.next_game() {
+                Ok(Some(_)) => {}
+                Ok(None) => panic!("read to the end"),
+                Err(e) => break e,
+            }
+        };
+        assert_eq!(error.kind(), io::ErrorKind::InvalidData);
+        assert_eq!(error.to_string(), "line 5 is longer than 4 KiB (the most a line may hold here)");
+        let mut all = GameReader::with_line_bound(text.as_bytes(), 5010);
+        assert_eq!((all.next_game().unwrap().unwrap().number, all.next_game().unwrap().unwrap().number), (1, 2));
     }
 
     /// Pieces of PGN, good and bad, for texts made at random.

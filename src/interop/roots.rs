@@ -35,6 +35,7 @@ use crate::store::key::PositionKey;
 
 use super::{
     InteropError, epd,
+    lines::{BoundedLines, MAX_LINE_BYTES},
     pgn_import::game_start_in,
     pgn_read::{GameReader, MoveToken, RawGame},
 };
@@ -81,8 +82,8 @@ pub fn read_roots(path: &Path, chess960: bool) -> Result<(Vec<Root>, Vec<Skipped
         Some(_) => false,
         None => {
             let mut first = String::new();
-            for line in BufReader::new(open()?).split(b'\n') {
-                let line = line.map_err(|e| InteropError::Invalid(format!("{}: {e}", path.display())))?;
+            for line in BoundedLines::new(BufReader::new(open()?), MAX_LINE_BYTES) {
+                let (_, line) = line.map_err(|e| InteropError::Invalid(format!("{}: {e}", path.display())))?;
                 // Only the kind of file is sought here: a line that is not text is read as well as it goes.
                 let line = String::from_utf8_lossy(&line);
                 if !line.trim().is_empty() {
@@ -105,9 +106,9 @@ pub fn read_roots(path: &Path, chess960: bool) -> Result<(Vec<Root>, Vec<Skipped
 /// The roots of an EPD text: every line a position (blank lines and `#` comments skipped).
 pub fn parse_epd_roots(input: impl BufRead, chess960: bool) -> Result<(Vec<Root>, Vec<SkippedRoot>), InteropError> {
     let mut roots = Roots::default();
-    for (i, line) in input.split(b'\n').enumerate() {
-        let source = Source::Line(i as u64 + 1);
-        let line = line.map_err(|e| InteropError::Invalid(format!("{source}: {e}")))?;
+    for line in BoundedLines::new(input, MAX_LINE_BYTES) {
+        let (number, line) = line.map_err(|e| InteropError::Invalid(e.to_string()))?;
+        let source = Source::Line(number);
         // A line that is not UTF-8 text (a binary file, a mixed one) is skipped with its number; the rest are read.
         let Ok(line) = String::from_utf8(line) else {
             roots.skip(source, "not UTF-8 text".to_owned());

@@ -162,10 +162,12 @@ def test_pondering(db):
 
 
 def test_bad_input_is_answered_and_changes_nothing(db):
-    # An empty import creates the store (stats only reads, and refuses a path with no store).
-    empty = os.path.join(db, "empty.epd")
-    open(empty, "w").close()
-    deeptree_cli(db, "import", "epd", empty, "--json")
+    # An import of one position creates the store (stats only reads, and refuses a path with no store; an import
+    # that reads nothing exits 1 and creates none).
+    one = os.path.join(db, "one.epd")
+    with open(one, "w") as f:
+        f.write("4k3/8/8/8/8/8/4P3/4K3 w - -\n")
+    deeptree_cli(db, "import", "epd", one, "--json")
     before = deeptree_cli(db, "stats", "--json")
     lines = [
         "hello there", "position fen not-a-fen", "position startpos moves e2e5", "go depth x",
