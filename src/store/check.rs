@@ -54,7 +54,7 @@ use super::{
     node::Damage,
     node::Node,
     page_size,
-    pages::{Entry, Pages},
+    pages::{DatabaseRecord, Entry, Pages, Tree},
     upkeep::Upkeep,
 };
 use crate::notation::play_uci;
@@ -140,7 +140,7 @@ struct Lookups<'t> {
 /// The data file as its pages read, with what a first pass over every database found wrong with LMDB's own pages.
 struct Source {
     pages: Pages,
-    roots: HashMap<String, u64>,
+    roots: HashMap<String, DatabaseRecord>,
     /// Problems of LMDB's pages (and of the file's length).
     damaged: Vec<Damaged>,
     /// The databases whose every page read sound: only they are looked up through LMDB.
@@ -172,14 +172,29 @@ impl Source {
             damaged.push(Damaged { record: Record::Page(page), problem: truncated.to_string() });
         }
         let (named, problems) = pages.databases();
-        let main_sound = problems.is_empty();
+        let mut main_sound = problems.is_empty();
         damaged.extend(problems.into_iter().map(|problem| page_damage("the list of databases", problem)));
-        let roots: HashMap<String, u64> = named.into_iter().collect();
+        if pages.meta.main_flags != 0 {
+            main_sound = false;
+            damaged.push(Damaged {
+                record: Record::Page(pages.meta.current),
+                problem: format!(
+                    "the list of databases: its flags in the meta page are {:#06x}, a store's are none: the meta page \
+                     is damaged",
+                    pages.meta.main_flags
+                ),
+            });
+        }
+        let roots: HashMap<String, DatabaseRecord> =
+            named.into_iter().map(|database| (database.name.clone(), database)).collect();
         let mut sound = BTreeSet::new();
         for name in ["nodes", "link_pages", "meta"] {
-            let Some(&root) = roots.get(name) else { continue };
+            let Some(database) = roots.get(name) else { continue };
             let before = damaged.len();
-            damaged.extend(pages.entries(root).filter_map(Result::err).map(|problem| page_damage(name, problem)));
+            if let Some(problem) = database.flags_problem() {
+                damaged.push(Damaged { record: Record::Meta(format!("database {name}")), problem });
+            }
+            damaged.extend(pages.entries(database).filter_map(Result::err).map(|problem| page_damage(name, problem)));
             if main_sound && damaged.len() == before {
                 sound.insert(name.to_owned());
             }
@@ -187,7 +202,7 @@ impl Source {
         let schema = roots
             .get("meta")
             .into_iter()
-            .flat_map(|&root| pages.entries(root).filter_map(Result::ok))
+            .flat_map(|database| pages.entries(database).filter_map(Result::ok))
             .find(|entry| entry.key == META_SCHEMA.as_bytes())
             .and_then(|entry| <[u8; 4]>::try_from(entry.value.as_slice()).ok())
             .map_or(0, u32::from_be_bytes);
@@ -204,8 +219,9 @@ impl Source {
 
     /// The entries of a database that read (the damaged pages were reported by [`Source::read`]).
     fn entries(&self, name: &str) -> impl Iterator<Item = Entry> + '_ {
-        let root = self.roots.get(name).copied().unwrap_or(super::pages::NO_PAGE);
-        self.pages.entries(root).filter_map(Result::ok)
+        let none = DatabaseRecord { name: String::new(), root: super::pages::NO_PAGE, flags: 0, tree: Tree::Named };
+        let database = self.roots.get(name).cloned().unwrap_or(none);
+        self.pages.entries(&database).filter_map(Result::ok)
     }
 
     /// Checks one node record; what is wrong with it otherwise.

@@ -58,7 +58,7 @@ struct Upgrading<'e> {
 
 impl Upgrading<'_> {
     fn lmdb(&self, source: heed::Error) -> StoreError {
-        StoreError::Lmdb { path: self.data_file.to_owned(), source: Arc::new(source) }
+        StoreError::lmdb(self.data_file, source)
     }
 
     fn corrupt(&self, entry: &'static str) -> StoreError {
@@ -75,7 +75,7 @@ pub(super) fn set_up(
     data_file: &Path,
     lock: Option<&File>,
 ) -> Result<Databases, StoreError> {
-    let lmdb = |source| StoreError::Lmdb { path: data_file.to_owned(), source: Arc::new(source) };
+    let lmdb = |source| StoreError::lmdb(data_file, source);
     let found = stored_schema(env, data_file)?;
     if let Some(found) = found
         && found > SCHEMA_VERSION
@@ -121,7 +121,7 @@ pub(super) fn tidy(shared: &Arc<Shared>, hold: Hold) {
 
 /// The schema the store's `meta` names; `None` for a new store.
 fn stored_schema(env: &Env<WithoutTls>, data_file: &Path) -> Result<Option<u32>, StoreError> {
-    let lmdb = |source| StoreError::Lmdb { path: data_file.to_owned(), source: Arc::new(source) };
+    let lmdb = |source| StoreError::lmdb(data_file, source);
     let rtxn = env.read_txn().map_err(lmdb)?;
     let meta: Option<Database<Str, Bytes>> = env.open_database(&rtxn, Some("meta")).map_err(lmdb)?;
     match meta.map(|meta| meta.get(&rtxn, META_SCHEMA)).transpose().map_err(lmdb)?.flatten() {
@@ -160,8 +160,7 @@ fn make_room_alone(
     let bytes = std::fs::metadata(data_file).map(|m| m.len() as usize).unwrap_or(0);
     let needed = (env.info().map_size.max(bytes.saturating_mul(2)) + (64 << 20)).div_ceil(page) * page;
     // SAFETY: no transaction of this environment is open here.
-    unsafe { env.resize(needed) }
-        .map_err(|source| StoreError::Lmdb { path: data_file.to_owned(), source: Arc::new(source) })
+    unsafe { env.resize(needed) }.map_err(|source| StoreError::lmdb(data_file, source))
 }
 
 /// Runs the upgrades a store of schema `found` needs, in `wtxn`, and logs what they did.

@@ -53,6 +53,7 @@ pub mod checksum;
 pub mod claims;
 mod disk;
 mod engines;
+pub mod fault;
 mod file;
 pub mod key;
 pub mod links;
@@ -138,11 +139,21 @@ pub enum StoreError {
     #[error("{}: {source}", path.display())]
     Io { path: PathBuf, source: Arc<io::Error> },
     /// A record does not decode.
-    #[error("{}: key {key}: {source}", path.display())]
+    #[error("{}: key {key}: {source}: the record is damaged (`deeptree check` lists every damaged record)", path.display())]
     Corrupt { path: PathBuf, key: PositionKey, source: DecodeError },
     /// A meta entry does not decode.
-    #[error("{}: meta entry '{entry}' is corrupt", path.display())]
+    #[error(
+        "{}: meta entry '{entry}' is corrupt: the store is damaged (`deeptree check` lists every damaged record)",
+        path.display()
+    )]
     CorruptMeta { path: PathBuf, entry: &'static str },
+    /// LMDB found its own pages damaged (`MDB_CORRUPTED`, `MDB_PAGE_NOTFOUND`, a named database that is none, a meta
+    /// page it cannot read): a page number, a page's header or a node's flags were changed on disk.
+    #[error(
+        "{}: {source}: LMDB's pages of the store are damaged (`deeptree check` lists the damage)",
+        path.display()
+    )]
+    Pages { path: PathBuf, source: Arc<heed::Error> },
     /// The store was written by a newer deeptree.
     #[error(
         "{}: schema version {found} is newer than this deeptree supports ({supported}); upgrade deeptree",
@@ -231,6 +242,36 @@ pub enum StoreError {
 }
 
 impl StoreError {
+    /// The error of LMDB refusing an operation on the data file `path`: [`StoreError::Pages`] where LMDB says its own
+    /// pages are damaged, [`StoreError::Lmdb`] otherwise.
+    pub(crate) fn lmdb(path: &Path, source: heed::Error) -> StoreError {
+        let damaged = matches!(
+            source,
+            heed::Error::Mdb(
+                MdbError::Corrupted
+                    | MdbError::PageNotFound
+                    | MdbError::Incompatible
+                    | MdbError::Invalid
+                    // A read transaction goes bad only where an earlier read met damaged pages.
+                    | MdbError::BadTxn
+            )
+        );
+        let (path, source) = (path.to_owned(), Arc::new(source));
+        if damaged { StoreError::Pages { path, source } } else { StoreError::Lmdb { path, source } }
+    }
+
+    /// Whether this says the store is damaged: a record that fails its checksum or does not decode, or LMDB's own
+    /// pages. A command that meets one stops with its line and exit status 3, as `deeptree check` does on damage.
+    pub fn is_damage(&self) -> bool {
+        matches!(
+            self,
+            StoreError::Checksum { .. }
+                | StoreError::Corrupt { .. }
+                | StoreError::CorruptMeta { .. }
+                | StoreError::Pages { .. }
+        )
+    }
+
     /// Whether this store takes no more writes in this process: a write failed on the disk, or the store was
     /// opened read-only. Every later write fails the same way at once, so a caller stops instead of trying again
     /// (a refusal of one submission, such as a key collision, is not one of these).
@@ -243,7 +284,7 @@ impl StoreError {
     pub(crate) fn is_disk_failure(&self) -> bool {
         use heed::Error as H;
         match self {
-            StoreError::Io { .. } => true,
+            StoreError::Io { .. } | StoreError::Pages { .. } => true,
             StoreError::Lmdb { source, .. } => match source.as_ref() {
                 H::Io(_) => true,
                 H::Mdb(e) => matches!(
@@ -402,6 +443,8 @@ pub(crate) struct Shared {
     /// `deeptree.lock`, locked shared while the store is open (exclusive for compaction): tells whether another
     /// process has the store open. A store opened read-only holds it only where it exists and can be opened.
     _lock: Option<File>,
+    /// The map watched for faults while the store is open ([`fault`]).
+    fault: fault::Watch,
 }
 
 /// How a process holds the store's lock file.
@@ -493,7 +536,7 @@ fn open_environment(dir: &Path, options: &StoreOptions) -> Result<(Env<WithoutTl
     let env = unsafe {
         EnvOpenOptions::new().read_txn_without_tls().map_size(map_size).max_dbs(6).max_readers(254).open(dir)
     }
-    .map_err(|source| StoreError::Lmdb { path: data_file.clone(), source: Arc::new(source) })?;
+    .map_err(|source| StoreError::lmdb(&data_file, source))?;
     Ok((env, data_file))
 }
 
@@ -518,7 +561,7 @@ fn open_read_only_environment(dir: &Path, data: &Path, options: &StoreOptions) -
         open.map_size(map_size).max_dbs(6).max_readers(254).flags(flags);
         open.open(dir)
     }
-    .map_err(|source| StoreError::Lmdb { path: data.to_owned(), source: Arc::new(source) })
+    .map_err(|source| StoreError::lmdb(data, source))
 }
 
 /// The databases of a store opened to read only, its schema and whether a bulk load owes cached values. Nothing is
@@ -529,7 +572,7 @@ fn read_only_databases(
     dir: &Path,
     data: &Path,
 ) -> Result<(migrations::Databases, u32, bool), StoreError> {
-    let lmdb = |source| StoreError::Lmdb { path: data.to_owned(), source: Arc::new(source) };
+    let lmdb = |source| StoreError::lmdb(data, source);
     let rtxn = env.read_txn().map_err(lmdb)?;
     let meta: Option<Database<Str, Bytes>> = env.open_database(&rtxn, Some("meta")).map_err(lmdb)?;
     let nodes: Option<Database<Bytes, Bytes>> = env.open_database(&rtxn, Some("nodes")).map_err(lmdb)?;
@@ -875,7 +918,9 @@ impl Shared {
         data_file: PathBuf,
         lock: Option<File>,
     ) -> Shared {
+        let fault = fault::Watch::new(&data_file);
         Shared {
+            fault,
             env,
             nodes,
             links,
@@ -936,10 +981,49 @@ impl Shared {
 
     /// The node of a position as `txn` sees it, if stored.
     fn node_at(&self, txn: &heed::RoTxn<'_>, key: PositionKey) -> Result<Option<Node>, StoreError> {
-        match self.nodes.get(txn, &key.to_bytes()).map_err(|e| self.lmdb_error(e))? {
+        match self.raw_node_at(txn, key)? {
             None => Ok(None),
             Some(value) => self.node_from(key, value).map(Some),
         }
+    }
+
+    /// The stored value of a position as `txn` sees it, if stored: where none is found, the records on either side of
+    /// its key are checked first ([`Shared::confirm_absent`]).
+    fn raw_node_at<'t>(&self, txn: &'t heed::RoTxn<'_>, key: PositionKey) -> Result<Option<&'t [u8]>, StoreError> {
+        match self.nodes.get(txn, &key.to_bytes()).map_err(|e| self.lmdb_error(e))? {
+            Some(value) => Ok(Some(value)),
+            None => self.confirm_absent(txn, key).map(|()| None),
+        }
+    }
+
+    /// A position found absent is absent, not a record whose key byte was damaged: LMDB keeps a leaf's keys in
+    /// order and looks a key up by bisection, so a record whose key changed on disk stays where its key was, next to
+    /// the place a lookup of its old key ends, and its checksum (which covers the key it was written under) fails
+    /// under its new key. The records on either side are read and checked: two cursor moves, only for a key not
+    /// found. (A damaged branch page, which sends a lookup to another leaf, is `deeptree check`'s to find.)
+    fn confirm_absent(&self, txn: &heed::RoTxn<'_>, key: PositionKey) -> Result<(), StoreError> {
+        if !self.sealed {
+            return Ok(());
+        }
+        let bytes = key.to_bytes();
+        let lmdb = |e| self.lmdb_error(e);
+        for neighbour in [
+            self.nodes.get_greater_than(txn, &bytes).map_err(lmdb)?,
+            self.nodes.get_lower_than(txn, &bytes).map_err(lmdb)?,
+        ]
+        .into_iter()
+        .flatten()
+        {
+            let (found, value) = neighbour;
+            let found = PositionKey::from_slice(found)
+                .ok_or_else(|| StoreError::CorruptMeta { path: self.data_file.clone(), entry: "nodes key" })?;
+            checksum::open(Table::Nodes, &found.to_bytes(), value).map_err(|mismatch| StoreError::Checksum {
+                path: self.data_file.clone(),
+                record: Record::Node(found),
+                mismatch,
+            })?;
+        }
+        Ok(())
     }
 
     /// The links of the page stored at `key`, from its stored value: its checksum checked (schema 5), whole and in
@@ -1058,7 +1142,7 @@ impl Shared {
     }
 
     fn lmdb_error(&self, source: heed::Error) -> StoreError {
-        StoreError::Lmdb { path: self.data_file.clone(), source: Arc::new(source) }
+        StoreError::lmdb(&self.data_file, source)
     }
 
     fn read(&self) -> Result<ReadView<'_>, StoreError> {
@@ -1082,7 +1166,14 @@ impl Shared {
     fn adopt_map_size(&self) -> Result<(), StoreError> {
         let _exclusive = self.resize.write();
         // SAFETY: the exclusive lock guarantees that this process has no open transaction.
-        unsafe { self.env.resize(0) }.map_err(|e| self.lmdb_error(e))
+        let resized = unsafe { self.env.resize(0) }.map_err(|e| self.lmdb_error(e));
+        self.map_moved();
+        resized
+    }
+
+    /// The map may have moved: the fault handler watches where it is now.
+    fn map_moved(&self) {
+        self.fault.moved();
     }
 
     /// The map is full: grow it.
@@ -1099,7 +1190,9 @@ impl Shared {
             new_size >> 20
         );
         // SAFETY: the exclusive lock guarantees that this process has no open transaction.
-        unsafe { self.env.resize(new_size) }.map_err(|e| self.lmdb_error(e))
+        let resized = unsafe { self.env.resize(new_size) }.map_err(|e| self.lmdb_error(e));
+        self.map_moved();
+        resized
     }
 
     /// Runs `f` in a write transaction and commits, growing or adopting the map and retrying as needed. A failure
@@ -1220,7 +1313,7 @@ impl ReadView<'_> {
 
     /// The stored value of a position (its record and, from schema 5, its checksum), if stored.
     pub fn raw_node(&self, key: PositionKey) -> Result<Option<&[u8]>, StoreError> {
-        self.shared.nodes.get(&self.txn, &key.to_bytes()).map_err(|e| self.shared.lmdb_error(e))
+        self.shared.raw_node_at(&self.txn, key)
     }
 
     pub fn contains(&self, key: PositionKey) -> Result<bool, StoreError> {
