@@ -256,6 +256,12 @@ fn change_node(data: &Path, key: &str, change: impl Fn(&mut [u8], usize)) -> usi
 /// LMDB's layout (64-bit, data version 1; see src/store/pages.rs): the page size and the root page of the named
 /// database `name`, from the current meta page and the main database's root (a leaf in a store this small).
 fn database_root(bytes: &[u8], name: &str) -> (usize, usize) {
+    let (page_size, root, _) = database_record(bytes, name);
+    (page_size, root)
+}
+
+/// As [`database_root`], with the offset in the file of the root's page number in the database's record.
+fn database_record(bytes: &[u8], name: &str) -> (usize, usize, usize) {
     let u64_at = |at: usize| u64::from_ne_bytes(bytes[at..at + 8].try_into().unwrap()) as usize;
     let page_size = u32::from_ne_bytes(bytes[40..44].try_into().unwrap()) as usize;
     // The meta of the greater transaction id: its main database's root at 128, the id at 144.
@@ -268,7 +274,8 @@ fn database_root(bytes: &[u8], name: &str) -> (usize, usize) {
         let key_size = usize::from(u16::from_ne_bytes([bytes[node + 6], bytes[node + 7]]));
         if &bytes[node + 8..node + 8 + key_size] == name.as_bytes() {
             // Its 48-byte record follows the key; the root page is its last u64.
-            return (page_size, u64_at(node + 8 + key_size + 40));
+            let at = node + 8 + key_size + 40;
+            return (page_size, u64_at(at), at);
         }
     }
     panic!("no database {name}");
@@ -281,6 +288,15 @@ enum Met {
     Same,
     /// Stopped with the one line of a damaged store, exit status 3.
     Line,
+    /// A UCI session: answered every `go`, with an `info string` that says the tree is damaged.
+    Told,
+}
+
+impl Met {
+    /// The damage was said, one way or the other.
+    fn said(self) -> bool {
+        self != Met::Same
+    }
 }
 
 /// The one line of a damaged store: on stderr, alone, naming the data file and saying to run `deeptree check`.
@@ -370,14 +386,12 @@ fn serve_reader(clean: &Path, damaged: &Path) -> Met {
     Met::Line
 }
 
-/// A GUI's session on the damaged store, with Stockfish: two `go`s. Each is answered, with an `info string` that
-/// says the tree is damaged where the tree could not be read (the session goes on), or the session says so in an
-/// `info string` and stops with the one line (a fault in LMDB's map, where it cannot go on).
-fn uci_reader(damaged: &Path) -> Met {
+/// A GUI's session with Stockfish, two `go`s: the `info string`s, the `bestmove`s, and how the process ended.
+fn uci_session(db: &Path) -> (Vec<String>, Vec<String>, Output) {
     use std::io::{BufRead, BufReader, Write};
     let mut child = Command::new(env!("CARGO_BIN_EXE_deeptree"))
         .arg("--db")
-        .arg(damaged)
+        .arg(db)
         .env_remove("DEEPTREE_DB")
         .env_remove("DEEPTREE_CONFIG")
         .stdin(std::process::Stdio::piped())
@@ -388,8 +402,7 @@ fn uci_reader(damaged: &Path) -> Met {
     let mut stdin = child.stdin.take().unwrap();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines().map_while(Result::ok);
     let engine = common::stockfish();
-    let mut said = Vec::new();
-    let mut answered = 0;
+    let (mut said, mut best) = (Vec::new(), Vec::new());
     for moves in ["", " moves e2e4"] {
         let commands = format!(
             "uci\nsetoption name InnerEngine value {}\nsetoption name BackgroundAnalysis value false\nisready\n\
@@ -404,18 +417,33 @@ fn uci_reader(damaged: &Path) -> Met {
                 said.push(line.clone());
             }
             if line.starts_with("bestmove") {
-                answered += 1;
+                best.push(line);
                 break;
             }
         }
     }
     let _ = stdin.write_all(b"quit\n");
     drop(stdin);
-    let output = child.wait_with_output().unwrap();
-    let damage: Vec<&String> = said.iter().filter(|line| line.contains("damaged")).collect();
-    if answered == 2 {
+    (said, best, child.wait_with_output().unwrap())
+}
+
+/// A GUI's session on the damaged store, with Stockfish: two `go`s. Each is answered as on the undamaged store, or
+/// with an `info string` that says the tree is damaged and names the store (the session goes on), or the session
+/// says so in an `info string` and stops with the one line (a fault in LMDB's map, where it cannot go on).
+fn uci_reader(clean: &Path, damaged: &Path) -> Met {
+    let (_, best_before, _) = uci_session(clean);
+    assert_eq!(best_before.len(), 2, "{best_before:?}");
+    let (said, best, output) = uci_session(damaged);
+    let data = damaged.join("data.mdb").display().to_string();
+    let damage: Vec<&String> = said.iter().filter(|line| line.contains("damaged") && line.contains(&data)).collect();
+    if best.len() == 2 {
         assert_eq!(output.status.code(), Some(0), "{said:?}");
-        return Met::Same;
+        if damage.is_empty() {
+            assert_eq!(best, best_before, "answered as on the undamaged store: {said:?}");
+            return Met::Same;
+        }
+        assert_eq!(damage.len(), 1, "said once: {said:?}");
+        return Met::Told;
     }
     assert_eq!(damage.len(), 1, "the GUI is told why the engine stopped: {said:?}");
     assert!(damage[0].contains("`deeptree check`"), "{said:?}");
@@ -433,7 +461,7 @@ fn readers(clean: &Path, damaged: &Path) -> Vec<(&'static str, Met)> {
         ("export pgn", reader(clean, damaged, &["export", "pgn", "DB.pgn.out"])),
         ("export epd", reader(clean, damaged, &["export", "epd", "DB.epd.out"])),
         ("serve", serve_reader(clean, damaged)),
-        ("uci", uci_reader(damaged)),
+        ("uci", uci_reader(clean, damaged)),
     ]
 }
 
@@ -466,7 +494,7 @@ fn a_node_flagged_as_duplicates_is_found_by_check_and_stops_every_reader_with_on
     assert_eq!(positions(&repaired), before - 1, "every other position is kept");
 
     let met = readers(&clean, &damaged);
-    assert!(met.iter().all(|(_, met)| *met == Met::Line), "every reader meets the root: {met:?}");
+    assert!(met.iter().all(|(_, met)| met.said()), "every reader meets the root: {met:?}");
 }
 
 /// A key byte of a record changed on disk: the record lies under another key, and a lookup of its own key finds
@@ -518,5 +546,31 @@ fn a_page_number_past_the_end_stops_readers_with_one_line_and_check_names_it() {
     assert_eq!(run(&repaired, &["check"]).status.code(), Some(0), "the repair is clean");
 
     let met = readers(&clean, &damaged);
-    assert!(met.iter().any(|(_, met)| *met == Met::Line), "the damage is met: {met:?}");
+    assert!(met.iter().any(|(_, met)| met.said()), "the damage is met: {met:?}");
+}
+
+/// The nodes database's record in the list of databases damaged: its root page number changed into one of its own
+/// leaves (a page that reads as a whole tree of fewer records). Found by the reads every open makes of the databases'
+/// records and roots, before LMDB follows them: every reader stops with the one line, and `check` names it. Before,
+/// the readers showed the tree of that leaf's records, exit 0.
+#[test]
+fn a_database_record_damaged_into_another_root_stops_every_reader_at_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let clean = store_in(dir.path(), "clean");
+    let damaged = store_in(dir.path(), "damaged");
+    let data = damaged.join("data.mdb");
+    let mut bytes = std::fs::read(&data).unwrap();
+    let (page_size, root, at) = database_record(&bytes, "nodes");
+    let page = root * page_size;
+    assert_eq!(bytes[page + 10] & 0x01, 0x01, "the nodes database's root is a branch page");
+    let node = page + usize::from(u16::from_ne_bytes([bytes[page + 16], bytes[page + 17]]));
+    let leaf = u64::from(u16::from_ne_bytes([bytes[node], bytes[node + 1]]));
+    bytes[at..at + 8].copy_from_slice(&leaf.to_ne_bytes());
+    std::fs::write(&data, &bytes).unwrap();
+
+    let output = run(&damaged, &["check"]);
+    assert_eq!(output.status.code(), Some(3), "{}", stderr(&output));
+    assert!(stdout(&output).contains("database nodes: its root page"), "{}", stdout(&output));
+    let met = readers(&clean, &damaged);
+    assert!(met.iter().all(|(_, met)| met.said()), "every reader opens the store: {met:?}");
 }

@@ -185,13 +185,23 @@ impl Source {
                 ),
             });
         }
+        // The free pages, to tell a live root from a stale one (a list that cannot be read tells nothing here: the
+        // data file's length check reports it).
+        let free = pages.free_pages().unwrap_or_default();
+        if let Some(problem) = pages.root_problem(&pages.main(), &free) {
+            main_sound = false;
+            damaged.push(Damaged {
+                record: Record::Page(pages.meta.main_root),
+                problem: format!("the list of databases: {problem}"),
+            });
+        }
         let roots: HashMap<String, DatabaseRecord> =
             named.into_iter().map(|database| (database.name.clone(), database)).collect();
         let mut sound = BTreeSet::new();
         for name in ["nodes", "link_pages", "meta"] {
             let Some(database) = roots.get(name) else { continue };
             let before = damaged.len();
-            if let Some(problem) = database.flags_problem() {
+            if let Some(problem) = database.flags_problem().or_else(|| pages.root_problem(database, &free)) {
                 damaged.push(Damaged { record: Record::Meta(format!("database {name}")), problem });
             }
             damaged.extend(pages.entries(database).filter_map(Result::err).map(|problem| page_damage(name, problem)));
@@ -219,7 +229,14 @@ impl Source {
 
     /// The entries of a database that read (the damaged pages were reported by [`Source::read`]).
     fn entries(&self, name: &str) -> impl Iterator<Item = Entry> + '_ {
-        let none = DatabaseRecord { name: String::new(), root: super::pages::NO_PAGE, flags: 0, tree: Tree::Named };
+        let none = DatabaseRecord {
+            name: String::new(),
+            root: super::pages::NO_PAGE,
+            flags: 0,
+            depth: 0,
+            entries: None,
+            tree: Tree::Named,
+        };
         let database = self.roots.get(name).cloned().unwrap_or(none);
         self.pages.entries(&database).filter_map(Result::ok)
     }

@@ -124,11 +124,12 @@ fn stored_schema(env: &Env<WithoutTls>, data_file: &Path) -> Result<Option<u32>,
     let lmdb = |source| StoreError::lmdb(data_file, source);
     let rtxn = env.read_txn().map_err(lmdb)?;
     let meta: Option<Database<Str, Bytes>> = env.open_database(&rtxn, Some("meta")).map_err(lmdb)?;
+    let corrupt = || StoreError::CorruptMeta { path: data_file.to_owned(), entry: META_SCHEMA };
     match meta.map(|meta| meta.get(&rtxn, META_SCHEMA)).transpose().map_err(lmdb)?.flatten() {
+        // deeptree writes its databases and the schema in one transaction: a `meta` without it is damaged.
+        None if meta.is_some() => Err(corrupt()),
         None => Ok(None),
-        Some(bytes) => Ok(Some(u32::from_be_bytes(
-            bytes.try_into().map_err(|_| StoreError::CorruptMeta { path: data_file.to_owned(), entry: META_SCHEMA })?,
-        ))),
+        Some(bytes) => Ok(Some(u32::from_be_bytes(bytes.try_into().map_err(|_| corrupt())?))),
     }
 }
 

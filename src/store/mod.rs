@@ -154,6 +154,9 @@ pub enum StoreError {
         path.display()
     )]
     Pages { path: PathBuf, source: Arc<heed::Error> },
+    /// The records of LMDB's databases are damaged, as read from the file before LMDB follows them (`file`).
+    #[error("{}: {what}: LMDB's pages of the store are damaged (`deeptree check` lists the damage)", path.display())]
+    Structure { path: PathBuf, what: String },
     /// The store was written by a newer deeptree.
     #[error(
         "{}: schema version {found} is newer than this deeptree supports ({supported}); upgrade deeptree",
@@ -269,6 +272,7 @@ impl StoreError {
                 | StoreError::Corrupt { .. }
                 | StoreError::CorruptMeta { .. }
                 | StoreError::Pages { .. }
+                | StoreError::Structure { .. }
         )
     }
 
@@ -284,7 +288,7 @@ impl StoreError {
     pub(crate) fn is_disk_failure(&self) -> bool {
         use heed::Error as H;
         match self {
-            StoreError::Io { .. } | StoreError::Pages { .. } => true,
+            StoreError::Io { .. } | StoreError::Pages { .. } | StoreError::Structure { .. } => true,
             StoreError::Lmdb { source, .. } => match source.as_ref() {
                 H::Io(_) => true,
                 H::Mdb(e) => matches!(
@@ -537,6 +541,10 @@ fn open_environment(dir: &Path, options: &StoreOptions) -> Result<(Env<WithoutTl
         EnvOpenOptions::new().read_txn_without_tls().map_size(map_size).max_dbs(6).max_readers(254).open(dir)
     }
     .map_err(|source| StoreError::lmdb(&data_file, source))?;
+    // The databases' records and roots, read while a read transaction keeps their pages from reuse.
+    let pin = env.read_txn().map_err(|source| StoreError::lmdb(&data_file, source))?;
+    file::check_structure(&data_file)?;
+    drop(pin);
     Ok((env, data_file))
 }
 
@@ -574,6 +582,9 @@ fn read_only_databases(
 ) -> Result<(migrations::Databases, u32, bool), StoreError> {
     let lmdb = |source| StoreError::lmdb(data, source);
     let rtxn = env.read_txn().map_err(lmdb)?;
+    // The databases' records and roots, read while the transaction keeps their pages from reuse, before LMDB
+    // follows them.
+    file::check_structure(data)?;
     let meta: Option<Database<Str, Bytes>> = env.open_database(&rtxn, Some("meta")).map_err(lmdb)?;
     let nodes: Option<Database<Bytes, Bytes>> = env.open_database(&rtxn, Some("nodes")).map_err(lmdb)?;
     let links: Option<Database<Bytes, Bytes>> = env.open_database(&rtxn, Some("link_pages")).map_err(lmdb)?;
@@ -583,6 +594,8 @@ fn read_only_databases(
         Some(bytes) => Some(u32::from_be_bytes(bytes.try_into().map_err(|_| corrupt())?)),
     };
     let found = match found {
+        // deeptree writes its databases and the schema in one transaction: a `meta` without it is damaged.
+        None if meta.is_some() => return Err(corrupt()),
         // An LMDB file that deeptree never set up.
         None => return Err(StoreError::Missing { path: dir.to_owned() }),
         Some(found) if found > SCHEMA_VERSION => {

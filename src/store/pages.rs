@@ -31,8 +31,10 @@ const FREE_DB: usize = HEADER + 24;
 const MAIN_DB: usize = FREE_DB + DB_RECORD;
 const DB_RECORD: usize = 48;
 const DB_ROOT: usize = 40;
-/// The flags of a database's record (u16, after a u32 pad).
+/// The flags of a database's record (u16, after a u32 pad), its depth (u16) and its count of entries (u64).
 const DB_FLAGS: usize = 4;
+const DB_DEPTH: usize = 6;
+const DB_ENTRIES: usize = 32;
 const LAST_PAGE: usize = MAIN_DB + DB_RECORD;
 const TXN_ID: usize = LAST_PAGE + 8;
 const META_END: usize = TXN_ID + 8;
@@ -62,8 +64,9 @@ pub(super) struct Meta {
     pub last_page: u64,
     pub free_root: u64,
     pub main_root: u64,
-    /// The main database's flags (none in a store).
+    /// The main database's flags (none in a store) and depth.
     pub main_flags: u16,
+    pub main_depth: u16,
     pub txn_id: u64,
     /// The meta page it was read from (0 or 1).
     pub current: u64,
@@ -124,6 +127,7 @@ fn parse_meta(page: &[u8]) -> Option<Meta> {
         free_root: u64_at(page, FREE_DB + DB_ROOT)?,
         main_root: u64_at(page, MAIN_DB + DB_ROOT)?,
         main_flags: u16_at(page, MAIN_DB + DB_FLAGS)?,
+        main_depth: u16_at(page, MAIN_DB + DB_DEPTH)?,
         txn_id: u64_at(page, TXN_ID)?,
         current: u64_at(page, 0)?,
     })
@@ -200,12 +204,26 @@ impl Pages {
 
     /// The main database (the list of named databases), as the meta says.
     pub(super) fn main(&self) -> DatabaseRecord {
-        DatabaseRecord { name: String::new(), root: self.meta.main_root, flags: self.meta.main_flags, tree: Tree::Main }
+        DatabaseRecord {
+            name: String::new(),
+            root: self.meta.main_root,
+            flags: self.meta.main_flags,
+            depth: self.meta.main_depth,
+            entries: None,
+            tree: Tree::Main,
+        }
     }
 
     /// The free-page database, as the meta says.
     fn free(&self) -> DatabaseRecord {
-        DatabaseRecord { name: String::new(), root: self.meta.free_root, flags: MDB_INTEGERKEY, tree: Tree::Free }
+        DatabaseRecord {
+            name: String::new(),
+            root: self.meta.free_root,
+            flags: MDB_INTEGERKEY,
+            depth: 0,
+            entries: None,
+            tree: Tree::Free,
+        }
     }
 
     /// Reads one page of `tree` (its number `number`, `level` pages below the root, its keys in `low..high` as its
@@ -372,11 +390,14 @@ impl Pages {
         for entry in self.entries(&self.main()) {
             match entry {
                 Ok(entry) if entry.flags & F_SUBDATA != 0 => {
-                    match (u16_at(&entry.value, DB_FLAGS), u64_at(&entry.value, DB_ROOT)) {
-                        (Some(flags), Some(root)) => named.push(DatabaseRecord {
+                    let record = |at| u16_at(&entry.value, at);
+                    match (record(DB_FLAGS), record(DB_DEPTH), u64_at(&entry.value, DB_ROOT)) {
+                        (Some(flags), Some(depth), Some(root)) => named.push(DatabaseRecord {
                             name: String::from_utf8_lossy(&entry.key).into_owned(),
                             root,
                             flags,
+                            depth,
+                            entries: u64_at(&entry.value, DB_ENTRIES),
                             tree: Tree::Named,
                         }),
                         _ => problems.push(PageProblem {
@@ -390,6 +411,49 @@ impl Pages {
             }
         }
         (named, problems)
+    }
+
+    /// What is wrong with the root page of `database` as its record gives it, read alone (a handful of reads, made
+    /// at every open): a root past the store, a free page (a stale tree of an older transaction: a page number
+    /// damaged into another that still reads), a page of another kind than the tree's depth says, a damaged header
+    /// or node, a leaf root whose count of entries is not the record's. `free` is the free pages' list.
+    pub(super) fn root_problem(&self, database: &DatabaseRecord, free: &HashSet<u64>) -> Option<String> {
+        let root = database.root;
+        if root == NO_PAGE {
+            return (database.depth != 0 || database.entries.is_some_and(|entries| entries != 0))
+                .then(|| "its record says it is empty, and has entries or levels".to_owned());
+        }
+        if free.contains(&root) {
+            return Some(format!("its root page {root} is a free page: its record's page number is damaged"));
+        }
+        let depth = usize::from(database.depth);
+        if depth == 0 || depth > CURSOR_STACK {
+            return Some(format!("its record says its tree has {depth} levels"));
+        }
+        match self.tree_page(database.tree, &Pending { page: root, level: 0, low: None, high: None }) {
+            Err(problem) => Some(format!("its root page {root} {}", problem.what)),
+            Ok(TreePage::Branch(_)) if depth == 1 => {
+                Some(format!("its root page {root} is a branch, but its record says its tree has one level"))
+            }
+            Ok(TreePage::Leaf(_)) if depth > 1 => {
+                Some(format!("its root page {root} is a leaf, but its record says its tree has {depth} levels"))
+            }
+            Ok(TreePage::Leaf(entries)) => {
+                let count = entries.len() as u64;
+                if let Some(Err(problem)) = entries.into_iter().find(Result::is_err) {
+                    Some(format!("its root page {root}: {}", problem.what))
+                } else {
+                    database
+                        .entries
+                        .filter(|&entries| entries != count)
+                        .map(|entries| format!("its root page {root} holds {count} entries, its record says {entries}"))
+                }
+            }
+            Ok(TreePage::Branch(children)) => children
+                .iter()
+                .find(|child| child.page < 2 || child.page > self.meta.last_page || free.contains(&child.page))
+                .map(|child| format!("its root page {root} points to page {}, which is none of its pages", child.page)),
+        }
     }
 
     /// Every page the free-page database lists (its entries are lists of page numbers: their length, then the
@@ -429,6 +493,9 @@ pub(super) struct DatabaseRecord {
     pub root: u64,
     /// Its persistent flags (`MDB_DUPSORT`, `MDB_INTEGERKEY`, ...): none for every database deeptree makes.
     pub flags: u16,
+    /// The levels of its tree (0 when empty) and its count of entries (where its record gives one).
+    pub depth: u16,
+    pub entries: Option<u64>,
     pub tree: Tree,
 }
 
