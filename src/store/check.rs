@@ -199,12 +199,30 @@ impl Source {
             named.into_iter().map(|database| (database.name.clone(), database)).collect();
         let mut sound = BTreeSet::new();
         for name in ["nodes", "link_pages", "meta"] {
-            let Some(database) = roots.get(name) else { continue };
+            let Some(database) = roots.get(name) else {
+                // A store has all three from its first transaction on (an older schema's is refused before its
+                // report is made): one missing is a damaged list of databases (a byte of its name changed).
+                if roots.contains_key("meta") && main_sound {
+                    damaged.push(Damaged {
+                        record: Record::Meta(format!("database {name}")),
+                        problem: "missing from the list of databases".to_owned(),
+                    });
+                }
+                continue;
+            };
             let before = damaged.len();
             if let Some(problem) = database.flags_problem().or_else(|| pages.root_problem(database, &free)) {
                 damaged.push(Damaged { record: Record::Meta(format!("database {name}")), problem });
             }
-            damaged.extend(pages.entries(database).filter_map(Result::err).map(|problem| page_damage(name, problem)));
+            let mut walk = pages.entries(database);
+            let problems: Vec<_> = walk.by_ref().filter_map(Result::err).collect();
+            // The record's counts, held against a walk that met no damaged page (its counts are off otherwise).
+            if problems.is_empty()
+                && let Some(problem) = walk.counts.problem(database)
+            {
+                damaged.push(Damaged { record: Record::Meta(format!("database {name}")), problem });
+            }
+            damaged.extend(problems.into_iter().map(|problem| page_damage(name, problem)));
             if main_sound && damaged.len() == before {
                 sound.insert(name.to_owned());
             }
@@ -235,6 +253,7 @@ impl Source {
             flags: 0,
             depth: 0,
             entries: None,
+            pages: None,
             tree: Tree::Named,
         };
         let database = self.roots.get(name).cloned().unwrap_or(none);

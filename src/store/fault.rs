@@ -31,8 +31,18 @@ pub const DAMAGE_EXIT_STATUS: i32 = 3;
 
 /// Stores open at once in one process (a merge opens two); a store past these is read without the line.
 const SLOTS: usize = 8;
-/// Faults below this address are dereferences of a null pointer (LMDB's, on a damaged node).
+/// Faults below this address are dereferences of a null pointer (LMDB's, on a damaged node); the kernel reports a
+/// non-canonical address (a wild pointer) as 0 too.
 const NEAR_NULL: usize = 1 << 16;
+/// The kinds (`si_code`) of SIGSEGV: an address where nothing is mapped, one mapped without access (a guard page);
+/// of SIGBUS: an address past the end of a mapped file (Linux's `<asm-generic/siginfo.h>`).
+const SEGV_MAPERR: libc::c_int = 1;
+#[cfg(test)]
+const SEGV_ACCERR: libc::c_int = 2;
+#[cfg(test)]
+const BUS_ADRERR: libc::c_int = 2;
+/// How far past a map a read of a damaged value can reach: a value's length is a u32.
+const PAST_THE_MAP: usize = 1 << 32;
 
 /// One open store: its map (start, end: none where it was not found) and its line.
 struct Slot {
@@ -185,14 +195,18 @@ fn install() {
     });
 }
 
-/// The store a fault at `address` by `signal` belongs to: the one whose map holds the address, else (a fault near
-/// zero, or SIGBUS, which only a mapped file raises) the one opened last.
-fn store_of(signal: libc::c_int, address: usize) -> Option<usize> {
+/// The store a fault at `address` by `signal` (of kind `code`) belongs to: the one whose map holds the address, or
+/// whose map ends less than 4 GiB before it where nothing is mapped there (`SEGV_MAPERR`: a value's length, a u32 read
+/// from a damaged node, runs past the map; a thread's guard page is mapped, and faults as `SEGV_ACCERR`); else (a
+/// fault near zero, or SIGBUS, which only a mapped file raises) the one opened last.
+fn store_of(signal: libc::c_int, code: libc::c_int, address: usize) -> Option<usize> {
     let live = |i: usize| SLOTS_IN_USE[i].taken.load(Ordering::Acquire);
+    let unmapped = signal == libc::SIGSEGV && code == SEGV_MAPERR;
     let mapped = (0..SLOTS).find(|&i| {
         let slot = &SLOTS_IN_USE[i];
-        let start = slot.start.load(Ordering::Acquire);
-        live(i) && start != 0 && address >= start && address < slot.end.load(Ordering::Acquire)
+        let (start, end) = (slot.start.load(Ordering::Acquire), slot.end.load(Ordering::Acquire));
+        let reach = if unmapped { end.saturating_add(PAST_THE_MAP) } else { end };
+        live(i) && start != 0 && address >= start && address < reach
     });
     if mapped.is_some() || !(signal == libc::SIGBUS || address < NEAR_NULL) {
         return mapped;
@@ -206,8 +220,9 @@ fn store_of(signal: libc::c_int, address: usize) -> Option<usize> {
 
 extern "C" fn on_fault(signal: libc::c_int, info: *mut libc::siginfo_t, context: *mut libc::c_void) {
     // SAFETY: the kernel passes a valid siginfo for a handler installed with SA_SIGINFO.
-    let address = if info.is_null() { 0 } else { unsafe { (*info).si_addr() as usize } };
-    if let Some(i) = store_of(signal, address) {
+    let (address, code) =
+        if info.is_null() { (0, 0) } else { unsafe { ((*info).si_addr() as usize, (*info).si_code) } };
+    if let Some(i) = store_of(signal, code, address) {
         let slot = &SLOTS_IN_USE[i];
         let (line, len) = (slot.line.load(Ordering::Acquire), slot.len.load(Ordering::Acquire));
         let (info, info_len) = (slot.info.load(Ordering::Acquire), slot.info_len.load(Ordering::Acquire));
@@ -259,13 +274,16 @@ mod tests {
         let slot = watch.slot.expect("a free slot");
         let (start, end) = mapped(&data).expect("the data file is mapped");
         assert_eq!(end - start, 1 << 24, "the whole map");
-        assert_eq!(store_of(libc::SIGSEGV, start + 4096), Some(slot));
-        assert!(store_of(libc::SIGSEGV, 0x44).is_some());
-        assert!(store_of(libc::SIGBUS, 1 << 40).is_some());
+        let (segv, unmapped, guard) = (libc::SIGSEGV, SEGV_MAPERR, SEGV_ACCERR);
+        assert_eq!(store_of(segv, unmapped, start + 4096), Some(slot));
+        assert_eq!(store_of(segv, unmapped, end + (1 << 31)), Some(slot), "a value's length past the map");
+        assert_ne!(store_of(segv, guard, end + 4096), Some(slot), "a guard page after the map");
+        assert!(store_of(segv, unmapped, 0x44).is_some());
+        assert!(store_of(libc::SIGBUS, BUS_ADRERR, 1 << 40).is_some());
         let stack = &watch as *const Watch as usize;
-        assert_eq!(store_of(libc::SIGSEGV, stack), None, "a fault on a stack is not a store's");
+        assert_eq!(store_of(segv, guard, stack), None, "a fault on a stack is not a store's");
         drop(watch);
-        assert_ne!(store_of(libc::SIGSEGV, start + 4096), Some(slot), "no longer watched");
+        assert_ne!(store_of(segv, unmapped, start + 4096), Some(slot), "no longer watched");
         drop(env);
     }
 }

@@ -77,6 +77,18 @@ pub(super) fn set_up(
 ) -> Result<Databases, StoreError> {
     let lmdb = |source| StoreError::lmdb(data_file, source);
     let found = stored_schema(env, data_file)?;
+    if found.is_some() {
+        // A store of any schema has its nodes: missing beside the schema, the list of databases is damaged (a byte of
+        // its name changed), and a new, empty one must not take its place.
+        let rtxn = env.read_txn().map_err(lmdb)?;
+        let nodes: Option<Database<Bytes, Bytes>> = env.open_database(&rtxn, Some("nodes")).map_err(lmdb)?;
+        if nodes.is_none() {
+            return Err(StoreError::Structure {
+                path: data_file.to_owned(),
+                what: "database nodes is missing from the list of databases".to_owned(),
+            });
+        }
+    }
     if let Some(found) = found
         && found > SCHEMA_VERSION
     {

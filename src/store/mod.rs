@@ -359,7 +359,7 @@ impl std::fmt::Display for Record {
         match self {
             Record::Node(key) => write!(f, "node {key}"),
             Record::LinkPage(key) => write!(f, "link page {key}"),
-            Record::Meta(name) => write!(f, "meta entry '{name}'"),
+            Record::Meta(name) => write!(f, "meta entry '{}'", name.escape_debug()),
             Record::Page(number) => write!(f, "LMDB page {number}"),
         }
     }
@@ -606,8 +606,13 @@ fn read_only_databases(
         }
         Some(found) => found,
     };
+    // The schema is there: a database missing beside it is a damaged list of databases (a name's byte changed).
+    let missing = |name: &str| StoreError::Structure {
+        path: data.to_owned(),
+        what: format!("database {name} is missing from the list of databases"),
+    };
     let (Some(meta), Some(nodes), Some(links)) = (meta, nodes, links) else {
-        return Err(StoreError::Missing { path: dir.to_owned() });
+        return Err(missing(if nodes.is_none() { "nodes" } else { "link_pages" }));
     };
     let owed = meta.get(&rtxn, META_VALUES_OWED).map_err(lmdb)?.is_some();
     // Committed, not dropped: LMDB closes the handles of databases opened in a transaction that aborts.
@@ -870,10 +875,22 @@ impl Store {
         for stat in [self.shared.nodes.stat(&view.txn).map_err(lmdb)?, self.shared.links.stat(&view.txn).map_err(lmdb)?]
         {
             log::debug!("database pages: {stat:?}");
-            used_pages += (stat.branch_pages + stat.leaf_pages + stat.overflow_pages) as u64;
+            used_pages = [stat.branch_pages, stat.leaf_pages, stat.overflow_pages]
+                .into_iter()
+                .fold(used_pages, |sum, pages| sum.saturating_add(pages as u64));
         }
         let page = self.shared.nodes.stat(&view.txn).map_err(lmdb)?.page_size;
         log::debug!("env: last page {} map {}", info.last_page_number, info.map_size);
+        // The databases' records count their pages: more than the file holds is a damaged record.
+        if used_pages > (info.last_page_number as u64).saturating_add(1) {
+            return Err(StoreError::Structure {
+                path: self.shared.data_file.clone(),
+                what: format!(
+                    "the databases' records count {used_pages} pages, the store has {}",
+                    info.last_page_number + 1
+                ),
+            });
+        }
         Ok(Stats { positions, edges, bytes, tree_bytes: used_pages * u64::from(page), map_size: info.map_size as u64 })
     }
 
@@ -1009,32 +1026,68 @@ impl Shared {
         }
     }
 
-    /// A position found absent is absent, not a record whose key byte was damaged: LMDB keeps a leaf's keys in
-    /// order and looks a key up by bisection, so a record whose key changed on disk stays where its key was, next to
-    /// the place a lookup of its old key ends, and its checksum (which covers the key it was written under) fails
-    /// under its new key. The records on either side are read and checked: two cursor moves, only for a key not
-    /// found. (A damaged branch page, which sends a lookup to another leaf, is `deeptree check`'s to find.)
+    /// A position found absent is absent, not a record whose key byte was damaged nor one a damaged page hides
+    /// ([`Shared::confirm_absent_in`] in the nodes database).
     fn confirm_absent(&self, txn: &heed::RoTxn<'_>, key: PositionKey) -> Result<(), StoreError> {
+        self.confirm_absent_in(txn, self.nodes, Table::Nodes, &key.to_bytes())
+    }
+
+    /// A key found absent in `database` (its values sealed for `table`) is absent, not a record whose key byte was
+    /// damaged nor one a damaged page hides: LMDB keeps a leaf's keys in order and looks a key up by bisection, so a
+    /// record whose key changed on disk stays where its key was, beside the place a lookup of its old key ends, and
+    /// fails its checksum (which covers the key it was written under) under its new key; a lookup sent astray by a
+    /// damaged branch key or node offset ends beside records out of their order. The two records on either side of
+    /// the key (from LMDB's own `MDB_SET_RANGE`) are read: each must lie on its side, in order, and hold its
+    /// checksum. A few cursor moves, only for a key not found.
+    fn confirm_absent_in<K: 'static>(
+        &self,
+        txn: &heed::RoTxn<'_>,
+        database: Database<K, Bytes>,
+        table: Table,
+        key: &[u8],
+    ) -> Result<(), StoreError> {
+        use std::{cmp::Ordering, ops::Bound};
         if !self.sealed {
             return Ok(());
         }
-        let bytes = key.to_bytes();
+        let database = database.remap_key_type::<Bytes>();
         let lmdb = |e| self.lmdb_error(e);
-        for neighbour in [
-            self.nodes.get_greater_than(txn, &bytes).map_err(lmdb)?,
-            self.nodes.get_lower_than(txn, &bytes).map_err(lmdb)?,
-        ]
-        .into_iter()
-        .flatten()
+        let sought = match (table, PositionKey::from_slice(key)) {
+            (Table::Nodes, Some(key)) => format!("node {key}"),
+            _ => format!("meta entry '{}'", String::from_utf8_lossy(key)),
+        };
+        let out_of_order = || StoreError::Structure {
+            path: self.data_file.clone(),
+            what: format!(
+                "a lookup of {sought} finds nothing, and the records beside it are out of their order: a key, a \
+                 node's place or a branch page is damaged"
+            ),
+        };
+        let after = database.range(txn, &(Bound::Included(key), Bound::Unbounded)).map_err(lmdb)?.take(2);
+        let before = database.rev_range(txn, &(Bound::Unbounded, Bound::Excluded(key))).map_err(lmdb)?.take(2);
+        for (side, neighbours) in
+            [(Ordering::Greater, after.collect::<Vec<_>>()), (Ordering::Less, before.collect::<Vec<_>>())]
         {
-            let (found, value) = neighbour;
-            let found = PositionKey::from_slice(found)
-                .ok_or_else(|| StoreError::CorruptMeta { path: self.data_file.clone(), entry: "nodes key" })?;
-            checksum::open(Table::Nodes, &found.to_bytes(), value).map_err(|mismatch| StoreError::Checksum {
-                path: self.data_file.clone(),
-                record: Record::Node(found),
-                mismatch,
-            })?;
+            let mut last: &[u8] = key;
+            for neighbour in neighbours {
+                let (found, value) = neighbour.map_err(lmdb)?;
+                if found.cmp(last) != side {
+                    return Err(out_of_order());
+                }
+                last = found;
+                if let Err(mismatch) = checksum::open(table, found, value) {
+                    // The schema version alone is stored bare (every deeptree reads it first).
+                    if table == Table::Meta && found == META_SCHEMA.as_bytes() && value.len() == 4 {
+                        continue;
+                    }
+                    let record = match (table, PositionKey::from_slice(found)) {
+                        (Table::Nodes, Some(found)) => Record::Node(found),
+                        (Table::LinkPages, Some(found)) => Record::LinkPage(found),
+                        _ => Record::Meta(String::from_utf8_lossy(found).into_owned()),
+                    };
+                    return Err(StoreError::Checksum { path: self.data_file.clone(), record, mismatch });
+                }
+            }
         }
         Ok(())
     }
@@ -1053,7 +1106,7 @@ impl Shared {
     /// The body of meta entry `name` as `txn` sees it, if present: its checksum checked (schema 5).
     fn meta_value<'t>(&self, txn: &'t heed::RoTxn<'_>, name: &str) -> Result<Option<&'t [u8]>, StoreError> {
         match self.meta.get(txn, name).map_err(|e| self.lmdb_error(e))? {
-            None => Ok(None),
+            None => self.confirm_absent_in(txn, self.meta, Table::Meta, name.as_bytes()).map(|()| None),
             Some(value) => self.meta_body(name, value).map(Some),
         }
     }
@@ -1341,8 +1394,19 @@ impl ReadView<'_> {
     /// Every stored node in key order (errors for damaged records: the iteration may go on past them).
     pub fn nodes(&self) -> Result<impl Iterator<Item = Result<(PositionKey, Node), StoreError>> + '_, StoreError> {
         let iter = self.shared.nodes.iter(&self.txn).map_err(|e| self.shared.lmdb_error(e))?;
+        // Keys come in strictly rising order: a key again, or a lower one, is a node's place damaged in its page
+        // (LMDB reads another node there) or a damaged page.
+        let mut previous: Option<Vec<u8>> = None;
         Ok(iter.map(move |item| {
             let (key, bytes) = item.map_err(|e| self.shared.lmdb_error(e))?;
+            if previous.as_deref().is_some_and(|previous| previous >= key) {
+                return Err(StoreError::Structure {
+                    path: self.shared.data_file.clone(),
+                    what: "the nodes database's records are out of their order: a node's place or a page is damaged"
+                        .to_owned(),
+                });
+            }
+            previous = Some(key.to_vec());
             let key = PositionKey::from_slice(key)
                 .ok_or_else(|| StoreError::CorruptMeta { path: self.shared.data_file.clone(), entry: "nodes key" })?;
             Ok((key, self.shared.node_from(key, bytes)?))

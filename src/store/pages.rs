@@ -34,6 +34,8 @@ const DB_ROOT: usize = 40;
 /// The flags of a database's record (u16, after a u32 pad), its depth (u16) and its count of entries (u64).
 const DB_FLAGS: usize = 4;
 const DB_DEPTH: usize = 6;
+/// Its counts of branch, leaf and overflow pages (u64 each).
+const DB_PAGES: usize = 8;
 const DB_ENTRIES: usize = 32;
 const LAST_PAGE: usize = MAIN_DB + DB_RECORD;
 const TXN_ID: usize = LAST_PAGE + 8;
@@ -85,6 +87,8 @@ pub(super) struct Entry {
     pub key: Vec<u8>,
     pub value: Vec<u8>,
     pub flags: u16,
+    /// Overflow pages its value is held on (none where it is on its leaf).
+    pub overflow_pages: u64,
 }
 
 /// A data file opened for reading its pages.
@@ -199,6 +203,7 @@ impl Pages {
             },
             ready: Vec::new(),
             visited: HashSet::new(),
+            counts: Counts::default(),
         }
     }
 
@@ -210,6 +215,7 @@ impl Pages {
             flags: self.meta.main_flags,
             depth: self.meta.main_depth,
             entries: None,
+            pages: None,
             tree: Tree::Main,
         }
     }
@@ -222,6 +228,7 @@ impl Pages {
             flags: MDB_INTEGERKEY,
             depth: 0,
             entries: None,
+            pages: None,
             tree: Tree::Free,
         }
     }
@@ -337,13 +344,17 @@ impl Pages {
                 }
                 let data = at_node + NODE + key.len();
                 let len = usize::from(lo) | (usize::from(hi) << 16);
+                let mut overflow_pages = 0;
                 let value = if node_flags & F_BIGDATA != 0 {
                     if node_flags & F_SUBDATA != 0 {
                         return Err(node_problem("says its named database's record is on overflow pages"));
                     }
                     let first =
                         u64_at(&page, data).ok_or_else(|| node_problem("has an overflow page number past its page"))?;
-                    self.overflow(first, len).map_err(|e| PageProblem { page: number, what: e.what })?
+                    let (value, pages) =
+                        self.overflow(first, len).map_err(|e| PageProblem { page: number, what: e.what })?;
+                    overflow_pages = pages;
+                    value
                 } else {
                     page.get(data..data + len)
                         .ok_or_else(|| node_problem("has a value past the end of its page"))?
@@ -352,7 +363,7 @@ impl Pages {
                 if node_flags & F_SUBDATA != 0 && value.len() != DB_RECORD {
                     return Err(node_problem("holds a named database's record of the wrong size"));
                 }
-                Ok(Entry { key: key.to_vec(), value, flags: node_flags & (F_SUBDATA | F_DUPDATA) })
+                Ok(Entry { key: key.to_vec(), value, flags: node_flags & (F_SUBDATA | F_DUPDATA), overflow_pages })
             })();
             if entry.is_ok() {
                 previous = Some(key.to_vec());
@@ -362,8 +373,8 @@ impl Pages {
         Ok(TreePage::Leaf(entries))
     }
 
-    /// A value of `len` bytes held on overflow pages from page `first`.
-    fn overflow(&self, first: u64, len: usize) -> Result<Vec<u8>, PageProblem> {
+    /// A value of `len` bytes held on overflow pages from page `first`, and how many pages hold it.
+    fn overflow(&self, first: u64, len: usize) -> Result<(Vec<u8>, u64), PageProblem> {
         let problem = |what: String| PageProblem { page: first, what: format!("overflow page {first} {what}") };
         if first < 2 || len == 0 {
             return Err(problem("is no overflow page: the node's data is damaged".to_owned()));
@@ -378,10 +389,8 @@ impl Pages {
             return Err(problem("is shorter than its value".to_owned()));
         }
         let pages = self.read(first, count).map_err(|e| problem(e.what))?;
-        pages
-            .get(HEADER..HEADER + len)
-            .map(<[u8]>::to_vec)
-            .ok_or_else(|| problem("is shorter than its value".to_owned()))
+        let value = pages.get(HEADER..HEADER + len).ok_or_else(|| problem("is shorter than its value".to_owned()))?;
+        Ok((value.to_vec(), count))
     }
 
     /// The named databases, from the main database's leaves, with the problems met reading them.
@@ -398,6 +407,10 @@ impl Pages {
                             flags,
                             depth,
                             entries: u64_at(&entry.value, DB_ENTRIES),
+                            pages: (|| {
+                                let count = |i: usize| u64_at(&entry.value, DB_PAGES + 8 * i);
+                                Some([count(0)?, count(1)?, count(2)?])
+                            })(),
                             tree: Tree::Named,
                         }),
                         _ => problems.push(PageProblem {
@@ -496,6 +509,8 @@ pub(super) struct DatabaseRecord {
     /// The levels of its tree (0 when empty) and its count of entries (where its record gives one).
     pub depth: u16,
     pub entries: Option<u64>,
+    /// Its counts of branch, leaf and overflow pages, where its record gives them.
+    pub pages: Option<[u64; 3]>,
     pub tree: Tree,
 }
 
@@ -534,6 +549,35 @@ pub(super) struct Entries<'p> {
     /// Entries (or the problems of their nodes) of the last leaf read, the next on top.
     ready: Vec<Result<Entry, PageProblem>>,
     visited: HashSet<u64>,
+    /// What the walk met so far: branch, leaf and overflow pages, entries, levels.
+    pub counts: Counts,
+}
+
+/// What a walk of a tree met: as its database's record counts them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(super) struct Counts {
+    pub branch_pages: u64,
+    pub leaf_pages: u64,
+    pub overflow_pages: u64,
+    pub entries: u64,
+    pub depth: u16,
+}
+
+impl Counts {
+    /// Where the record of `database` counts otherwise than the walk of its every page found (a damaged count, which
+    /// `stats` reports): what differs.
+    pub(super) fn problem(&self, database: &DatabaseRecord) -> Option<String> {
+        let [branch, leaf, overflow] = database.pages?;
+        let recorded = (branch, leaf, overflow, database.entries?, database.depth);
+        let walked = (self.branch_pages, self.leaf_pages, self.overflow_pages, self.entries, self.depth);
+        (recorded != walked).then(|| {
+            format!(
+                "its record counts {branch} branch, {leaf} leaf and {overflow} overflow pages, {} entries and {} \
+                 levels; its pages hold {}, {}, {}, {} and {}",
+                recorded.3, recorded.4, walked.0, walked.1, walked.2, walked.3, walked.4
+            )
+        })
+    }
 }
 
 impl Iterator for Entries<'_> {
@@ -542,6 +586,10 @@ impl Iterator for Entries<'_> {
     fn next(&mut self) -> Option<Self::Item> {
         loop {
             if let Some(entry) = self.ready.pop() {
+                if let Ok(entry) = &entry {
+                    self.counts.entries += 1;
+                    self.counts.overflow_pages += entry.overflow_pages;
+                }
                 return Some(entry);
             }
             let pending = self.stack.pop()?;
@@ -551,9 +599,17 @@ impl Iterator for Entries<'_> {
                     what: "is reached twice: a page number is damaged".to_owned(),
                 }));
             }
+            let level = u16::try_from(pending.level + 1).unwrap_or(u16::MAX);
             match self.pages.tree_page(self.tree, &pending) {
-                Ok(TreePage::Branch(children)) => self.stack.extend(children.into_iter().rev()),
-                Ok(TreePage::Leaf(entries)) => self.ready.extend(entries.into_iter().rev()),
+                Ok(TreePage::Branch(children)) => {
+                    self.counts.branch_pages += 1;
+                    self.stack.extend(children.into_iter().rev())
+                }
+                Ok(TreePage::Leaf(entries)) => {
+                    self.counts.leaf_pages += 1;
+                    self.counts.depth = self.counts.depth.max(level);
+                    self.ready.extend(entries.into_iter().rev())
+                }
                 Err(problem) => return Some(Err(problem)),
             }
         }
