@@ -185,9 +185,12 @@ impl Source {
                 ),
             });
         }
-        // The free pages, to tell a live root from a stale one (a list that cannot be read tells nothing here: the
-        // data file's length check reports it).
-        let free = pages.free_pages().unwrap_or_default();
+        // The free pages, to tell a live root from a stale one. A damaged list is damage too: a writer would take
+        // the pages it lists for its own (every open refuses it).
+        let free = pages.free_pages().unwrap_or_else(|problem| {
+            damaged.push(page_damage("the free pages' list", problem));
+            Default::default()
+        });
         if let Some(problem) = pages.root_problem(&pages.main(), &free) {
             main_sound = false;
             damaged.push(Damaged {

@@ -229,8 +229,8 @@ pub enum StoreError {
     /// anything of it is read (reading a page past the end of a mapped file kills the process).
     #[error(
         "{}: the file is {length} bytes, but its LMDB meta page says its pages reach byte {needed} (page {page} \
-         of {page_size} bytes is missing): the file was cut short, by a full disk or an interrupted copy; nothing \
-         was read from it. Restore it from a copy",
+         of {page_size} bytes is missing): the file was cut short, by a full disk or an interrupted copy, or its \
+         meta page is damaged; nothing was read from it. Restore it from a copy (`deeptree check` lists what is left)",
         path.display()
     )]
     Truncated { path: PathBuf, length: u64, needed: u64, page: u64, page_size: u64 },
@@ -273,6 +273,7 @@ impl StoreError {
                 | StoreError::CorruptMeta { .. }
                 | StoreError::Pages { .. }
                 | StoreError::Structure { .. }
+                | StoreError::Truncated { .. }
         )
     }
 
