@@ -205,7 +205,7 @@ impl Source {
             let Some(database) = roots.get(name) else {
                 // A store has all three from its first transaction on (an older schema's is refused before its
                 // report is made): one missing is a damaged list of databases (a byte of its name changed).
-                if roots.contains_key("meta") && main_sound {
+                if (roots.contains_key("meta") || roots.contains_key("nodes")) && main_sound {
                     damaged.push(Damaged {
                         record: Record::Meta(format!("database {name}")),
                         problem: "missing from the list of databases".to_owned(),

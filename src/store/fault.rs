@@ -1,9 +1,10 @@
 //! A fault in LMDB's map ends the process with one line, never a bare "Segmentation fault".
 //!
 //! LMDB reads its pages through a memory map and checks none of them: a page number, a node's flags or a size
-//! damaged on disk can make a read fault. Reads past the end of the file fault with SIGBUS inside the map; a node
-//! that says it holds duplicates (`F_DUPDATA`) in a database made without them makes LMDB follow a cursor that is not
-//! there, a SIGSEGV at an address near zero. `deeptree check` reads the file with plain reads and never faults (see
+//! damaged on disk can make a read fault. Reads past the end of the file fault with SIGBUS inside the map; a value's
+//! length damaged (a u32 of its node) runs a read past the map, a SIGSEGV where nothing is mapped; a node that says it
+//! holds duplicates (`F_DUPDATA`) in a database made without them makes LMDB follow a cursor that is not there, a
+//! SIGSEGV at an address near zero. `deeptree check` reads the file with plain reads and never faults (see
 //! `pages`); every other command reads through the map, and this handler turns such a fault into the line
 //!
 //! ```text

@@ -77,15 +77,20 @@ pub(super) fn set_up(
 ) -> Result<Databases, StoreError> {
     let lmdb = |source| StoreError::lmdb(data_file, source);
     let found = stored_schema(env, data_file)?;
-    if found.is_some() {
-        // A store of any schema has its nodes: missing beside the schema, the list of databases is damaged (a byte of
-        // its name changed), and a new, empty one must not take its place.
+    {
+        // A store of any schema has its nodes and its meta, written in one transaction: one without the other is a
+        // damaged list of databases (a byte of a name changed), and a new, empty one must not take its place.
         let rtxn = env.read_txn().map_err(lmdb)?;
         let nodes: Option<Database<Bytes, Bytes>> = env.open_database(&rtxn, Some("nodes")).map_err(lmdb)?;
-        if nodes.is_none() {
+        let missing = match (found.is_some(), nodes.is_some()) {
+            (true, false) => Some("nodes"),
+            (false, true) => Some("meta"),
+            _ => None,
+        };
+        if let Some(name) = missing {
             return Err(StoreError::Structure {
                 path: data_file.to_owned(),
-                what: "database nodes is missing from the list of databases".to_owned(),
+                what: format!("database {name} is missing from the list of databases"),
             });
         }
     }

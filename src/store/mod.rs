@@ -595,8 +595,15 @@ fn read_only_databases(
         Some(bytes) => Some(u32::from_be_bytes(bytes.try_into().map_err(|_| corrupt())?)),
     };
     let found = match found {
-        // deeptree writes its databases and the schema in one transaction: a `meta` without it is damaged.
+        // deeptree writes its databases and the schema in one transaction: a `meta` without it is damaged, and so is
+        // a store's `nodes` without a `meta` (a byte of its name changed).
         None if meta.is_some() => return Err(corrupt()),
+        None if nodes.is_some() => {
+            return Err(StoreError::Structure {
+                path: data.to_owned(),
+                what: "database meta is missing from the list of databases".to_owned(),
+            });
+        }
         // An LMDB file that deeptree never set up.
         None => return Err(StoreError::Missing { path: dir.to_owned() }),
         Some(found) if found > SCHEMA_VERSION => {
