@@ -168,6 +168,12 @@ impl Source {
             return Err(StoreError::Io { path: data_file.to_owned(), source: Arc::new(e) });
         };
         let mut damaged = Vec::new();
+        if let Some(page) = pages.bad_meta {
+            damaged.push(Damaged {
+                record: Record::Page(page),
+                problem: "this meta page is damaged: LMDB refuses the file while it is".to_owned(),
+            });
+        }
         if let Err(truncated @ StoreError::Truncated { page, .. }) = file::check_length(data_file) {
             damaged.push(Damaged { record: Record::Page(page), problem: truncated.to_string() });
         }
@@ -500,7 +506,7 @@ impl Source {
 /// Opens the LMDB environment in `dir` only to hold a read transaction (which maps nothing but the meta pages):
 /// no other process reuses a page of it meanwhile.
 fn pin(dir: &Path, length: u64) -> Result<heed::Env<WithoutTls>, StoreError> {
-    let lmdb = |source| StoreError::Lmdb { path: dir.join("data.mdb"), source: Arc::new(source) };
+    let lmdb = |source| StoreError::lmdb(&dir.join("data.mdb"), source);
     let page = page_size();
     let map_size = (length as usize).saturating_add(64 << 20).div_ceil(page) * page;
     // As a store opened read-only: LMDB's lock file allocated first (see `disk`), without it where it cannot be.
@@ -544,8 +550,21 @@ impl Store {
         }
         let source = Source::read(&data_file)?;
         source.readable(&data_file)?;
-        let env = pin(dir, source.pages.length)?;
-        let lmdb = |source| StoreError::Lmdb { path: data_file.clone(), source: Arc::new(source) };
+        let env = match pin(dir, source.pages.length) {
+            Ok(env) => env,
+            // LMDB refuses the file (a meta page damaged): the walk's report, without lookups, and the refusal.
+            Err(e) if e.is_damage() => {
+                let mut report = source.check(&data_file, None)?;
+                let cause = std::error::Error::source(&e).map_or_else(|| e.to_string(), ToString::to_string);
+                report.damaged.insert(
+                    0,
+                    Damaged { record: Record::Page(0), problem: format!("LMDB refuses to open the file: {cause}") },
+                );
+                return Ok(report);
+            }
+            Err(e) => return Err(e),
+        };
+        let lmdb = |source| StoreError::lmdb(&data_file, source);
         let txn = env.read_txn().map_err(lmdb)?;
         // Opening a database reads the list of databases through the map: only where it read sound.
         let open = |name: &str| -> Result<Option<Database<Bytes, Bytes>>, StoreError> {
@@ -585,9 +604,14 @@ impl Store {
         }
         let source = Source::read(&data_file)?;
         source.readable(&data_file)?;
-        let pinned = pin(dir, source.pages.length)?;
-        let source_lmdb = |e| StoreError::Lmdb { path: data_file.clone(), source: Arc::new(e) };
-        let held = pinned.read_txn().map_err(source_lmdb)?;
+        // Where LMDB refuses the file (a meta page damaged), no process can write it either: nothing to pin.
+        let pinned = match pin(dir, source.pages.length) {
+            Ok(env) => Some(env),
+            Err(e) if e.is_damage() => None,
+            Err(e) => return Err(e),
+        };
+        let source_lmdb = |e| StoreError::lmdb(&data_file, e);
+        let held = pinned.as_ref().map(|env| env.read_txn()).transpose().map_err(source_lmdb)?;
         std::fs::create_dir_all(out).map_err(io(out))?;
         let target = out.join("data.mdb");
         let lmdb = |source| StoreError::Lmdb { path: target.clone(), source: Arc::new(source) };
@@ -677,7 +701,9 @@ impl Store {
             env.prepare_for_closing().wait();
         }
         drop(held);
-        pinned.prepare_for_closing().wait();
+        if let Some(pinned) = pinned {
+            pinned.prepare_for_closing().wait();
+        }
         // Opening it recomputes the values owed, then closes it.
         drop(Store::open_with(out, &super::StoreOptions::default(), upkeep)?);
         Ok(repair)

@@ -22,6 +22,8 @@ use std::{
 use super::StoreError;
 
 const MAGIC: u32 = 0xBEEF_C0DE;
+/// The page size of LMDB on the usual machine: where the second meta page is looked for when the first is damaged.
+const USUAL_PAGE: u64 = 4096;
 const HEADER: usize = 16;
 const NODE: usize = 8;
 /// Offsets inside a meta page (after its page header): the two database records of 48 bytes (free pages, main),
@@ -98,6 +100,8 @@ pub(super) struct Pages {
     pub meta: Meta,
     /// The file's length in bytes when opened.
     pub length: u64,
+    /// A meta page that does not read as one (LMDB refuses the file then), where the other does.
+    pub bad_meta: Option<u64>,
 }
 
 /// A key as hexadecimal digits (a position's key reads as deeptree prints it).
@@ -156,14 +160,20 @@ impl Pages {
             }
         };
         // The meta pages first, then the length: a commit of another process in between only makes the file longer.
-        let Some(first) = read(0)?.as_deref().and_then(parse_meta) else { return Ok(None) };
-        let second = read(first.page_size)?.as_deref().and_then(parse_meta);
-        let meta = match second {
-            Some(second) if second.txn_id > first.txn_id => second,
-            _ => first,
+        // Where the first is damaged, the second is looked for at the usual page size.
+        let (meta, bad_meta) = match read(0)?.as_deref().and_then(parse_meta) {
+            Some(first) => match read(first.page_size)?.as_deref().and_then(parse_meta) {
+                Some(second) if second.txn_id > first.txn_id => (second, None),
+                Some(_) => (first, None),
+                None => (first, Some(1)),
+            },
+            None => match read(USUAL_PAGE)?.as_deref().and_then(parse_meta) {
+                Some(second) if second.page_size == USUAL_PAGE => (second, Some(0)),
+                _ => return Ok(None),
+            },
         };
         let length = file.metadata().map_err(io)?.len();
-        Ok(Some(Pages { file, path: path.to_owned(), meta, length }))
+        Ok(Some(Pages { file, path: path.to_owned(), meta, length, bad_meta }))
     }
 
     /// Pages the file holds whole.
