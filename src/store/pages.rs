@@ -472,10 +472,32 @@ impl Pages {
                         .map(|entries| format!("its root page {root} holds {count} entries, its record says {entries}"))
                 }
             }
-            Ok(TreePage::Branch(children)) => children
-                .iter()
-                .find(|child| child.page < 2 || child.page > self.meta.last_page || free.contains(&child.page))
-                .map(|child| format!("its root page {root} points to page {}, which is none of its pages", child.page)),
+            Ok(TreePage::Branch(children)) => {
+                if let Some(child) = children
+                    .iter()
+                    .find(|child| child.page < 2 || child.page > self.meta.last_page || free.contains(&child.page))
+                {
+                    return Some(format!(
+                        "its root page {root} points to page {}, which is none of its pages",
+                        child.page
+                    ));
+                }
+                let distinct: HashSet<u64> = children.iter().map(|child| child.page).collect();
+                if distinct.len() != children.len() {
+                    return Some(format!("its root page {root} points to one page twice"));
+                }
+                // Two levels: the root's children are the leaves, as many as the record counts.
+                match database.pages {
+                    Some([branch, leaf, _]) if depth == 2 && (branch != 1 || leaf != children.len() as u64) => {
+                        Some(format!(
+                            "its root page {root} has {} children, its record counts {branch} branch and {leaf} leaf \
+                             pages",
+                            children.len()
+                        ))
+                    }
+                    _ => None,
+                }
+            }
         }
     }
 
