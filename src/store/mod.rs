@@ -255,6 +255,8 @@ impl StoreError {
                     | MdbError::PageNotFound
                     | MdbError::Incompatible
                     | MdbError::Invalid
+                    // A meta page's version field: every deeptree writes its stores with the same LMDB.
+                    | MdbError::VersionMismatch
                     // A read transaction goes bad only where an earlier read met damaged pages.
                     | MdbError::BadTxn
             )
