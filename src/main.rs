@@ -12,6 +12,7 @@ use deeptree::{
     },
     config::Config,
     interop::cli::{ExportArgs, ImportArgs, MergeArgs},
+    store::StoreError,
 };
 
 #[derive(Parser)]
@@ -86,12 +87,23 @@ fn main() -> ExitCode {
                 eprintln!("deeptree: {found}");
                 ExitCode::from(commands::check::DAMAGE_EXIT_CODE)
             }
+            // A damaged store: its line names the store and says to run `deeptree check`, exit status 3 as check's.
+            None if damaged_store(e.as_ref()) => {
+                eprintln!("deeptree: error: {e}");
+                ExitCode::from(commands::check::DAMAGE_EXIT_CODE)
+            }
             None => {
                 eprintln!("deeptree: error: {e}");
                 ExitCode::FAILURE
             }
         },
     }
+}
+
+/// Whether `e`, or an error it wraps, says the store is damaged ([`StoreError::is_damage`]).
+fn damaged_store(e: &(dyn std::error::Error + 'static)) -> bool {
+    std::iter::successors(Some(e), |e| e.source())
+        .any(|e| e.downcast_ref::<StoreError>().is_some_and(StoreError::is_damage))
 }
 
 /// The commands that only print what the store holds end quietly when their reader goes away (`deeptree show --json
@@ -111,7 +123,10 @@ fn run(cli: Cli, config: &Config) -> commands::CommandResult {
     let db = cli.db.as_deref();
     match cli.command {
         // No command: speak UCI on stdin/stdout.
-        None => deeptree::uci::run(config, config.tree_dir(db)),
+        None => {
+            deeptree::store::fault::speaks_uci();
+            deeptree::uci::run(config, config.tree_dir(db))
+        }
         Some(Command::Analyze(args)) => commands::analyze::run(db, config, *args)?,
         Some(Command::Show(args)) => commands::show::run(db, config, args)?,
         // A command that cannot do its work fails before the store is created.

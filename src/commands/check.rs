@@ -105,7 +105,8 @@ fn render(report: &CheckReport) -> String {
         out += "values     owed by an interrupted bulk load: the next command that writes recomputes them\n";
     }
     for Damaged { record, problem } in &report.damaged {
-        out += &format!("damaged    {} {}: {problem}\n", record.database(), record.key());
+        // A damaged key may hold any byte: printed escaped.
+        out += &format!("damaged    {} {}: {problem}\n", record.database(), record.key().escape_debug());
     }
     if report.is_clean() {
         out += "result     clean\n";

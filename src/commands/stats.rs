@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use crate::{config::Config, engine::Asked};
+use crate::{config::Config, engine::Asked, store::StoreError};
 
 use super::{CommandResult, open_existing_store};
 
@@ -20,7 +20,13 @@ pub fn run(db: Option<&Path>, config: &Config, args: StatsArgs) -> CommandResult
     let store = open_existing_store(db, config)?;
     let stats = store.stats()?;
     let engine = store.engine_identity()?;
-    let (per_engine, unrecorded) = evaluations_by_engine(&store)?;
+    let (per_engine, unrecorded, records) = evaluations_by_engine(&store)?;
+    // The count of positions is the nodes database's record's: the records read must be as many.
+    if records != stats.positions {
+        let what =
+            format!("the nodes database's record counts {} positions, its pages hold {records}", stats.positions);
+        return Err(Box::new(StoreError::Structure { path: store.dir().join("data.mdb"), what }));
+    }
     let claims = store.claims_summary()?;
     if json {
         let mut value = serde_json::to_value(stats)?;
@@ -102,12 +108,16 @@ fn by_engine(per_engine: &[(String, u64)]) -> Vec<EngineCount<'_>> {
     engines
 }
 
+/// Evaluations per engine (name, count), those that record no engine, and the records read.
+type Evaluations = (Vec<(String, u64)>, u64, u64);
+
 /// Evaluations per engine of the store's list (name, count), and those that record no engine. An evaluation is one
 /// engine answer kept in the tree: a position's own evaluation, or a move searched from it (the best move of the
 /// position's own evaluation is part of that evaluation, not counted again). An analysis raises the count by the
 /// answers it stored (its report's `stored`, where they were new), not by every search it ran: searches run ahead
 /// of their turn that no pass asked for are not stored (`unasked`), and a deeper answer replaces a shallower one.
-fn evaluations_by_engine(store: &crate::store::Store) -> Result<(Vec<(String, u64)>, u64), crate::store::StoreError> {
+/// Also returns how many records were read.
+fn evaluations_by_engine(store: &crate::store::Store) -> Result<Evaluations, StoreError> {
     let mut per_engine: Vec<(String, u64)> = store.engines()?.into_iter().map(|name| (name, 0)).collect();
     let mut unrecorded = 0u64;
     let mut count = |engine: Option<u16>| match engine.and_then(|n| per_engine.get_mut(usize::from(n))) {
@@ -115,8 +125,10 @@ fn evaluations_by_engine(store: &crate::store::Store) -> Result<(Vec<(String, u6
         None => unrecorded += 1,
     };
     let view = store.read()?;
+    let mut records = 0u64;
     for item in view.nodes()? {
         let (_, node) = item?;
+        records += 1;
         // A checkmate or stalemate is valued without an engine (no best move, no engine): not an evaluation.
         if let Some(eval) = node.eval.as_ref().filter(|e| e.best.is_some() || e.engine.is_some()) {
             count(eval.engine);
@@ -129,5 +141,5 @@ fn evaluations_by_engine(store: &crate::store::Store) -> Result<(Vec<(String, u6
             }
         }
     }
-    Ok((per_engine, unrecorded))
+    Ok((per_engine, unrecorded, records))
 }

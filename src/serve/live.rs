@@ -120,7 +120,10 @@ pub fn spawn_sampler(store: Arc<Store>, root: Line, ring: Arc<Mutex<Ring>>, star
             loop {
                 match sample(&store, &root, started.elapsed().as_secs_f64()) {
                     Ok(s) => ring.lock().push(s),
-                    Err(e) => log::warn!("serve: cannot sample the store: {e}"),
+                    Err(e) => {
+                        crate::store::fault::stop_if_damaged(&e);
+                        log::warn!("serve: cannot sample the store: {e}")
+                    }
                 }
                 std::thread::sleep(SAMPLE_EVERY);
             }

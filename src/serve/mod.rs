@@ -445,11 +445,14 @@ fn describe_search(view: &crate::store::ReadView<'_>, search: &[u8], pid: u32) -
     Ok(json!({"key": key.to_string(), "fen": fen, "after": after, "depth": depth, "moves": restricted, "pid": pid}))
 }
 
-/// A JSON answer, or 500 with the store's error.
+/// A JSON answer, or 500 with the store's error; a damaged store stops the server with its line (exit status 3).
 fn answer_json(result: Result<Value, StoreError>) -> Response {
     match result {
         Ok(value) => Response::json(&value),
-        Err(e) => Response::json_error(500, format!("cannot read the store: {e}")),
+        Err(e) => {
+            crate::store::fault::stop_if_damaged(&e);
+            Response::json_error(500, format!("cannot read the store: {e}"))
+        }
     }
 }
 

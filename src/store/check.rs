@@ -54,7 +54,7 @@ use super::{
     node::Damage,
     node::Node,
     page_size,
-    pages::{Entry, Pages},
+    pages::{DatabaseRecord, Entry, Pages, Tree},
     upkeep::Upkeep,
 };
 use crate::notation::play_uci;
@@ -140,7 +140,7 @@ struct Lookups<'t> {
 /// The data file as its pages read, with what a first pass over every database found wrong with LMDB's own pages.
 struct Source {
     pages: Pages,
-    roots: HashMap<String, u64>,
+    roots: HashMap<String, DatabaseRecord>,
     /// Problems of LMDB's pages (and of the file's length).
     damaged: Vec<Damaged>,
     /// The databases whose every page read sound: only they are looked up through LMDB.
@@ -168,18 +168,70 @@ impl Source {
             return Err(StoreError::Io { path: data_file.to_owned(), source: Arc::new(e) });
         };
         let mut damaged = Vec::new();
+        if let Some(page) = pages.bad_meta {
+            damaged.push(Damaged {
+                record: Record::Page(page),
+                problem: "this meta page is damaged: LMDB refuses the file while it is".to_owned(),
+            });
+        }
         if let Err(truncated @ StoreError::Truncated { page, .. }) = file::check_length(data_file) {
             damaged.push(Damaged { record: Record::Page(page), problem: truncated.to_string() });
         }
         let (named, problems) = pages.databases();
-        let main_sound = problems.is_empty();
+        let mut main_sound = problems.is_empty();
         damaged.extend(problems.into_iter().map(|problem| page_damage("the list of databases", problem)));
-        let roots: HashMap<String, u64> = named.into_iter().collect();
+        if pages.meta.main_flags != 0 {
+            main_sound = false;
+            damaged.push(Damaged {
+                record: Record::Page(pages.meta.current),
+                problem: format!(
+                    "the list of databases: its flags in the meta page are {:#06x}, a store's are none: the meta page \
+                     is damaged",
+                    pages.meta.main_flags
+                ),
+            });
+        }
+        // The free pages, to tell a live root from a stale one. A damaged list is damage too: a writer would take
+        // the pages it lists for its own (every open refuses it).
+        let free = pages.free_pages().unwrap_or_else(|problem| {
+            damaged.push(page_damage("the free pages' list", problem));
+            Default::default()
+        });
+        if let Some(problem) = pages.root_problem(&pages.main(), &free) {
+            main_sound = false;
+            damaged.push(Damaged {
+                record: Record::Page(pages.meta.main_root),
+                problem: format!("the list of databases: {problem}"),
+            });
+        }
+        let roots: HashMap<String, DatabaseRecord> =
+            named.into_iter().map(|database| (database.name.clone(), database)).collect();
         let mut sound = BTreeSet::new();
         for name in ["nodes", "link_pages", "meta"] {
-            let Some(&root) = roots.get(name) else { continue };
+            let Some(database) = roots.get(name) else {
+                // A store has all three from its first transaction on (an older schema's is refused before its
+                // report is made): one missing is a damaged list of databases (a byte of its name changed).
+                if (roots.contains_key("meta") || roots.contains_key("nodes")) && main_sound {
+                    damaged.push(Damaged {
+                        record: Record::Meta(format!("database {name}")),
+                        problem: "missing from the list of databases".to_owned(),
+                    });
+                }
+                continue;
+            };
             let before = damaged.len();
-            damaged.extend(pages.entries(root).filter_map(Result::err).map(|problem| page_damage(name, problem)));
+            if let Some(problem) = database.flags_problem().or_else(|| pages.root_problem(database, &free)) {
+                damaged.push(Damaged { record: Record::Meta(format!("database {name}")), problem });
+            }
+            let mut walk = pages.entries(database);
+            let problems: Vec<_> = walk.by_ref().filter_map(Result::err).collect();
+            // The record's counts, held against a walk that met no damaged page (its counts are off otherwise).
+            if problems.is_empty()
+                && let Some(problem) = walk.counts.problem(database)
+            {
+                damaged.push(Damaged { record: Record::Meta(format!("database {name}")), problem });
+            }
+            damaged.extend(problems.into_iter().map(|problem| page_damage(name, problem)));
             if main_sound && damaged.len() == before {
                 sound.insert(name.to_owned());
             }
@@ -187,7 +239,7 @@ impl Source {
         let schema = roots
             .get("meta")
             .into_iter()
-            .flat_map(|&root| pages.entries(root).filter_map(Result::ok))
+            .flat_map(|database| pages.entries(database).filter_map(Result::ok))
             .find(|entry| entry.key == META_SCHEMA.as_bytes())
             .and_then(|entry| <[u8; 4]>::try_from(entry.value.as_slice()).ok())
             .map_or(0, u32::from_be_bytes);
@@ -204,8 +256,17 @@ impl Source {
 
     /// The entries of a database that read (the damaged pages were reported by [`Source::read`]).
     fn entries(&self, name: &str) -> impl Iterator<Item = Entry> + '_ {
-        let root = self.roots.get(name).copied().unwrap_or(super::pages::NO_PAGE);
-        self.pages.entries(root).filter_map(Result::ok)
+        let none = DatabaseRecord {
+            name: String::new(),
+            root: super::pages::NO_PAGE,
+            flags: 0,
+            depth: 0,
+            entries: None,
+            pages: None,
+            tree: Tree::Named,
+        };
+        let database = self.roots.get(name).cloned().unwrap_or(none);
+        self.pages.entries(&database).filter_map(Result::ok)
     }
 
     /// Checks one node record; what is wrong with it otherwise.
@@ -445,7 +506,7 @@ impl Source {
 /// Opens the LMDB environment in `dir` only to hold a read transaction (which maps nothing but the meta pages):
 /// no other process reuses a page of it meanwhile.
 fn pin(dir: &Path, length: u64) -> Result<heed::Env<WithoutTls>, StoreError> {
-    let lmdb = |source| StoreError::Lmdb { path: dir.join("data.mdb"), source: Arc::new(source) };
+    let lmdb = |source| StoreError::lmdb(&dir.join("data.mdb"), source);
     let page = page_size();
     let map_size = (length as usize).saturating_add(64 << 20).div_ceil(page) * page;
     // As a store opened read-only: LMDB's lock file allocated first (see `disk`), without it where it cannot be.
@@ -489,8 +550,21 @@ impl Store {
         }
         let source = Source::read(&data_file)?;
         source.readable(&data_file)?;
-        let env = pin(dir, source.pages.length)?;
-        let lmdb = |source| StoreError::Lmdb { path: data_file.clone(), source: Arc::new(source) };
+        let env = match pin(dir, source.pages.length) {
+            Ok(env) => env,
+            // LMDB refuses the file (a meta page damaged): the walk's report, without lookups, and the refusal.
+            Err(e) if e.is_damage() => {
+                let mut report = source.check(&data_file, None)?;
+                let cause = std::error::Error::source(&e).map_or_else(|| e.to_string(), ToString::to_string);
+                report.damaged.insert(
+                    0,
+                    Damaged { record: Record::Page(0), problem: format!("LMDB refuses to open the file: {cause}") },
+                );
+                return Ok(report);
+            }
+            Err(e) => return Err(e),
+        };
+        let lmdb = |source| StoreError::lmdb(&data_file, source);
         let txn = env.read_txn().map_err(lmdb)?;
         // Opening a database reads the list of databases through the map: only where it read sound.
         let open = |name: &str| -> Result<Option<Database<Bytes, Bytes>>, StoreError> {
@@ -530,9 +604,14 @@ impl Store {
         }
         let source = Source::read(&data_file)?;
         source.readable(&data_file)?;
-        let pinned = pin(dir, source.pages.length)?;
-        let source_lmdb = |e| StoreError::Lmdb { path: data_file.clone(), source: Arc::new(e) };
-        let held = pinned.read_txn().map_err(source_lmdb)?;
+        // Where LMDB refuses the file (a meta page damaged), no process can write it either: nothing to pin.
+        let pinned = match pin(dir, source.pages.length) {
+            Ok(env) => Some(env),
+            Err(e) if e.is_damage() => None,
+            Err(e) => return Err(e),
+        };
+        let source_lmdb = |e| StoreError::lmdb(&data_file, e);
+        let held = pinned.as_ref().map(|env| env.read_txn()).transpose().map_err(source_lmdb)?;
         std::fs::create_dir_all(out).map_err(io(out))?;
         let target = out.join("data.mdb");
         let lmdb = |source| StoreError::Lmdb { path: target.clone(), source: Arc::new(source) };
@@ -622,7 +701,9 @@ impl Store {
             env.prepare_for_closing().wait();
         }
         drop(held);
-        pinned.prepare_for_closing().wait();
+        if let Some(pinned) = pinned {
+            pinned.prepare_for_closing().wait();
+        }
         // Opening it recomputes the values owed, then closes it.
         drop(Store::open_with(out, &super::StoreOptions::default(), upkeep)?);
         Ok(repair)

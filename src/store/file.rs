@@ -51,6 +51,36 @@ pub(super) fn check_length(path: &Path) -> Result<(), StoreError> {
     }
 }
 
+/// Checks, with plain reads, what every lookup goes through first: the main database's root (the list of named
+/// databases) and each named database's record and root page (see [`Pages::root_problem`]), the free pages' list
+/// read to tell a live root from a stale one. A handful of page reads, at every open: a damaged record of a
+/// database (its flags, its root's page number, its depth) is [`StoreError::Structure`] before LMDB follows it.
+/// The caller holds an LMDB read transaction of the store meanwhile, so that no writer of another process reuses the
+/// pages read. A file that is absent, empty or not an LMDB file is left to LMDB, as in [`check_length`].
+pub(super) fn check_structure(path: &Path) -> Result<(), StoreError> {
+    let Some(file) = Pages::open(path)? else { return Ok(()) };
+    let damaged = |what: String| StoreError::Structure { path: path.to_owned(), what };
+    let free = file
+        .free_pages()
+        .map_err(|problem| damaged(format!("the free pages' list: page {} {}", problem.page, problem.what)))?;
+    let main = file.main();
+    if let Some(problem) = main.flags_problem().or_else(|| file.root_problem(&main, &free)) {
+        return Err(damaged(format!("the list of databases: {problem}")));
+    }
+    let (named, problems) = file.databases();
+    if let Some(problem) = problems.first() {
+        return Err(damaged(format!("the list of databases: page {} {}", problem.page, problem.what)));
+    }
+    // The databases of the current schema (an older one's, such as schema 2's `parents` with duplicates, are read
+    // only by the upgrade that removes them).
+    for database in named.iter().filter(|database| ["nodes", "link_pages", "meta"].contains(&database.name.as_str())) {
+        if let Some(problem) = database.flags_problem().or_else(|| file.root_problem(database, &free)) {
+            return Err(damaged(format!("database {}: {problem}", database.name)));
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use std::fs::File;

@@ -58,7 +58,7 @@ struct Upgrading<'e> {
 
 impl Upgrading<'_> {
     fn lmdb(&self, source: heed::Error) -> StoreError {
-        StoreError::Lmdb { path: self.data_file.to_owned(), source: Arc::new(source) }
+        StoreError::lmdb(self.data_file, source)
     }
 
     fn corrupt(&self, entry: &'static str) -> StoreError {
@@ -75,8 +75,25 @@ pub(super) fn set_up(
     data_file: &Path,
     lock: Option<&File>,
 ) -> Result<Databases, StoreError> {
-    let lmdb = |source| StoreError::Lmdb { path: data_file.to_owned(), source: Arc::new(source) };
+    let lmdb = |source| StoreError::lmdb(data_file, source);
     let found = stored_schema(env, data_file)?;
+    {
+        // A store of any schema has its nodes and its meta, written in one transaction: one without the other is a
+        // damaged list of databases (a byte of a name changed), and a new, empty one must not take its place.
+        let rtxn = env.read_txn().map_err(lmdb)?;
+        let nodes: Option<Database<Bytes, Bytes>> = env.open_database(&rtxn, Some("nodes")).map_err(lmdb)?;
+        let missing = match (found.is_some(), nodes.is_some()) {
+            (true, false) => Some("nodes"),
+            (false, true) => Some("meta"),
+            _ => None,
+        };
+        if let Some(name) = missing {
+            return Err(StoreError::Structure {
+                path: data_file.to_owned(),
+                what: format!("database {name} is missing from the list of databases"),
+            });
+        }
+    }
     if let Some(found) = found
         && found > SCHEMA_VERSION
     {
@@ -121,14 +138,15 @@ pub(super) fn tidy(shared: &Arc<Shared>, hold: Hold) {
 
 /// The schema the store's `meta` names; `None` for a new store.
 fn stored_schema(env: &Env<WithoutTls>, data_file: &Path) -> Result<Option<u32>, StoreError> {
-    let lmdb = |source| StoreError::Lmdb { path: data_file.to_owned(), source: Arc::new(source) };
+    let lmdb = |source| StoreError::lmdb(data_file, source);
     let rtxn = env.read_txn().map_err(lmdb)?;
     let meta: Option<Database<Str, Bytes>> = env.open_database(&rtxn, Some("meta")).map_err(lmdb)?;
+    let corrupt = || StoreError::CorruptMeta { path: data_file.to_owned(), entry: META_SCHEMA };
     match meta.map(|meta| meta.get(&rtxn, META_SCHEMA)).transpose().map_err(lmdb)?.flatten() {
+        // deeptree writes its databases and the schema in one transaction: a `meta` without it is damaged.
+        None if meta.is_some() => Err(corrupt()),
         None => Ok(None),
-        Some(bytes) => Ok(Some(u32::from_be_bytes(
-            bytes.try_into().map_err(|_| StoreError::CorruptMeta { path: data_file.to_owned(), entry: META_SCHEMA })?,
-        ))),
+        Some(bytes) => Ok(Some(u32::from_be_bytes(bytes.try_into().map_err(|_| corrupt())?))),
     }
 }
 
@@ -160,8 +178,7 @@ fn make_room_alone(
     let bytes = std::fs::metadata(data_file).map(|m| m.len() as usize).unwrap_or(0);
     let needed = (env.info().map_size.max(bytes.saturating_mul(2)) + (64 << 20)).div_ceil(page) * page;
     // SAFETY: no transaction of this environment is open here.
-    unsafe { env.resize(needed) }
-        .map_err(|source| StoreError::Lmdb { path: data_file.to_owned(), source: Arc::new(source) })
+    unsafe { env.resize(needed) }.map_err(|source| StoreError::lmdb(data_file, source))
 }
 
 /// Runs the upgrades a store of schema `found` needs, in `wtxn`, and logs what they did.

@@ -53,6 +53,7 @@ pub mod checksum;
 pub mod claims;
 mod disk;
 mod engines;
+pub mod fault;
 mod file;
 pub mod key;
 pub mod links;
@@ -138,11 +139,24 @@ pub enum StoreError {
     #[error("{}: {source}", path.display())]
     Io { path: PathBuf, source: Arc<io::Error> },
     /// A record does not decode.
-    #[error("{}: key {key}: {source}", path.display())]
+    #[error("{}: key {key}: {source}: the record is damaged (`deeptree check` lists every damaged record)", path.display())]
     Corrupt { path: PathBuf, key: PositionKey, source: DecodeError },
     /// A meta entry does not decode.
-    #[error("{}: meta entry '{entry}' is corrupt", path.display())]
+    #[error(
+        "{}: meta entry '{entry}' is corrupt: the store is damaged (`deeptree check` lists every damaged record)",
+        path.display()
+    )]
     CorruptMeta { path: PathBuf, entry: &'static str },
+    /// LMDB found its own pages damaged (`MDB_CORRUPTED`, `MDB_PAGE_NOTFOUND`, a named database that is none, a meta
+    /// page it cannot read): a page number, a page's header or a node's flags were changed on disk.
+    #[error(
+        "{}: {source}: LMDB's pages of the store are damaged (`deeptree check` lists the damage)",
+        path.display()
+    )]
+    Pages { path: PathBuf, source: Arc<heed::Error> },
+    /// The records of LMDB's databases are damaged, as read from the file before LMDB follows them (`file`).
+    #[error("{}: {what}: LMDB's pages of the store are damaged (`deeptree check` lists the damage)", path.display())]
+    Structure { path: PathBuf, what: String },
     /// The store was written by a newer deeptree.
     #[error(
         "{}: schema version {found} is newer than this deeptree supports ({supported}); upgrade deeptree",
@@ -215,8 +229,8 @@ pub enum StoreError {
     /// anything of it is read (reading a page past the end of a mapped file kills the process).
     #[error(
         "{}: the file is {length} bytes, but its LMDB meta page says its pages reach byte {needed} (page {page} \
-         of {page_size} bytes is missing): the file was cut short, by a full disk or an interrupted copy; nothing \
-         was read from it. Restore it from a copy",
+         of {page_size} bytes is missing): the file was cut short, by a full disk or an interrupted copy, or its \
+         meta page is damaged; nothing was read from it. Restore it from a copy (`deeptree check` lists what is left)",
         path.display()
     )]
     Truncated { path: PathBuf, length: u64, needed: u64, page: u64, page_size: u64 },
@@ -231,6 +245,40 @@ pub enum StoreError {
 }
 
 impl StoreError {
+    /// The error of LMDB refusing an operation on the data file `path`: [`StoreError::Pages`] where LMDB says its own
+    /// pages are damaged, [`StoreError::Lmdb`] otherwise.
+    pub(crate) fn lmdb(path: &Path, source: heed::Error) -> StoreError {
+        let damaged = matches!(
+            source,
+            heed::Error::Mdb(
+                MdbError::Corrupted
+                    | MdbError::PageNotFound
+                    | MdbError::Incompatible
+                    | MdbError::Invalid
+                    // A meta page's version field: every deeptree writes its stores with the same LMDB.
+                    | MdbError::VersionMismatch
+                    // A read transaction goes bad only where an earlier read met damaged pages.
+                    | MdbError::BadTxn
+            )
+        );
+        let (path, source) = (path.to_owned(), Arc::new(source));
+        if damaged { StoreError::Pages { path, source } } else { StoreError::Lmdb { path, source } }
+    }
+
+    /// Whether this says the store is damaged: a record that fails its checksum or does not decode, or LMDB's own
+    /// pages. A command that meets one stops with its line and exit status 3, as `deeptree check` does on damage.
+    pub fn is_damage(&self) -> bool {
+        matches!(
+            self,
+            StoreError::Checksum { .. }
+                | StoreError::Corrupt { .. }
+                | StoreError::CorruptMeta { .. }
+                | StoreError::Pages { .. }
+                | StoreError::Structure { .. }
+                | StoreError::Truncated { .. }
+        )
+    }
+
     /// Whether this store takes no more writes in this process: a write failed on the disk, or the store was
     /// opened read-only. Every later write fails the same way at once, so a caller stops instead of trying again
     /// (a refusal of one submission, such as a key collision, is not one of these).
@@ -243,7 +291,7 @@ impl StoreError {
     pub(crate) fn is_disk_failure(&self) -> bool {
         use heed::Error as H;
         match self {
-            StoreError::Io { .. } => true,
+            StoreError::Io { .. } | StoreError::Pages { .. } | StoreError::Structure { .. } => true,
             StoreError::Lmdb { source, .. } => match source.as_ref() {
                 H::Io(_) => true,
                 H::Mdb(e) => matches!(
@@ -314,7 +362,7 @@ impl std::fmt::Display for Record {
         match self {
             Record::Node(key) => write!(f, "node {key}"),
             Record::LinkPage(key) => write!(f, "link page {key}"),
-            Record::Meta(name) => write!(f, "meta entry '{name}'"),
+            Record::Meta(name) => write!(f, "meta entry '{}'", name.escape_debug()),
             Record::Page(number) => write!(f, "LMDB page {number}"),
         }
     }
@@ -402,6 +450,8 @@ pub(crate) struct Shared {
     /// `deeptree.lock`, locked shared while the store is open (exclusive for compaction): tells whether another
     /// process has the store open. A store opened read-only holds it only where it exists and can be opened.
     _lock: Option<File>,
+    /// The map watched for faults while the store is open ([`fault`]).
+    fault: fault::Watch,
 }
 
 /// How a process holds the store's lock file.
@@ -493,7 +543,11 @@ fn open_environment(dir: &Path, options: &StoreOptions) -> Result<(Env<WithoutTl
     let env = unsafe {
         EnvOpenOptions::new().read_txn_without_tls().map_size(map_size).max_dbs(6).max_readers(254).open(dir)
     }
-    .map_err(|source| StoreError::Lmdb { path: data_file.clone(), source: Arc::new(source) })?;
+    .map_err(|source| StoreError::lmdb(&data_file, source))?;
+    // The databases' records and roots, read while a read transaction keeps their pages from reuse.
+    let pin = env.read_txn().map_err(|source| StoreError::lmdb(&data_file, source))?;
+    file::check_structure(&data_file)?;
+    drop(pin);
     Ok((env, data_file))
 }
 
@@ -518,7 +572,7 @@ fn open_read_only_environment(dir: &Path, data: &Path, options: &StoreOptions) -
         open.map_size(map_size).max_dbs(6).max_readers(254).flags(flags);
         open.open(dir)
     }
-    .map_err(|source| StoreError::Lmdb { path: data.to_owned(), source: Arc::new(source) })
+    .map_err(|source| StoreError::lmdb(data, source))
 }
 
 /// The databases of a store opened to read only, its schema and whether a bulk load owes cached values. Nothing is
@@ -529,8 +583,11 @@ fn read_only_databases(
     dir: &Path,
     data: &Path,
 ) -> Result<(migrations::Databases, u32, bool), StoreError> {
-    let lmdb = |source| StoreError::Lmdb { path: data.to_owned(), source: Arc::new(source) };
+    let lmdb = |source| StoreError::lmdb(data, source);
     let rtxn = env.read_txn().map_err(lmdb)?;
+    // The databases' records and roots, read while the transaction keeps their pages from reuse, before LMDB
+    // follows them.
+    file::check_structure(data)?;
     let meta: Option<Database<Str, Bytes>> = env.open_database(&rtxn, Some("meta")).map_err(lmdb)?;
     let nodes: Option<Database<Bytes, Bytes>> = env.open_database(&rtxn, Some("nodes")).map_err(lmdb)?;
     let links: Option<Database<Bytes, Bytes>> = env.open_database(&rtxn, Some("link_pages")).map_err(lmdb)?;
@@ -540,6 +597,15 @@ fn read_only_databases(
         Some(bytes) => Some(u32::from_be_bytes(bytes.try_into().map_err(|_| corrupt())?)),
     };
     let found = match found {
+        // deeptree writes its databases and the schema in one transaction: a `meta` without it is damaged, and so is
+        // a store's `nodes` without a `meta` (a byte of its name changed).
+        None if meta.is_some() => return Err(corrupt()),
+        None if nodes.is_some() => {
+            return Err(StoreError::Structure {
+                path: data.to_owned(),
+                what: "database meta is missing from the list of databases".to_owned(),
+            });
+        }
         // An LMDB file that deeptree never set up.
         None => return Err(StoreError::Missing { path: dir.to_owned() }),
         Some(found) if found > SCHEMA_VERSION => {
@@ -550,8 +616,13 @@ fn read_only_databases(
         }
         Some(found) => found,
     };
+    // The schema is there: a database missing beside it is a damaged list of databases (a name's byte changed).
+    let missing = |name: &str| StoreError::Structure {
+        path: data.to_owned(),
+        what: format!("database {name} is missing from the list of databases"),
+    };
     let (Some(meta), Some(nodes), Some(links)) = (meta, nodes, links) else {
-        return Err(StoreError::Missing { path: dir.to_owned() });
+        return Err(missing(if nodes.is_none() { "nodes" } else { "link_pages" }));
     };
     let owed = meta.get(&rtxn, META_VALUES_OWED).map_err(lmdb)?.is_some();
     // Committed, not dropped: LMDB closes the handles of databases opened in a transaction that aborts.
@@ -814,10 +885,22 @@ impl Store {
         for stat in [self.shared.nodes.stat(&view.txn).map_err(lmdb)?, self.shared.links.stat(&view.txn).map_err(lmdb)?]
         {
             log::debug!("database pages: {stat:?}");
-            used_pages += (stat.branch_pages + stat.leaf_pages + stat.overflow_pages) as u64;
+            used_pages = [stat.branch_pages, stat.leaf_pages, stat.overflow_pages]
+                .into_iter()
+                .fold(used_pages, |sum, pages| sum.saturating_add(pages as u64));
         }
         let page = self.shared.nodes.stat(&view.txn).map_err(lmdb)?.page_size;
         log::debug!("env: last page {} map {}", info.last_page_number, info.map_size);
+        // The databases' records count their pages: more than the file holds is a damaged record.
+        if used_pages > (info.last_page_number as u64).saturating_add(1) {
+            return Err(StoreError::Structure {
+                path: self.shared.data_file.clone(),
+                what: format!(
+                    "the databases' records count {used_pages} pages, the store has {}",
+                    info.last_page_number + 1
+                ),
+            });
+        }
         Ok(Stats { positions, edges, bytes, tree_bytes: used_pages * u64::from(page), map_size: info.map_size as u64 })
     }
 
@@ -875,7 +958,9 @@ impl Shared {
         data_file: PathBuf,
         lock: Option<File>,
     ) -> Shared {
+        let fault = fault::Watch::new(&data_file);
         Shared {
+            fault,
             env,
             nodes,
             links,
@@ -936,10 +1021,85 @@ impl Shared {
 
     /// The node of a position as `txn` sees it, if stored.
     fn node_at(&self, txn: &heed::RoTxn<'_>, key: PositionKey) -> Result<Option<Node>, StoreError> {
-        match self.nodes.get(txn, &key.to_bytes()).map_err(|e| self.lmdb_error(e))? {
+        match self.raw_node_at(txn, key)? {
             None => Ok(None),
             Some(value) => self.node_from(key, value).map(Some),
         }
+    }
+
+    /// The stored value of a position as `txn` sees it, if stored: where none is found, the records on either side of
+    /// its key are checked first ([`Shared::confirm_absent`]).
+    fn raw_node_at<'t>(&self, txn: &'t heed::RoTxn<'_>, key: PositionKey) -> Result<Option<&'t [u8]>, StoreError> {
+        match self.nodes.get(txn, &key.to_bytes()).map_err(|e| self.lmdb_error(e))? {
+            Some(value) => Ok(Some(value)),
+            None => self.confirm_absent(txn, key).map(|()| None),
+        }
+    }
+
+    /// A position found absent is absent, not a record whose key byte was damaged nor one a damaged page hides
+    /// ([`Shared::confirm_absent_in`] in the nodes database).
+    fn confirm_absent(&self, txn: &heed::RoTxn<'_>, key: PositionKey) -> Result<(), StoreError> {
+        self.confirm_absent_in(txn, self.nodes, Table::Nodes, &key.to_bytes())
+    }
+
+    /// A key found absent in `database` (its values sealed for `table`) is absent, not a record whose key byte was
+    /// damaged nor one a damaged page hides: LMDB keeps a leaf's keys in order and looks a key up by bisection, so a
+    /// record whose key changed on disk stays where its key was, beside the place a lookup of its old key ends, and
+    /// fails its checksum (which covers the key it was written under) under its new key; a lookup sent astray by a
+    /// damaged branch key or node offset ends beside records out of their order. The two records on either side of
+    /// the key (from LMDB's own `MDB_SET_RANGE`) are read: each must lie on its side, in order, and hold its
+    /// checksum. A few cursor moves, only for a key not found.
+    fn confirm_absent_in<K: 'static>(
+        &self,
+        txn: &heed::RoTxn<'_>,
+        database: Database<K, Bytes>,
+        table: Table,
+        key: &[u8],
+    ) -> Result<(), StoreError> {
+        use std::{cmp::Ordering, ops::Bound};
+        if !self.sealed {
+            return Ok(());
+        }
+        let database = database.remap_key_type::<Bytes>();
+        let lmdb = |e| self.lmdb_error(e);
+        let sought = match (table, PositionKey::from_slice(key)) {
+            (Table::Nodes, Some(key)) => format!("node {key}"),
+            _ => format!("meta entry '{}'", String::from_utf8_lossy(key)),
+        };
+        let out_of_order = || StoreError::Structure {
+            path: self.data_file.clone(),
+            what: format!(
+                "a lookup of {sought} finds nothing, and the records beside it are out of their order: a key, a \
+                 node's place or a branch page is damaged"
+            ),
+        };
+        let after = database.range(txn, &(Bound::Included(key), Bound::Unbounded)).map_err(lmdb)?.take(2);
+        let before = database.rev_range(txn, &(Bound::Unbounded, Bound::Excluded(key))).map_err(lmdb)?.take(2);
+        for (side, neighbours) in
+            [(Ordering::Greater, after.collect::<Vec<_>>()), (Ordering::Less, before.collect::<Vec<_>>())]
+        {
+            let mut last: &[u8] = key;
+            for neighbour in neighbours {
+                let (found, value) = neighbour.map_err(lmdb)?;
+                if found.cmp(last) != side {
+                    return Err(out_of_order());
+                }
+                last = found;
+                if let Err(mismatch) = checksum::open(table, found, value) {
+                    // The schema version alone is stored bare (every deeptree reads it first).
+                    if table == Table::Meta && found == META_SCHEMA.as_bytes() && value.len() == 4 {
+                        continue;
+                    }
+                    let record = match (table, PositionKey::from_slice(found)) {
+                        (Table::Nodes, Some(found)) => Record::Node(found),
+                        (Table::LinkPages, Some(found)) => Record::LinkPage(found),
+                        _ => Record::Meta(String::from_utf8_lossy(found).into_owned()),
+                    };
+                    return Err(StoreError::Checksum { path: self.data_file.clone(), record, mismatch });
+                }
+            }
+        }
+        Ok(())
     }
 
     /// The links of the page stored at `key`, from its stored value: its checksum checked (schema 5), whole and in
@@ -956,7 +1116,7 @@ impl Shared {
     /// The body of meta entry `name` as `txn` sees it, if present: its checksum checked (schema 5).
     fn meta_value<'t>(&self, txn: &'t heed::RoTxn<'_>, name: &str) -> Result<Option<&'t [u8]>, StoreError> {
         match self.meta.get(txn, name).map_err(|e| self.lmdb_error(e))? {
-            None => Ok(None),
+            None => self.confirm_absent_in(txn, self.meta, Table::Meta, name.as_bytes()).map(|()| None),
             Some(value) => self.meta_body(name, value).map(Some),
         }
     }
@@ -1058,7 +1218,7 @@ impl Shared {
     }
 
     fn lmdb_error(&self, source: heed::Error) -> StoreError {
-        StoreError::Lmdb { path: self.data_file.clone(), source: Arc::new(source) }
+        StoreError::lmdb(&self.data_file, source)
     }
 
     fn read(&self) -> Result<ReadView<'_>, StoreError> {
@@ -1082,7 +1242,14 @@ impl Shared {
     fn adopt_map_size(&self) -> Result<(), StoreError> {
         let _exclusive = self.resize.write();
         // SAFETY: the exclusive lock guarantees that this process has no open transaction.
-        unsafe { self.env.resize(0) }.map_err(|e| self.lmdb_error(e))
+        let resized = unsafe { self.env.resize(0) }.map_err(|e| self.lmdb_error(e));
+        self.map_moved();
+        resized
+    }
+
+    /// The map may have moved: the fault handler watches where it is now.
+    fn map_moved(&self) {
+        self.fault.moved();
     }
 
     /// The map is full: grow it.
@@ -1099,7 +1266,9 @@ impl Shared {
             new_size >> 20
         );
         // SAFETY: the exclusive lock guarantees that this process has no open transaction.
-        unsafe { self.env.resize(new_size) }.map_err(|e| self.lmdb_error(e))
+        let resized = unsafe { self.env.resize(new_size) }.map_err(|e| self.lmdb_error(e));
+        self.map_moved();
+        resized
     }
 
     /// Runs `f` in a write transaction and commits, growing or adopting the map and retrying as needed. A failure
@@ -1220,7 +1389,7 @@ impl ReadView<'_> {
 
     /// The stored value of a position (its record and, from schema 5, its checksum), if stored.
     pub fn raw_node(&self, key: PositionKey) -> Result<Option<&[u8]>, StoreError> {
-        self.shared.nodes.get(&self.txn, &key.to_bytes()).map_err(|e| self.shared.lmdb_error(e))
+        self.shared.raw_node_at(&self.txn, key)
     }
 
     pub fn contains(&self, key: PositionKey) -> Result<bool, StoreError> {
@@ -1235,8 +1404,19 @@ impl ReadView<'_> {
     /// Every stored node in key order (errors for damaged records: the iteration may go on past them).
     pub fn nodes(&self) -> Result<impl Iterator<Item = Result<(PositionKey, Node), StoreError>> + '_, StoreError> {
         let iter = self.shared.nodes.iter(&self.txn).map_err(|e| self.shared.lmdb_error(e))?;
+        // Keys come in strictly rising order: a key again, or a lower one, is a node's place damaged in its page
+        // (LMDB reads another node there) or a damaged page.
+        let mut previous: Option<Vec<u8>> = None;
         Ok(iter.map(move |item| {
             let (key, bytes) = item.map_err(|e| self.shared.lmdb_error(e))?;
+            if previous.as_deref().is_some_and(|previous| previous >= key) {
+                return Err(StoreError::Structure {
+                    path: self.shared.data_file.clone(),
+                    what: "the nodes database's records are out of their order: a node's place or a page is damaged"
+                        .to_owned(),
+                });
+            }
+            previous = Some(key.to_vec());
             let key = PositionKey::from_slice(key)
                 .ok_or_else(|| StoreError::CorruptMeta { path: self.shared.data_file.clone(), entry: "nodes key" })?;
             Ok((key, self.shared.node_from(key, bytes)?))

@@ -22,6 +22,8 @@ use std::{
 use super::StoreError;
 
 const MAGIC: u32 = 0xBEEF_C0DE;
+/// The page size of LMDB on the usual machine: where the second meta page is looked for when the first is damaged.
+const USUAL_PAGE: u64 = 4096;
 const HEADER: usize = 16;
 const NODE: usize = 8;
 /// Offsets inside a meta page (after its page header): the two database records of 48 bytes (free pages, main),
@@ -31,6 +33,12 @@ const FREE_DB: usize = HEADER + 24;
 const MAIN_DB: usize = FREE_DB + DB_RECORD;
 const DB_RECORD: usize = 48;
 const DB_ROOT: usize = 40;
+/// The flags of a database's record (u16, after a u32 pad), its depth (u16) and its count of entries (u64).
+const DB_FLAGS: usize = 4;
+const DB_DEPTH: usize = 6;
+/// Its counts of branch, leaf and overflow pages (u64 each).
+const DB_PAGES: usize = 8;
+const DB_ENTRIES: usize = 32;
 const LAST_PAGE: usize = MAIN_DB + DB_RECORD;
 const TXN_ID: usize = LAST_PAGE + 8;
 const META_END: usize = TXN_ID + 8;
@@ -43,6 +51,13 @@ const F_BIGDATA: u16 = 0x01;
 /// A node whose data is a named database's record.
 pub(super) const F_SUBDATA: u16 = 0x02;
 const F_DUPDATA: u16 = 0x04;
+/// A database's flags: duplicates sorted (`MDB_DUPSORT`), integer keys (`MDB_INTEGERKEY`, the free-page database's).
+const MDB_DUPSORT: u16 = 0x04;
+const MDB_INTEGERKEY: u16 = 0x08;
+/// LMDB's longest key (`MDB_MAXKEYSIZE` of its default build).
+const MAX_KEY: usize = 511;
+/// How deep LMDB's cursors reach (`CURSOR_STACK`): a tree deeper than that is damaged.
+const CURSOR_STACK: usize = 32;
 /// LMDB's "no page": an empty database's root.
 pub(super) const NO_PAGE: u64 = u64::MAX;
 
@@ -53,7 +68,12 @@ pub(super) struct Meta {
     pub last_page: u64,
     pub free_root: u64,
     pub main_root: u64,
+    /// The main database's flags (none in a store) and depth.
+    pub main_flags: u16,
+    pub main_depth: u16,
     pub txn_id: u64,
+    /// The meta page it was read from (0 or 1).
+    pub current: u64,
 }
 
 /// Something wrong with LMDB's own pages: the page, and what.
@@ -69,6 +89,8 @@ pub(super) struct Entry {
     pub key: Vec<u8>,
     pub value: Vec<u8>,
     pub flags: u16,
+    /// Overflow pages its value is held on (none where it is on its leaf).
+    pub overflow_pages: u64,
 }
 
 /// A data file opened for reading its pages.
@@ -78,6 +100,13 @@ pub(super) struct Pages {
     pub meta: Meta,
     /// The file's length in bytes when opened.
     pub length: u64,
+    /// A meta page that does not read as one (LMDB refuses the file then), where the other does.
+    pub bad_meta: Option<u64>,
+}
+
+/// A key as hexadecimal digits (a position's key reads as deeptree prints it).
+fn hex(key: &[u8]) -> String {
+    key.iter().map(|byte| format!("{byte:02x}")).collect()
 }
 
 fn u16_at(bytes: &[u8], at: usize) -> Option<u16> {
@@ -105,7 +134,10 @@ fn parse_meta(page: &[u8]) -> Option<Meta> {
         last_page: u64_at(page, LAST_PAGE)?,
         free_root: u64_at(page, FREE_DB + DB_ROOT)?,
         main_root: u64_at(page, MAIN_DB + DB_ROOT)?,
+        main_flags: u16_at(page, MAIN_DB + DB_FLAGS)?,
+        main_depth: u16_at(page, MAIN_DB + DB_DEPTH)?,
         txn_id: u64_at(page, TXN_ID)?,
+        current: u64_at(page, 0)?,
     })
 }
 
@@ -128,14 +160,20 @@ impl Pages {
             }
         };
         // The meta pages first, then the length: a commit of another process in between only makes the file longer.
-        let Some(first) = read(0)?.as_deref().and_then(parse_meta) else { return Ok(None) };
-        let second = read(first.page_size)?.as_deref().and_then(parse_meta);
-        let meta = match second {
-            Some(second) if second.txn_id > first.txn_id => second,
-            _ => first,
+        // Where the first is damaged, the second is looked for at the usual page size.
+        let (meta, bad_meta) = match read(0)?.as_deref().and_then(parse_meta) {
+            Some(first) => match read(first.page_size)?.as_deref().and_then(parse_meta) {
+                Some(second) if second.txn_id > first.txn_id => (second, None),
+                Some(_) => (first, None),
+                None => (first, Some(1)),
+            },
+            None => match read(USUAL_PAGE)?.as_deref().and_then(parse_meta) {
+                Some(second) if second.page_size == USUAL_PAGE => (second, Some(0)),
+                _ => return Ok(None),
+            },
         };
         let length = file.metadata().map_err(io)?.len();
-        Ok(Some(Pages { file, path: path.to_owned(), meta, length }))
+        Ok(Some(Pages { file, path: path.to_owned(), meta, length, bad_meta }))
     }
 
     /// Pages the file holds whole.
@@ -161,21 +199,63 @@ impl Pages {
         Ok(buffer)
     }
 
-    /// Every leaf entry of the tree whose root is `root`, in key order (a damaged page's entries are left out, with
-    /// its problem in their place).
-    pub(super) fn entries(&self, root: u64) -> Entries<'_> {
+    /// Every leaf entry of the tree of `database`, in key order: a damaged page's entries are left out, with its
+    /// problem in their place, and a damaged node's entry is its problem.
+    pub(super) fn entries(&self, database: &DatabaseRecord) -> Entries<'_> {
+        let root = database.root;
         Entries {
             pages: self,
-            stack: if root == NO_PAGE { Vec::new() } else { vec![root] },
+            tree: database.tree,
+            stack: if root == NO_PAGE {
+                Vec::new()
+            } else {
+                vec![Pending { page: root, level: 0, low: None, high: None }]
+            },
             ready: Vec::new(),
             visited: HashSet::new(),
+            counts: Counts::default(),
         }
     }
 
-    /// Reads one tree page: its children (a branch) or its entries (a leaf).
-    fn tree_page(&self, number: u64) -> Result<TreePage, PageProblem> {
-        let page = self.read(number, 1)?;
+    /// The main database (the list of named databases), as the meta says.
+    pub(super) fn main(&self) -> DatabaseRecord {
+        DatabaseRecord {
+            name: String::new(),
+            root: self.meta.main_root,
+            flags: self.meta.main_flags,
+            depth: self.meta.main_depth,
+            entries: None,
+            pages: None,
+            tree: Tree::Main,
+        }
+    }
+
+    /// The free-page database, as the meta says.
+    fn free(&self) -> DatabaseRecord {
+        DatabaseRecord {
+            name: String::new(),
+            root: self.meta.free_root,
+            flags: MDB_INTEGERKEY,
+            depth: 0,
+            entries: None,
+            pages: None,
+            tree: Tree::Free,
+        }
+    }
+
+    /// Reads one page of `tree` (its number `number`, `level` pages below the root, its keys in `low..high` as its
+    /// parent says): its children (a branch) or its entries (a leaf), every node held against the page, the file and
+    /// the database's flags.
+    fn tree_page(&self, tree: Tree, at: &Pending) -> Result<TreePage, PageProblem> {
+        let number = at.page;
         let problem = |what: &str| PageProblem { page: number, what: what.to_owned() };
+        if number < 2 {
+            return Err(problem("is a meta page, not a page of a database: a page number is damaged"));
+        }
+        if at.level >= CURSOR_STACK {
+            return Err(problem("lies deeper than LMDB's cursors reach: a page number is damaged"));
+        }
+        let page = self.read(number, 1)?;
         let size = page.len();
         let bad = || problem("its header is damaged");
         if u64_at(&page, 0) != Some(number) {
@@ -188,11 +268,15 @@ impl Pages {
             return Err(bad());
         }
         if flags & P_LEAF2 != 0 {
-            // Fixed-size duplicates: no database of the store has them.
-            return Ok(TreePage::Leaf(Vec::new()));
+            return Err(problem("says it holds fixed-size duplicates, which no database of the store has"));
+        }
+        let kind = flags & (P_BRANCH | P_LEAF);
+        if kind != P_BRANCH && kind != P_LEAF {
+            return Err(problem("is neither a branch nor a leaf page"));
         }
         let count = (lower - HEADER) / 2;
-        let node_at = |i: usize| -> Result<(usize, u16, u16, u16, usize), PageProblem> {
+        // A node's place, its three u16 fields and its key, all inside the page.
+        let node_at = |i: usize| -> Result<(usize, u16, u16, u16, &[u8]), PageProblem> {
             let at = usize::from(u16_at(&page, HEADER + 2 * i).ok_or_else(bad)?);
             if at < upper || at + NODE > size {
                 return Err(problem("a node lies outside the page"));
@@ -200,69 +284,151 @@ impl Pages {
             let (lo, hi) = (u16_at(&page, at).ok_or_else(bad)?, u16_at(&page, at + 2).ok_or_else(bad)?);
             let node_flags = u16_at(&page, at + 4).ok_or_else(bad)?;
             let key_size = usize::from(u16_at(&page, at + 6).ok_or_else(bad)?);
-            if at + NODE + key_size > size {
-                return Err(problem("a key runs past the end of its page"));
+            if key_size > MAX_KEY {
+                return Err(problem("a key is longer than LMDB's keys can be"));
             }
-            Ok((at, lo, hi, node_flags, key_size))
+            let key = page
+                .get(at + NODE..at + NODE + key_size)
+                .ok_or_else(|| problem("a key runs past the end of its page"))?;
+            Ok((at, lo, hi, node_flags, key))
         };
-        if flags & P_BRANCH != 0 {
-            let mut children = Vec::with_capacity(count);
-            for i in 0..count {
-                let (_, lo, hi, node_flags, _) = node_at(i)?;
-                children.push(u64::from(lo) | (u64::from(hi) << 16) | (u64::from(node_flags) << 32));
+        // Keys in order and inside the range the parent gives: a lookup finds every entry where the walk finds it.
+        let ordered = tree != Tree::Free;
+        let in_range = |key: &[u8]| {
+            !ordered
+                || (at.low.as_deref().is_none_or(|low| key >= low) && at.high.as_deref().is_none_or(|high| key < high))
+        };
+        if kind == P_BRANCH {
+            if count == 0 {
+                return Err(problem("is a branch page without children"));
             }
-            return Ok(TreePage::Branch(children));
-        }
-        if flags & P_LEAF == 0 {
-            return Err(problem("is neither a branch nor a leaf page"));
+            let mut children = Vec::with_capacity(count);
+            let mut keys: Vec<Option<Vec<u8>>> = Vec::with_capacity(count + 1);
+            for i in 0..count {
+                let (_, lo, hi, node_flags, key) = node_at(i)?;
+                let child = u64::from(lo) | (u64::from(hi) << 16) | (u64::from(node_flags) << 32);
+                // The first child's key is the parent's lower bound (LMDB stores it empty).
+                let key = if i == 0 { at.low.clone() } else { Some(key.to_vec()) };
+                if ordered && i > 0 {
+                    let key = key.as_deref().unwrap_or_default();
+                    let previous = keys.last().cloned().flatten();
+                    if !in_range(key) || previous.as_deref().is_some_and(|previous| previous >= key) {
+                        return Err(problem("its keys are out of order: a lookup would go astray"));
+                    }
+                }
+                keys.push(key);
+                children.push(child);
+            }
+            keys.push(at.high.clone());
+            let pending = children
+                .into_iter()
+                .enumerate()
+                .map(|(i, page)| Pending { page, level: at.level + 1, low: keys[i].clone(), high: keys[i + 1].clone() })
+                .collect();
+            return Ok(TreePage::Branch(pending));
         }
         let mut entries = Vec::with_capacity(count);
+        let mut previous: Option<Vec<u8>> = None;
         for i in 0..count {
-            let (at, lo, hi, node_flags, key_size) = node_at(i)?;
-            let key = page[at + NODE..at + NODE + key_size].to_vec();
-            let data = at + NODE + key_size;
-            let len = usize::from(lo) | (usize::from(hi) << 16);
-            let value = if node_flags & F_BIGDATA != 0 {
-                let first = u64_at(&page, data).ok_or_else(|| problem("an overflow page number runs past its page"))?;
-                self.overflow(first, len).map_err(|e| PageProblem { page: number, what: e.what })?
-            } else {
-                page.get(data..data + len).ok_or_else(|| problem("a value runs past the end of its page"))?.to_vec()
-            };
-            entries.push(Entry { key, value, flags: node_flags & (F_SUBDATA | F_DUPDATA) });
+            let (at_node, lo, hi, node_flags, key) = node_at(i)?;
+            let entry = (|| {
+                let node_problem =
+                    |what: &str| PageProblem { page: number, what: format!("the node of key {} {what}", hex(key)) };
+                if node_flags & !(F_BIGDATA | F_SUBDATA | F_DUPDATA) != 0 {
+                    return Err(node_problem(&format!("has flags {node_flags:#06x}, which LMDB never writes")));
+                }
+                if node_flags & F_DUPDATA != 0 {
+                    // LMDB would take its data for duplicates of a database made without them (no MDB_DUPSORT),
+                    // and follow a cursor that is not there.
+                    return Err(node_problem(
+                        "says it holds duplicates (F_DUPDATA), but its database has none (no MDB_DUPSORT)",
+                    ));
+                }
+                if node_flags & F_SUBDATA != 0 && tree != Tree::Main {
+                    return Err(node_problem(
+                        "says it holds a named database (F_SUBDATA), which only the main database does",
+                    ));
+                }
+                if !in_range(key) || (ordered && previous.as_deref().is_some_and(|previous| previous >= key)) {
+                    return Err(node_problem("lies out of key order: a lookup of its key does not find it"));
+                }
+                let data = at_node + NODE + key.len();
+                let len = usize::from(lo) | (usize::from(hi) << 16);
+                let mut overflow_pages = 0;
+                let value = if node_flags & F_BIGDATA != 0 {
+                    if node_flags & F_SUBDATA != 0 {
+                        return Err(node_problem("says its named database's record is on overflow pages"));
+                    }
+                    let first =
+                        u64_at(&page, data).ok_or_else(|| node_problem("has an overflow page number past its page"))?;
+                    let (value, pages) =
+                        self.overflow(first, len).map_err(|e| PageProblem { page: number, what: e.what })?;
+                    overflow_pages = pages;
+                    value
+                } else {
+                    page.get(data..data + len)
+                        .ok_or_else(|| node_problem("has a value past the end of its page"))?
+                        .to_vec()
+                };
+                if node_flags & F_SUBDATA != 0 && value.len() != DB_RECORD {
+                    return Err(node_problem("holds a named database's record of the wrong size"));
+                }
+                Ok(Entry { key: key.to_vec(), value, flags: node_flags & (F_SUBDATA | F_DUPDATA), overflow_pages })
+            })();
+            if entry.is_ok() {
+                previous = Some(key.to_vec());
+            }
+            entries.push(entry);
         }
         Ok(TreePage::Leaf(entries))
     }
 
-    /// A value of `len` bytes held on overflow pages from page `first`.
-    fn overflow(&self, first: u64, len: usize) -> Result<Vec<u8>, PageProblem> {
-        let head =
-            self.read(first, 1).map_err(|e| PageProblem { what: format!("overflow page {first} {}", e.what), ..e })?;
+    /// A value of `len` bytes held on overflow pages from page `first`, and how many pages hold it.
+    fn overflow(&self, first: u64, len: usize) -> Result<(Vec<u8>, u64), PageProblem> {
+        let problem = |what: String| PageProblem { page: first, what: format!("overflow page {first} {what}") };
+        if first < 2 || len == 0 {
+            return Err(problem("is no overflow page: the node's data is damaged".to_owned()));
+        }
+        let head = self.read(first, 1).map_err(|e| problem(e.what))?;
         let flags = u16_at(&head, 10).unwrap_or(0);
         let count = u64::from(u32_at(&head, 12).unwrap_or(0));
         if flags & P_OVERFLOW == 0 || u64_at(&head, 0) != Some(first) {
-            return Err(PageProblem { page: first, what: format!("overflow page {first} is not one") });
+            return Err(problem("is not one".to_owned()));
         }
-        let pages = self
-            .read(first, count)
-            .map_err(|e| PageProblem { what: format!("overflow page {first} {}", e.what), ..e })?;
-        pages.get(HEADER..HEADER + len).map(<[u8]>::to_vec).ok_or_else(|| PageProblem {
-            page: first,
-            what: format!("overflow page {first} is shorter than its value"),
-        })
+        if (HEADER + len) as u64 > count.saturating_mul(self.meta.page_size) {
+            return Err(problem("is shorter than its value".to_owned()));
+        }
+        let pages = self.read(first, count).map_err(|e| problem(e.what))?;
+        let value = pages.get(HEADER..HEADER + len).ok_or_else(|| problem("is shorter than its value".to_owned()))?;
+        Ok((value.to_vec(), count))
     }
 
-    /// The named databases (name, root page), from the main database's leaves, with the problems met reading them.
-    pub(super) fn databases(&self) -> (Vec<(String, u64)>, Vec<PageProblem>) {
+    /// The named databases, from the main database's leaves, with the problems met reading them.
+    pub(super) fn databases(&self) -> (Vec<DatabaseRecord>, Vec<PageProblem>) {
         let (mut named, mut problems) = (Vec::new(), Vec::new());
-        for entry in self.entries(self.meta.main_root) {
+        for entry in self.entries(&self.main()) {
             match entry {
-                Ok(entry) if entry.flags & F_SUBDATA != 0 => match u64_at(&entry.value, DB_ROOT) {
-                    Some(root) => named.push((String::from_utf8_lossy(&entry.key).into_owned(), root)),
-                    None => problems.push(PageProblem {
-                        page: self.meta.main_root,
-                        what: "a named database's record is too short".to_owned(),
-                    }),
-                },
+                Ok(entry) if entry.flags & F_SUBDATA != 0 => {
+                    let record = |at| u16_at(&entry.value, at);
+                    match (record(DB_FLAGS), record(DB_DEPTH), u64_at(&entry.value, DB_ROOT)) {
+                        (Some(flags), Some(depth), Some(root)) => named.push(DatabaseRecord {
+                            name: String::from_utf8_lossy(&entry.key).into_owned(),
+                            root,
+                            flags,
+                            depth,
+                            entries: u64_at(&entry.value, DB_ENTRIES),
+                            pages: (|| {
+                                let count = |i: usize| u64_at(&entry.value, DB_PAGES + 8 * i);
+                                Some([count(0)?, count(1)?, count(2)?])
+                            })(),
+                            tree: Tree::Named,
+                        }),
+                        _ => problems.push(PageProblem {
+                            page: self.meta.main_root,
+                            what: "a named database's record is too short".to_owned(),
+                        }),
+                    }
+                }
                 Ok(_) => {}
                 Err(problem) => problems.push(problem),
             }
@@ -270,11 +436,76 @@ impl Pages {
         (named, problems)
     }
 
+    /// What is wrong with the root page of `database` as its record gives it, read alone (a handful of reads, made
+    /// at every open): a root past the store, a free page (a stale tree of an older transaction: a page number
+    /// damaged into another that still reads), a page of another kind than the tree's depth says, a damaged header
+    /// or node, a leaf root whose count of entries is not the record's. `free` is the free pages' list.
+    pub(super) fn root_problem(&self, database: &DatabaseRecord, free: &HashSet<u64>) -> Option<String> {
+        let root = database.root;
+        if root == NO_PAGE {
+            return (database.depth != 0 || database.entries.is_some_and(|entries| entries != 0))
+                .then(|| "its record says it is empty, and has entries or levels".to_owned());
+        }
+        if free.contains(&root) {
+            return Some(format!("its root page {root} is a free page: its record's page number is damaged"));
+        }
+        let depth = usize::from(database.depth);
+        if depth == 0 || depth > CURSOR_STACK {
+            return Some(format!("its record says its tree has {depth} levels"));
+        }
+        match self.tree_page(database.tree, &Pending { page: root, level: 0, low: None, high: None }) {
+            Err(problem) => Some(format!("its root page {root} {}", problem.what)),
+            Ok(TreePage::Branch(_)) if depth == 1 => {
+                Some(format!("its root page {root} is a branch, but its record says its tree has one level"))
+            }
+            Ok(TreePage::Leaf(_)) if depth > 1 => {
+                Some(format!("its root page {root} is a leaf, but its record says its tree has {depth} levels"))
+            }
+            Ok(TreePage::Leaf(entries)) => {
+                let count = entries.len() as u64;
+                if let Some(Err(problem)) = entries.into_iter().find(Result::is_err) {
+                    Some(format!("its root page {root}: {}", problem.what))
+                } else {
+                    database
+                        .entries
+                        .filter(|&entries| entries != count)
+                        .map(|entries| format!("its root page {root} holds {count} entries, its record says {entries}"))
+                }
+            }
+            Ok(TreePage::Branch(children)) => {
+                if let Some(child) = children
+                    .iter()
+                    .find(|child| child.page < 2 || child.page > self.meta.last_page || free.contains(&child.page))
+                {
+                    return Some(format!(
+                        "its root page {root} points to page {}, which is none of its pages",
+                        child.page
+                    ));
+                }
+                let distinct: HashSet<u64> = children.iter().map(|child| child.page).collect();
+                if distinct.len() != children.len() {
+                    return Some(format!("its root page {root} points to one page twice"));
+                }
+                // Two levels: the root's children are the leaves, as many as the record counts.
+                match database.pages {
+                    Some([branch, leaf, _]) if depth == 2 && (branch != 1 || leaf != children.len() as u64) => {
+                        Some(format!(
+                            "its root page {root} has {} children, its record counts {branch} branch and {leaf} leaf \
+                             pages",
+                            children.len()
+                        ))
+                    }
+                    _ => None,
+                }
+            }
+        }
+    }
+
     /// Every page the free-page database lists (its entries are lists of page numbers: their length, then the
     /// pages), or the first problem met reading them.
     pub(super) fn free_pages(&self) -> Result<HashSet<u64>, PageProblem> {
         let mut free = HashSet::new();
-        for entry in self.entries(self.meta.free_root) {
+        for entry in self.entries(&self.free()) {
             let entry = entry?;
             let count = u64_at(&entry.value, 0).unwrap_or(0) as usize;
             for i in 0..count {
@@ -289,19 +520,96 @@ impl Pages {
     }
 }
 
+/// Which kind of tree a database is: what its nodes may be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Tree {
+    /// The main database: its leaves name the named databases.
+    Main,
+    /// The free-page database: integer keys (in the machine's order, not compared here).
+    Free,
+    /// A named database of the store: plain keys and values, no duplicates.
+    Named,
+}
+
+/// A database as its record says: its name (empty for the main and free databases), root page and flags.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct DatabaseRecord {
+    pub name: String,
+    pub root: u64,
+    /// Its persistent flags (`MDB_DUPSORT`, `MDB_INTEGERKEY`, ...): none for every database deeptree makes.
+    pub flags: u16,
+    /// The levels of its tree (0 when empty) and its count of entries (where its record gives one).
+    pub depth: u16,
+    pub entries: Option<u64>,
+    /// Its counts of branch, leaf and overflow pages, where its record gives them.
+    pub pages: Option<[u64; 3]>,
+    pub tree: Tree,
+}
+
+impl DatabaseRecord {
+    /// What is wrong with the record of a database that deeptree made (it makes every one without flags).
+    pub(super) fn flags_problem(&self) -> Option<String> {
+        (self.flags != 0).then(|| {
+            format!(
+                "its record's flags are {:#06x}{}, but deeptree makes its databases without flags: the record is damaged",
+                self.flags,
+                if self.flags & MDB_DUPSORT != 0 { " (MDB_DUPSORT)" } else { "" }
+            )
+        })
+    }
+}
+
+/// A page still to read, with what its parent says of it: its level below the root and the range of its keys.
+struct Pending {
+    page: u64,
+    level: usize,
+    low: Option<Vec<u8>>,
+    high: Option<Vec<u8>>,
+}
+
 enum TreePage {
-    Branch(Vec<u64>),
-    Leaf(Vec<Entry>),
+    Branch(Vec<Pending>),
+    Leaf(Vec<Result<Entry, PageProblem>>),
 }
 
 /// The leaf entries of one tree, depth first in key order.
 pub(super) struct Entries<'p> {
     pages: &'p Pages,
+    tree: Tree,
     /// Pages still to read, the next on top.
-    stack: Vec<u64>,
-    /// Entries of the last leaf read, the next on top.
-    ready: Vec<Entry>,
+    stack: Vec<Pending>,
+    /// Entries (or the problems of their nodes) of the last leaf read, the next on top.
+    ready: Vec<Result<Entry, PageProblem>>,
     visited: HashSet<u64>,
+    /// What the walk met so far: branch, leaf and overflow pages, entries, levels.
+    pub counts: Counts,
+}
+
+/// What a walk of a tree met: as its database's record counts them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(super) struct Counts {
+    pub branch_pages: u64,
+    pub leaf_pages: u64,
+    pub overflow_pages: u64,
+    pub entries: u64,
+    pub depth: u16,
+}
+
+impl Counts {
+    /// Where the record of `database` counts otherwise than the walk of its every page found (a damaged count, which
+    /// `stats` reports): what differs.
+    pub(super) fn problem(&self, database: &DatabaseRecord) -> Option<String> {
+        let [branch, leaf, overflow] = database.pages?;
+        let recorded = (branch, leaf, overflow, database.entries?, database.depth);
+        let walked = (self.branch_pages, self.leaf_pages, self.overflow_pages, self.entries, self.depth);
+        (recorded != walked).then(|| {
+            format!(
+                "its record counts {branch} branch, {leaf} leaf and {overflow} overflow pages, {} entries and {} \
+                 levels; its pages hold {}, {}, {}, {} and {}",
+                recorded.3, recorded.4, walked.0, walked.1, walked.2, walked.3, walked.4
+            )
+        })
+    }
 }
 
 impl Iterator for Entries<'_> {
@@ -310,18 +618,30 @@ impl Iterator for Entries<'_> {
     fn next(&mut self) -> Option<Self::Item> {
         loop {
             if let Some(entry) = self.ready.pop() {
-                return Some(Ok(entry));
+                if let Ok(entry) = &entry {
+                    self.counts.entries += 1;
+                    self.counts.overflow_pages += entry.overflow_pages;
+                }
+                return Some(entry);
             }
-            let number = self.stack.pop()?;
-            if !self.visited.insert(number) {
+            let pending = self.stack.pop()?;
+            if !self.visited.insert(pending.page) {
                 return Some(Err(PageProblem {
-                    page: number,
+                    page: pending.page,
                     what: "is reached twice: a page number is damaged".to_owned(),
                 }));
             }
-            match self.pages.tree_page(number) {
-                Ok(TreePage::Branch(children)) => self.stack.extend(children.into_iter().rev()),
-                Ok(TreePage::Leaf(entries)) => self.ready.extend(entries.into_iter().rev()),
+            let level = u16::try_from(pending.level + 1).unwrap_or(u16::MAX);
+            match self.pages.tree_page(self.tree, &pending) {
+                Ok(TreePage::Branch(children)) => {
+                    self.counts.branch_pages += 1;
+                    self.stack.extend(children.into_iter().rev())
+                }
+                Ok(TreePage::Leaf(entries)) => {
+                    self.counts.leaf_pages += 1;
+                    self.counts.depth = self.counts.depth.max(level);
+                    self.ready.extend(entries.into_iter().rev())
+                }
                 Err(problem) => return Some(Err(problem)),
             }
         }
@@ -363,10 +683,12 @@ mod tests {
         let pages = Pages::open(&dir.path().join("data.mdb")).unwrap().unwrap();
         let (named, problems) = pages.databases();
         assert!(problems.is_empty(), "{problems:?}");
-        let mut names: Vec<&str> = named.iter().map(|(name, _)| name.as_str()).collect();
+        let mut names: Vec<&str> = named.iter().map(|database| database.name.as_str()).collect();
         names.sort_unstable();
         assert_eq!(names, ["empty", "large", "small"]);
-        for (name, root) in &named {
+        for named in &named {
+            assert_eq!((named.flags, named.flags_problem()), (0, None));
+            let name = &named.name;
             let database: heed::Database<Bytes, Bytes> = env.open_database(&rtxn, Some(name)).unwrap().unwrap();
             let lmdb: Vec<(Vec<u8>, Vec<u8>)> = database
                 .iter(&rtxn)
@@ -374,7 +696,7 @@ mod tests {
                 .map(|item| item.map(|(k, v)| (k.to_vec(), v.to_vec())).unwrap())
                 .collect();
             let read: Vec<(Vec<u8>, Vec<u8>)> =
-                pages.entries(*root).map(|entry| entry.map(|e| (e.key, e.value)).unwrap()).collect();
+                pages.entries(named).map(|entry| entry.map(|e| (e.key, e.value)).unwrap()).collect();
             assert!(lmdb == read, "{name}: {} entries by LMDB, {} read page by page", lmdb.len(), read.len());
         }
         assert!(!pages.free_pages().unwrap().is_empty());
@@ -394,9 +716,11 @@ mod tests {
         drop(env);
         let path = dir.path().join("data.mdb");
         let pages = Pages::open(&path).unwrap().unwrap();
-        let root = pages.databases().0[0].1;
-        let Ok(TreePage::Branch(children)) = pages.tree_page(root) else { panic!("the root is a branch") };
-        let all = pages.entries(root).count();
+        let database = pages.databases().0.remove(0);
+        let root = database.root;
+        let at = Pending { page: root, level: 0, low: None, high: None };
+        let Ok(TreePage::Branch(children)) = pages.tree_page(Tree::Named, &at) else { panic!("the root is a branch") };
+        let all = pages.entries(&database).count();
         // The root's first child pointer (a branch node's first three u16) set far past the end.
         let mut bytes = std::fs::read(&path).unwrap();
         let page = (root * pages.meta.page_size) as usize;
@@ -404,11 +728,42 @@ mod tests {
         bytes[node + 4..node + 6].copy_from_slice(&0x00ffu16.to_ne_bytes());
         std::fs::write(&path, &bytes).unwrap();
         let pages = Pages::open(&path).unwrap().unwrap();
-        let read: Vec<_> = pages.entries(root).collect();
+        let read: Vec<_> = pages.entries(&database).collect();
         let problems: Vec<_> = read.iter().filter_map(|entry| entry.as_ref().err()).collect();
         assert_eq!(problems.len(), 1, "{problems:?}");
         assert!(problems[0].what.contains("past the end"), "{problems:?}");
         assert!(read.len() > all / 2 && read.len() < all + 1, "{} of {all}", read.len());
         assert!(children.len() > 1);
+    }
+
+    /// A leaf node that says it holds duplicates (`F_DUPDATA`) in a database made without them is a problem of that
+    /// entry alone, found by the walk (LMDB would follow a cursor that is not there): the page's other entries read.
+    #[test]
+    fn a_node_flagged_as_duplicates_is_a_problem_of_its_entry() {
+        let dir = tempfile::tempdir().unwrap();
+        let env = unsafe { heed::EnvOpenOptions::new().map_size(1 << 24).max_dbs(1).open(dir.path()).unwrap() };
+        let mut wtxn = env.write_txn().unwrap();
+        let db: heed::Database<Bytes, Bytes> = env.create_database(&mut wtxn, Some("d")).unwrap();
+        for i in 0u32..20 {
+            db.put(&mut wtxn, &i.to_be_bytes(), &[9; 12]).unwrap();
+        }
+        wtxn.commit().unwrap();
+        drop(env);
+        let path = dir.path().join("data.mdb");
+        let pages = Pages::open(&path).unwrap().unwrap();
+        let database = pages.databases().0.remove(0);
+        let mut bytes = std::fs::read(&path).unwrap();
+        let page = (database.root * pages.meta.page_size) as usize;
+        // The fourth node's flags.
+        let node = page + usize::from(u16_at(&bytes[page..], HEADER + 6).unwrap());
+        assert_eq!(&bytes[node + NODE..node + NODE + 4], &3u32.to_be_bytes());
+        bytes[node + 4] |= 0x04;
+        std::fs::write(&path, &bytes).unwrap();
+        let pages = Pages::open(&path).unwrap().unwrap();
+        let read: Vec<_> = pages.entries(&database).collect();
+        assert_eq!(read.len(), 20);
+        let problems: Vec<_> = read.iter().filter_map(|entry| entry.as_ref().err()).collect();
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(problems[0].what.contains("F_DUPDATA") && problems[0].what.contains("00000003"), "{problems:?}");
     }
 }
