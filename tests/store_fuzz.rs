@@ -69,8 +69,9 @@ struct Outcome {
 enum Class {
     Same,
     DamageLine,
-    /// The damage line, but another exit status than 3.
-    LineNot3,
+    /// The damage said otherwise: the damage line with another exit status than 3, or a UCI session's `info string
+    /// error` naming the store without saying it is damaged.
+    SaidOtherwise,
     /// Another error, or a UCI session without a legal `bestmove`.
     Error,
     Signal,
@@ -234,6 +235,8 @@ fn classify(reader: &str, outcome: &Outcome, undamaged: &Outcome, db: &Path) -> 
                 Class::Error
             } else if said {
                 Class::DamageLine
+            } else if outcome.out.lines().any(|line| line.starts_with("info string error") && line.contains("STORE")) {
+                Class::SaidOtherwise
             } else if outcome.out == undamaged.out {
                 Class::Same
             } else {
@@ -265,7 +268,7 @@ fn classify(reader: &str, outcome: &Outcome, undamaged: &Outcome, db: &Path) -> 
             Some(3) if damage_line(outcome, db) => Class::DamageLine,
             Some(0) if outcome.out == undamaged.out => Class::Same,
             Some(0) => Class::Silent,
-            _ if damage_line(outcome, db) => Class::LineNot3,
+            _ if damage_line(outcome, db) => Class::SaidOtherwise,
             _ => Class::Error,
         },
     }
