@@ -25,7 +25,7 @@ use std::{
         atomic::{AtomicUsize, Ordering},
         mpsc::channel,
     },
-    time::Duration,
+    time::{Duration, Instant},
 };
 
 mod common;
@@ -122,7 +122,13 @@ fn serve(db: &Path) -> Outcome {
         answers = vec![get(port, "/"), get(port, "/api/position")];
         std::thread::sleep(Duration::from_millis(300));
     }
-    let ended = child.try_wait().expect("try_wait");
+    // A `serve` that printed no address is ending (its standard output closed): wait for its status, a while.
+    let mut ended = child.try_wait().expect("try_wait");
+    let waited = Instant::now();
+    while answers.is_empty() && ended.is_none() && waited.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(10));
+        ended = child.try_wait().expect("try_wait");
+    }
     if ended.is_none() {
         let _ = child.kill();
     }
@@ -232,7 +238,9 @@ fn classify(reader: &str, outcome: &Outcome, undamaged: &Outcome, db: &Path) -> 
                     && ["damaged", "unreadable", "deeptree check"].iter().any(|word| line.contains(word))
             });
             if !legal {
-                Class::Error
+                // A fault in LMDB's map ends the session: it may not go on, but it must say so, in an `info
+                // string` and in its one line on stderr, with exit status 3.
+                if code == Some(3) && said && damage_line(outcome, db) { Class::DamageLine } else { Class::Error }
             } else if said {
                 Class::DamageLine
             } else if outcome.out.lines().any(|line| line.starts_with("info string error") && line.contains("STORE")) {
