@@ -79,10 +79,20 @@ static INSTALL: Once = Once::new();
 /// else returns.
 pub fn stop_if_damaged(e: &StoreError) {
     if e.is_damage() {
+        // Several threads may meet the damage at once (`serve`'s answers and its sampler): the first says it and
+        // ends the process; the others wait for that end, so that the line is said once.
+        if STOPPING.swap(true, Ordering::AcqRel) {
+            loop {
+                std::thread::park();
+            }
+        }
         eprintln!("deeptree: error: {e}");
         std::process::exit(DAMAGE_EXIT_STATUS);
     }
 }
+
+/// Set by the first thread that ends the process for a damaged store (by [`stop_if_damaged`] or a fault).
+static STOPPING: AtomicBool = AtomicBool::new(false);
 
 /// This process speaks UCI on its standard output: a fault also says so there, in an `info string` a GUI shows,
 /// before the process ends (its GUI then sees the engine gone, as after any crash, but knows why).
@@ -227,8 +237,14 @@ extern "C" fn on_fault(signal: libc::c_int, info: *mut libc::siginfo_t, context:
         let slot = &SLOTS_IN_USE[i];
         let (line, len) = (slot.line.load(Ordering::Acquire), slot.len.load(Ordering::Acquire));
         let (info, info_len) = (slot.info.load(Ordering::Acquire), slot.info_len.load(Ordering::Acquire));
-        // SAFETY: write(2) and _exit(2) are async-signal-safe; the lines were leaked when the store opened.
+        // SAFETY: write(2), pause(2) and _exit(2) are async-signal-safe; the lines were leaked when the store opened.
         unsafe {
+            // Another thread is already saying the line and ending the process: wait for that end.
+            if STOPPING.swap(true, Ordering::AcqRel) {
+                loop {
+                    libc::pause();
+                }
+            }
             if SPEAKS_UCI.load(Ordering::Acquire) && !info.is_null() {
                 libc::write(libc::STDOUT_FILENO, info.cast(), info_len);
             }
