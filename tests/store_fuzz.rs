@@ -114,6 +114,13 @@ fn serve(db: &Path) -> Outcome {
         .stderr(Stdio::piped())
         .spawn()
         .expect("deeptree serve starts");
+    // Its stderr read as it comes: a process blocked writing a full pipe would look hung.
+    let mut err = child.stderr.take().expect("stderr");
+    let err_reader = std::thread::spawn(move || {
+        let mut bytes = Vec::new();
+        let _ = err.read_to_end(&mut bytes);
+        bytes
+    });
     let mut url = String::new();
     let _ = BufReader::new(child.stdout.take().expect("stdout")).read_line(&mut url);
     let mut answers = Vec::new();
@@ -132,8 +139,9 @@ fn serve(db: &Path) -> Outcome {
     if ended.is_none() {
         let _ = child.kill();
     }
-    let output = child.wait_with_output().expect("serve ends");
-    Outcome { status: ended, out: answers.join("\n"), err: text(&output.stderr) }
+    child.wait().expect("serve ends");
+    let err = err_reader.join().expect("its stderr is read");
+    Outcome { status: ended, out: answers.join("\n"), err: text(&err) }
 }
 
 /// A UCI session: Stockfish as the inner engine, no background analysis, `go depth 3` at the start position (the

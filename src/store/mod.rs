@@ -357,12 +357,24 @@ impl serde::Serialize for Record {
     }
 }
 
+/// The characters of a meta entry's name a message shows.
+const MAX_NAME_SHOWN: usize = 64;
+
 impl std::fmt::Display for Record {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Record::Node(key) => write!(f, "node {key}"),
             Record::LinkPage(key) => write!(f, "link page {key}"),
-            Record::Meta(name) => write!(f, "meta entry '{}'", name.escape_debug()),
+            Record::Meta(name) => {
+                // A damaged key may be any length LMDB allows (up to 511 bytes, or anything a damaged size says):
+                // its first characters name it, so that a message stays one short line.
+                let shown: String = name.escape_debug().take(MAX_NAME_SHOWN).collect();
+                if name.escape_debug().nth(MAX_NAME_SHOWN).is_some() {
+                    write!(f, "meta entry '{shown}...' ({} bytes)", name.len())
+                } else {
+                    write!(f, "meta entry '{shown}'")
+                }
+            }
             Record::Page(number) => write!(f, "LMDB page {number}"),
         }
     }
@@ -1431,6 +1443,16 @@ mod tests {
     /// The messages of an error and of each error below it, through `source()`.
     fn chain(e: &(dyn std::error::Error + 'static)) -> Vec<String> {
         std::iter::successors(Some(e), |&e| e.source()).map(ToString::to_string).collect()
+    }
+
+    /// A damaged meta entry's name is shown escaped and cut short: one short line, whatever its length.
+    #[test]
+    fn a_meta_entry_is_named_in_one_short_line() {
+        assert_eq!(Record::Meta("schema".to_owned()).to_string(), "meta entry 'schema'");
+        let damaged = format!("{}\n\u{1b}", "x".repeat(40_000));
+        let shown = Record::Meta(damaged).to_string();
+        assert_eq!(shown, format!("meta entry '{}...' (40002 bytes)", "x".repeat(64)));
+        assert_eq!(Record::Meta("a\nb".to_owned()).to_string(), "meta entry 'a\\nb'");
     }
 
     /// The error each variant wraps is reachable through `source()`, and the message is unchanged by it.
