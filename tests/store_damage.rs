@@ -542,6 +542,38 @@ fn a_page_number_past_the_end_stops_readers_with_one_line_and_check_names_it() {
     assert!(met.iter().any(|(_, met)| met.said()), "the damage is met: {met:?}");
 }
 
+/// A child page number of the nodes database's root damaged into the number of another page of the file (the root
+/// itself, or a branch of another database): LMDB's cursors met a branch where a leaf belongs and aborted the process
+/// on their own assertions (SIGABRT, LMDB's message and no word of deeptree's). The open reads each child of a root
+/// branch: every reader stops with the one line at open, and `check` names the damage.
+#[test]
+fn a_root_child_damaged_into_another_page_stops_every_reader_at_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let clean = store_in(dir.path(), "clean");
+    let damaged = store_in(dir.path(), "damaged");
+    let data = damaged.join("data.mdb");
+    let mut bytes = std::fs::read(&data).unwrap();
+    let (page_size, root) = database_root(&bytes, "nodes");
+    let page = root * page_size;
+    assert_eq!(bytes[page + 10] & 0x01, 0x01, "the nodes database's root is a branch page");
+    // Its first child's page number (the node's first three u16) set to the root's own.
+    let node = page + usize::from(u16::from_ne_bytes([bytes[page + 16], bytes[page + 17]]));
+    let number = root.to_ne_bytes();
+    bytes[node..node + 4].copy_from_slice(&number[..4]);
+    bytes[node + 4..node + 6].copy_from_slice(&[number[4], number[5]]);
+    std::fs::write(&data, &bytes).unwrap();
+
+    let output = run(&damaged, &["check"]);
+    assert_eq!(output.status.code(), Some(3), "{}", stderr(&output));
+    let met = readers(&clean, &damaged);
+    for (what, met) in &met {
+        if *what != "uci" {
+            assert_eq!(*met, Met::Line, "{what} stops at open: {met:?}");
+        }
+    }
+    assert_eq!(met.last().map(|(_, met)| *met), Some(Met::Told), "a UCI session searches directly and says why");
+}
+
 /// The nodes database's record in the list of databases damaged: its root page number changed into one of its own
 /// leaves (a page that reads as a whole tree of fewer records). Found by the reads every open makes of the databases'
 /// records and roots, before LMDB follows them: every reader stops with the one line, and `check` names it. Before,

@@ -259,7 +259,7 @@ impl StoreError {
                     | MdbError::VersionMismatch
                     // A read transaction goes bad only where an earlier read met damaged pages.
                     | MdbError::BadTxn
-            )
+            ) | heed::Error::Decoding(_) // a key or value this store wrote that its codec cannot read back
         );
         let (path, source) = (path.to_owned(), Arc::new(source));
         if damaged { StoreError::Pages { path, source } } else { StoreError::Lmdb { path, source } }

@@ -486,6 +486,24 @@ impl Pages {
                 if distinct.len() != children.len() {
                     return Some(format!("its root page {root} points to one page twice"));
                 }
+                // Each child is a page of the kind its level holds (leaves under a two-level root, branches above):
+                // a child page number damaged into another page of the file (a page of another database, a branch
+                // where a leaf belongs) makes LMDB's cursors fail their own assertions and abort the process. One
+                // read a child: the root's children are a few hundred at most.
+                for child in &children {
+                    let wrong = match self.tree_page(database.tree, child) {
+                        Err(problem) => Some(problem.what),
+                        Ok(TreePage::Branch(_)) if depth == 2 => Some("a branch where a leaf belongs".to_owned()),
+                        Ok(TreePage::Leaf(_)) if depth > 2 => Some("a leaf where a branch belongs".to_owned()),
+                        Ok(_) => None,
+                    };
+                    if let Some(what) = wrong {
+                        return Some(format!(
+                            "its root page {root} points to page {}, which is damaged: {what}",
+                            child.page
+                        ));
+                    }
+                }
                 // Two levels: the root's children are the leaves, as many as the record counts.
                 match database.pages {
                     Some([branch, leaf, _]) if depth == 2 && (branch != 1 || leaf != children.len() as u64) => {
