@@ -55,6 +55,9 @@ pub enum Mismatch {
     /// The value is too short to hold a checksum.
     #[error("{len} bytes: too short to hold its checksum")]
     Short { len: usize },
+    /// The value's length, as LMDB read it from its node, runs past the store's map: the node is damaged.
+    #[error("{len} bytes: its length runs past the store's map")]
+    PastMap { len: usize },
 }
 
 fn crc(table: Table, key: &[u8], body: &[u8]) -> u32 {
@@ -78,6 +81,9 @@ pub fn sealed(table: Table, key: &[u8], body: &[u8]) -> Vec<u8> {
 
 /// The body of a sealed value, once its checksum holds for `key`.
 pub fn open<'v>(table: Table, key: &[u8], value: &'v [u8]) -> Result<&'v [u8], Mismatch> {
+    if super::fault::runs_past_map(value) {
+        return Err(Mismatch::PastMap { len: value.len() });
+    }
     let Some(split) = value.len().checked_sub(SIZE) else { return Err(Mismatch::Short { len: value.len() }) };
     let (body, stored) = value.split_at(split);
     let stored = u32::from_be_bytes([stored[0], stored[1], stored[2], stored[3]]);

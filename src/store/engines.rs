@@ -176,6 +176,12 @@ pub(super) fn tidy_at_open(shared: &Arc<Shared>, alone: impl FnOnce() -> bool) -
             }
             tidied
         }
+        // Damage is said once, by the reader that meets it (its one line, or a UCI session's `info string`), and
+        // `check` lists it: a warning here would be a second line for the same damage.
+        Err(e) if e.is_damage() => {
+            log::debug!("the list of engines was not tidied: {e}");
+            Tidied::default()
+        }
         Err(e) => {
             log::warn!("the list of engines was not tidied: {e}");
             Tidied::default()

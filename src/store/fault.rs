@@ -94,6 +94,22 @@ pub fn stop_if_damaged(e: &StoreError) {
 /// Set by the first thread that ends the process for a damaged store (by [`stop_if_damaged`] or a fault).
 static STOPPING: AtomicBool = AtomicBool::new(false);
 
+/// Whether `value` starts inside an open store's map and runs past its end: a value whose length LMDB read from a
+/// damaged node. Reading it would fault past the map, where another mapping of the process (a thread's stack, an
+/// allocator's reserve) may lie and the fault would not be the store's; it is refused before any byte of it is read.
+/// A value outside every known map (a page a write transaction copied to the heap) is not judged.
+pub fn runs_past_map(value: &[u8]) -> bool {
+    let start = value.as_ptr() as usize;
+    let Some(end) = start.checked_add(value.len()) else { return true };
+    SLOTS_IN_USE.iter().any(|slot| {
+        let (map_start, map_end) = (slot.start.load(Ordering::Acquire), slot.end.load(Ordering::Acquire));
+        slot.taken.load(Ordering::Acquire)
+            && map_start < map_end
+            && (map_start..map_end).contains(&start)
+            && end > map_end
+    })
+}
+
 /// This process speaks UCI on its standard output: a fault also says so there, in an `info string` a GUI shows,
 /// before the process ends (its GUI then sees the engine gone, as after any crash, but knows why).
 pub fn speaks_uci() {
