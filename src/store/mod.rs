@@ -1449,7 +1449,7 @@ mod tests {
     #[test]
     fn a_meta_entry_is_named_in_one_short_line() {
         assert_eq!(Record::Meta("schema".to_owned()).to_string(), "meta entry 'schema'");
-        let damaged = format!("{}\n\u{1b}", "x".repeat(40_000));
+        let damaged = format!("{}\n{}", "x".repeat(40_000), char::from(27));
         let shown = Record::Meta(damaged).to_string();
         assert_eq!(shown, format!("meta entry '{}...' (40002 bytes)", "x".repeat(64)));
         assert_eq!(Record::Meta("a\nb".to_owned()).to_string(), "meta entry 'a\\nb'");
