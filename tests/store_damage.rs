@@ -513,6 +513,15 @@ fn a_record_under_a_damaged_key_is_damage_not_a_position_never_analysed() {
     }
 }
 
+/// The nodes database's root page (a branch in the fixture) and the file offset of its `index`th child's node.
+fn nodes_root_child(bytes: &[u8], index: usize) -> (usize, usize) {
+    let (page_size, root) = database_root(bytes, "nodes");
+    let page = root * page_size;
+    assert_eq!(bytes[page + 10] & 0x01, 0x01, "the nodes database's root is a branch page");
+    let at = page + 16 + 2 * index;
+    (root, page + usize::from(u16::from_ne_bytes([bytes[at], bytes[at + 1]])))
+}
+
 /// A page number of a branch page of the nodes database damaged past the end of the store: LMDB says
 /// `MDB_PAGE_NOTFOUND` (a read there would fault), every reader stops with the one line (or prints what it printed,
 /// where it never goes there), `check` names the page and its repair keeps the pages it can reach.
@@ -523,11 +532,8 @@ fn a_page_number_past_the_end_stops_readers_with_one_line_and_check_names_it() {
     let damaged = store_in(dir.path(), "damaged");
     let data = damaged.join("data.mdb");
     let mut bytes = std::fs::read(&data).unwrap();
-    let (page_size, root) = database_root(&bytes, "nodes");
-    let page = root * page_size;
-    assert_eq!(bytes[page + 10] & 0x01, 0x01, "the nodes database's root is a branch page");
     // Its second child's page number (the node's first three u16) set far past the end.
-    let node = page + usize::from(u16::from_ne_bytes([bytes[page + 18], bytes[page + 19]]));
+    let (_, node) = nodes_root_child(&bytes, 1);
     bytes[node..node + 6].copy_from_slice(&[0xff, 0xff, 0x0f, 0, 0, 0]);
     std::fs::write(&data, &bytes).unwrap();
 
@@ -553,11 +559,8 @@ fn a_root_child_damaged_into_another_page_stops_every_reader_at_open() {
     let damaged = store_in(dir.path(), "damaged");
     let data = damaged.join("data.mdb");
     let mut bytes = std::fs::read(&data).unwrap();
-    let (page_size, root) = database_root(&bytes, "nodes");
-    let page = root * page_size;
-    assert_eq!(bytes[page + 10] & 0x01, 0x01, "the nodes database's root is a branch page");
     // Its first child's page number (the node's first three u16) set to the root's own.
-    let node = page + usize::from(u16::from_ne_bytes([bytes[page + 16], bytes[page + 17]]));
+    let (root, node) = nodes_root_child(&bytes, 0);
     let number = root.to_ne_bytes();
     bytes[node..node + 4].copy_from_slice(&number[..4]);
     bytes[node + 4..node + 6].copy_from_slice(&[number[4], number[5]]);
