@@ -229,12 +229,15 @@ fn install() {
 fn store_of(signal: libc::c_int, code: libc::c_int, address: usize) -> Option<usize> {
     let live = |i: usize| SLOTS_IN_USE[i].taken.load(Ordering::Acquire);
     let unmapped = signal == libc::SIGSEGV && code == SEGV_MAPERR;
-    let mapped = (0..SLOTS).find(|&i| {
+    let within = |i: usize, past: usize| {
         let slot = &SLOTS_IN_USE[i];
         let (start, end) = (slot.start.load(Ordering::Acquire), slot.end.load(Ordering::Acquire));
-        let reach = if unmapped { end.saturating_add(PAST_THE_MAP) } else { end };
-        live(i) && start != 0 && address >= start && address < reach
-    });
+        live(i) && start != 0 && address >= start && address < end.saturating_add(past)
+    };
+    // A map that holds the address comes first: another store's map may end less than 4 GiB before this one.
+    let mapped = (0..SLOTS)
+        .find(|&i| within(i, 0))
+        .or_else(|| if unmapped { (0..SLOTS).find(|&i| within(i, PAST_THE_MAP)) } else { None });
     if mapped.is_some() || !(signal == libc::SIGBUS || address < NEAR_NULL) {
         return mapped;
     }
