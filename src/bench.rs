@@ -107,7 +107,7 @@ pub fn change_key(change: &Change) -> Option<PositionKey> {
     match change {
         Change::Merge { key, .. } => Some(*key),
         Change::Mark(mark) => Some(mark.key),
-        Change::SetEngine(_) | Change::AddEngines(_) | Change::Task(_) => None,
+        Change::SetEngine(_) | Change::AddEngines(_) | Change::Task(_) | Change::Clock(_) => None,
     }
 }
 
@@ -192,7 +192,7 @@ pub fn store_bench(store: &Store, positions: usize, reads: usize, seed: u64) -> 
         .iter()
         .filter_map(|c| match c {
             Change::Merge { children, .. } => children.first().copied(),
-            Change::SetEngine(_) | Change::AddEngines(_) | Change::Mark(_) | Change::Task(_) => None,
+            Change::SetEngine(_) | Change::AddEngines(_) | Change::Mark(_) | Change::Task(_) | Change::Clock(_) => None,
         })
         .collect();
 
@@ -288,7 +288,7 @@ pub fn search_bench(store: &Store, positions: usize, samples: usize, seed: u64) 
             Change::Merge { key, node, .. } => {
                 Some((*key, node.position.to_position()?, node.edges.first().map(|e| e.uci)))
             }
-            Change::SetEngine(_) | Change::AddEngines(_) | Change::Mark(_) | Change::Task(_) => None,
+            Change::SetEngine(_) | Change::AddEngines(_) | Change::Mark(_) | Change::Task(_) | Change::Clock(_) => None,
         })
         .collect();
     write_all(store, changes, 10_000, None, |_| {})?;

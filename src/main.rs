@@ -33,7 +33,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Grow the tree of a position: settle each software depth, then deepen.
+    /// Grow the tree from its sources (a root, a book's roots, games, tasks), for a clock or to a depth.
+    #[command(alias = "grow")]
     Analyze(Box<AnalyzeArgs>),
     /// Print the tree from a root with both scores and the depth of every move.
     Show(ShowArgs),

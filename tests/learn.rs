@@ -1,69 +1,11 @@
 //! Growth that follows play: the games a UCI session plays are recorded (not analysis, not what a takeback undid),
-//! and `analyze --from-games` grows where games left the tree, the positions more games reached first.
+//! and refutations found in play are searched again (growth from the games' exits: tests/growth.rs).
 
 mod common;
 
-use std::{
-    process::Command,
-    sync::{Arc, Mutex, atomic::AtomicBool},
-};
+use std::process::Command;
 
 use common::{PATIENCE, fake_session};
-use deeptree::{
-    game::Line,
-    interop::played::exits,
-    search::{
-        analysis::{Analysis, Params},
-        evaluator::ScriptedEvaluator,
-        roots::{BookRoot, grow},
-    },
-    store::{Store, StoreOptions},
-};
-
-fn params(max_depth: u8) -> Params {
-    Params::new(10, 20).with_max_depth(max_depth)
-}
-
-/// Three games that leave a small tree after 1. e4 c5 and one after 1. d4: the first exit weighs three games and
-/// is grown first, and once both are grown to the play depth no game leaves the tree there any more.
-#[test]
-fn growth_goes_where_games_left_the_tree_the_heavier_first() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path(), &StoreOptions::default()).unwrap();
-    // A tree of the start position settled to software depth 1 at engine depth 10.
-    let mut analysis = Analysis::new(&store, ScriptedEvaluator::new(1, 3), params(1));
-    analysis.run(&Line::start_position(), |_| {}).unwrap();
-    let pgn = "\
-[White \"deeptree\"]\n[Black \"a\"]\n\n1. e4 c5 2. Nf3 *\n\n\
-[White \"deeptree\"]\n[Black \"b\"]\n\n1. e4 c5 2. Nc3 *\n\n\
-[White \"c\"]\n[Black \"deeptree\"]\n\n1. d4 Nf6 *\n\n\
-[White \"deeptree\"]\n[Black \"a\"]\n\n1. e4 c5 2. d4 *\n\n\
-[White \"x\"]\n[Black \"y\"]\n\n1. e4 *\n";
-    // The play depth: the engine depth and 1 software depth, which the start position has.
-    let found = exits(&store.read().unwrap(), pgn.as_bytes(), &params(1), 11, Some("deeptree")).unwrap();
-    assert_eq!((found.games, found.without_player, found.stayed), (5, 1, 0), "{found:?}");
-    let at: Vec<(Vec<String>, u32)> =
-        found.exits.iter().map(|e| (e.line.moves.iter().map(ToString::to_string).collect(), e.games)).collect();
-    // White's games pass the start position, which the tree answers, and leave at 1. e4 c5 (White to move);
-    // Black's game leaves at once after 1. d4.
-    assert_eq!(at, vec![(vec!["e2e4".to_owned(), "c7c5".to_owned()], 3), (vec!["d2d4".to_owned()], 1)]);
-    let roots: Vec<BookRoot> =
-        found.exits.iter().map(|e| BookRoot::weighted(e.line.clone(), format!("exit {}", e.ply), e.games)).collect();
-    // One group: the steps come one at a time, in the order of the priority.
-    let steps = Mutex::new(Vec::new());
-    let stop = Arc::new(AtomicBool::new(false));
-    let report = grow(&store, vec![ScriptedEvaluator::new(1, 5)], &roots, &params(2), None, &stop, None, |p| {
-        steps.lock().unwrap().push((p.root, p.settled_depth))
-    })
-    .unwrap();
-    let steps = steps.into_inner().unwrap();
-    // The heavy exit (weight 3: one depth ahead) settles depths 0 and 1 before the light one begins.
-    assert_eq!(&steps[..3], &[(1, Some(0)), (1, Some(1)), (2, Some(0))], "{steps:?}");
-    assert!(report.roots.iter().all(|r| r.settled_depth == Some(2)), "{report:?}");
-    // Grown to the play depth there (10 + 1 and more), the exits are answered: the games now go on past them.
-    let again = exits(&store.read().unwrap(), pgn.as_bytes(), &params(1), 11, Some("deeptree")).unwrap();
-    assert_eq!((again.exits.len(), again.stayed), (0, 4), "{again:?}");
-}
 
 /// A UCI session records the game it played, with the moves as the GUI last sent them (after a takeback), and not
 /// a game the GUI analysed, nor any game with `LearnFromGames` off.

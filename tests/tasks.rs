@@ -118,7 +118,7 @@ fn bad_tasks_are_refused_and_nothing_is_added() {
     ok(&db, &["task", "add", "--time", "1", "--max-depth", "0"]);
     // A task of depth 0 settles that depth in its first run, and is done.
     let said = grow_tasks(&db, "5");
-    assert!(said.contains("task 1") && said.contains("settled depth   0"), "{said}");
+    assert!(said.contains("task 1") && said.contains("settled depth 0"), "{said}");
     assert!(grow_tasks(&db, "5").contains("every task is done"));
 }
 

@@ -146,7 +146,7 @@ fn change_key(change: &Change) -> PositionKey {
     match change {
         Change::Merge { key, .. } => *key,
         Change::Mark(mark) => mark.key,
-        Change::SetEngine(_) | Change::AddEngines(_) | Change::Task(_) => PositionKey(0),
+        Change::SetEngine(_) | Change::AddEngines(_) | Change::Task(_) | Change::Clock(_) => PositionKey(0),
     }
 }
 

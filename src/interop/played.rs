@@ -1,12 +1,12 @@
 //! Growth that follows play: where played games left the tree, and the record of the games a UCI session played
-//! (docs/design.md §6.2).
+//! (docs/design.md §6.3).
 //!
 //! A game *leaves the tree* at the first position of its main line, with the learner to move, where the tree would
 //! not answer a game's search: its evaluation plus the software depth settled below it (the combined depth) is less
 //! than the *play depth*, the depth a direct search reaches there at the games' time control. Every game that leaves
 //! the tree names one such position, its *exit*; games that leave at the same position (by transposition too) add
-//! to its weight. [`exits`] finds them; `analyze --from-games` grows them as roots, the heavier first
-//! ([`crate::search::roots::priority`]), each up to the play depth, after which the tree answers there.
+//! to its weight. [`exits`] finds them; [`seeds`] makes them a source of growth (`analyze --games`): each exit a seed
+//! of its games' weight, from which the learner's games are followed on (`crate::search::growth`).
 //!
 //! The learner is the side a name picks out of each game's `White` and `Black` tags (`--player`), or both sides;
 //! the games a UCI session plays are recorded by [`GameRecord`] with deeptree as the learner.
@@ -40,7 +40,10 @@ use shakmaty::{Chess, Color, Position, san::SanPlus, uci::UciMove};
 use crate::{
     notation::canonical_uci,
     score::Score,
-    search::analysis::{Params, known_depth},
+    search::{
+        analysis::{Params, known_depth},
+        growth::Seed,
+    },
     store::{ReadView, key::PositionKey},
 };
 
@@ -50,6 +53,24 @@ use super::{
     pgn_read::GameReader,
     roots::{SkippedRoot, Source, main_line},
 };
+
+/// The exits as seeds of growth: each of the weight of the games that left the tree there, its games followed on for
+/// the side to move there (the learner's).
+pub fn seeds(found: &Exits) -> Vec<Seed> {
+    found
+        .exits
+        .iter()
+        .map(|exit| {
+            let mut seed = Seed::games_from(
+                exit.line.clone(),
+                format!("game {} ply {}", exit.game, exit.ply),
+                f64::from(exit.games),
+            );
+            seed.side = Some(exit.line.root().turn());
+            seed
+        })
+        .collect()
+}
 
 /// A position where games left the tree.
 #[derive(Debug, Clone, serde::Serialize)]

@@ -286,7 +286,7 @@ pub struct Iteration {
 }
 
 /// What an analysis did.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct Report {
     /// Inner-engine searches answered this run, ahead of their turn or not: `stored` less `shared`, plus `unasked`.
     pub evaluations: u64,
@@ -339,8 +339,11 @@ pub enum AnalysisError {
 }
 
 /// One line per decision, so a user can tell why a position was or was not analysed.
+///
+/// A clone writes to the same file: growth writes its choices there, and the analysis of each step its decisions.
+#[derive(Clone)]
 pub struct Trace {
-    out: Option<BufWriter<File>>,
+    out: Option<Arc<parking_lot::Mutex<Option<BufWriter<File>>>>>,
 }
 
 impl Trace {
@@ -349,25 +352,34 @@ impl Trace {
     }
 
     pub fn to_file(path: &Path) -> Result<Trace, AnalysisError> {
-        Ok(Trace { out: Some(BufWriter::new(File::create(path).map_err(AnalysisError::Trace)?)) })
+        let file = BufWriter::new(File::create(path).map_err(AnalysisError::Trace)?);
+        Ok(Trace { out: Some(Arc::new(parking_lot::Mutex::new(Some(file)))) })
     }
 
-    fn enabled(&self) -> bool {
-        self.out.is_some()
+    /// Whether lines are written.
+    pub fn enabled(&self) -> bool {
+        self.out.as_ref().is_some_and(|out| out.lock().is_some())
     }
 
-    fn line(&mut self, args: fmt::Arguments) {
-        if let Some(out) = &mut self.out
-            && writeln!(out, "{args}").is_err()
-        {
-            log::warn!("the trace file could not be written; tracing stops");
-            self.out = None;
+    /// Writes one line.
+    pub fn line(&mut self, args: fmt::Arguments) {
+        if let Some(out) = &self.out {
+            let mut out = out.lock();
+            if let Some(file) = out.as_mut()
+                && writeln!(file, "{args}").is_err()
+            {
+                log::warn!("the trace file could not be written; tracing stops");
+                *out = None;
+            }
         }
     }
 
-    fn flush(&mut self) {
-        if let Some(out) = &mut self.out {
-            let _ = out.flush();
+    /// Writes what is buffered.
+    pub fn flush(&mut self) {
+        if let Some(out) = &self.out
+            && let Some(file) = out.lock().as_mut()
+        {
+            let _ = file.flush();
         }
     }
 }
@@ -446,6 +458,9 @@ pub struct AnalysisOptions {
     pub stop: Arc<AtomicBool>,
     /// Store the root's line as engine-scored edges first (off when the caller has stored the line itself).
     pub line_edges: bool,
+    /// Counts the nodes the inner engines report for the answered searches, as they come (`None`: a counter of its
+    /// own, [`Analysis::nodes_so_far`]); runs that share one count together.
+    pub nodes: Option<Arc<AtomicU64>>,
 }
 
 impl Default for AnalysisOptions {
@@ -457,6 +472,7 @@ impl Default for AnalysisOptions {
             progress: None,
             stop: Arc::new(AtomicBool::new(false)),
             line_edges: true,
+            nodes: None,
         }
     }
 }
@@ -485,12 +501,12 @@ impl<'a, E: Evaluator> Analysis<'a, E> {
 
     /// An analysis of `store` with `evaluator`'s engines, everything about it set here: nothing is set after.
     pub fn with_options(store: &'a Store, evaluator: E, params: Params, options: AnalysisOptions) -> Self {
-        let AnalysisOptions { look_ahead, trace, progress, stop, line_edges } = options;
+        let AnalysisOptions { look_ahead, trace, progress, stop, line_edges, nodes } = options;
         Analysis {
             budget: Budget { stop, time: params.time, nodes: params.nodes, started: Instant::now() },
             walk: Walker::new(store, params),
             scheduler: Scheduler::new(store, evaluator, look_ahead),
-            recorder: Recorder::new(store),
+            recorder: Recorder::new(store, nodes.unwrap_or_default()),
             store,
             trace,
             progress,

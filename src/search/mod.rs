@@ -2,12 +2,11 @@
 
 pub mod alpha;
 pub mod analysis;
-pub mod cover;
 pub mod evaluator;
+pub mod growth;
 pub mod host;
 pub mod host_bench;
 pub mod overlay;
-pub mod roots;
 pub mod show;
 pub mod split;
 pub mod tree;

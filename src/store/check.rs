@@ -429,6 +429,8 @@ impl Source {
                 text()
             } else if name.starts_with(super::tasks::META_TASKS) {
                 super::tasks::decode(body).is_none().then(|| "not a task".to_owned())
+            } else if name == super::clock::META_FIT || name == super::clock::META_GROWN {
+                (!super::clock::readable(&name, body)).then(|| "not a clock entry".to_owned())
             } else if name.starts_with(super::marks::META_MARKS) {
                 super::marks::decode(body).is_none().then(|| "not a mark".to_owned())
             } else if let Some(number) = name.strip_prefix(META_ENGINES) {

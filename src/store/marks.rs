@@ -1,5 +1,5 @@
 //! The analyst's marks on moves: a move excluded from the tree, or included in it whatever the move distance
-//! (docs/design.md §6.3).
+//! (docs/design.md §6.4).
 //!
 //! ```
 //! use deeptree::store::{Store, StoreOptions, marks::{MarkKind, MarkSource}};

@@ -51,6 +51,7 @@ pub mod answer;
 pub mod check;
 pub mod checksum;
 pub mod claims;
+pub mod clock;
 mod disk;
 mod engines;
 pub mod fault;
@@ -395,6 +396,8 @@ pub enum Change {
     Mark(marks::MarkChange),
     /// Write or remove one of the analyst's tasks ([`tasks`]).
     Task(tasks::TaskChange),
+    /// Write the depth model's fit or the clock the tree is grown for ([`clock`]).
+    Clock(clock::ClockChange),
 }
 
 impl Change {

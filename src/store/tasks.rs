@@ -1,5 +1,5 @@
 //! The analyst's tasks: lines to analyse, each with a priority and a budget, kept in the tree's store so that a run
-//! resumes where the last one stopped (docs/design.md §6.4).
+//! resumes where the last one stopped (docs/design.md §6.5).
 //!
 //! ```
 //! use deeptree::store::{Store, StoreOptions, marks::MarkSource, tasks::NewTask};

@@ -107,7 +107,7 @@ impl StoreWriter {
     /// wait (see the [module](self) docs).
     pub fn submit_deferred(&self, changes: Vec<Change>) -> Receipt {
         // The analyst's marks and tasks are never deferred: a mark's edge and its entry are written together.
-        if changes.iter().any(|c| matches!(c, Change::Mark(_) | Change::Task(_))) {
+        if changes.iter().any(|c| matches!(c, Change::Mark(_) | Change::Task(_) | Change::Clock(_))) {
             return self.submit(changes);
         }
         self.send(|ack| Message::Write { changes, values: Values::Deferred, ack })
@@ -529,6 +529,7 @@ fn check_batch(
                             }
                         }
                     }
+                    Change::Clock(change) => shared.put_meta(txn, change.meta_name(), &change.body())?,
                     Change::Mark(change) => {
                         match &change.mark {
                             Some(mark) => shared.put_meta(txn, &change.meta_name(), &marks::encode(mark))?,

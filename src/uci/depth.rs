@@ -30,6 +30,8 @@
 use shakmaty::Position;
 use std::time::Duration;
 
+use crate::store::clock::DepthFit;
+
 /// Plies gained each time the nodes searched grow by a factor e.
 pub const SLOPE: f64 = 1.6;
 
@@ -57,6 +59,9 @@ const PHASES: usize = 5;
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Phase(usize);
+
+/// The phases, from the opening (27 men or more) to the endgame (8 or fewer).
+pub const PHASES_IN_ORDER: [Phase; PHASES] = [Phase(0), Phase(1), Phase(2), Phase(3), Phase(4)];
 
 impl Phase {
     /// The phase of a position.
@@ -146,6 +151,33 @@ impl DepthModel {
         let offsets = std::array::from_fn(|phase| self.offset(Phase(phase)));
         *self = DepthModel::with_prior(offsets, self.nps());
         self.prior_spend = spend;
+    }
+
+    /// The model as a store keeps it ([`DepthFit`]): this game's fit together with its prior, of `engine`.
+    pub fn fit(&self, engine: &str) -> DepthFit {
+        DepthFit {
+            offsets: std::array::from_fn(|phase| self.offset(Phase(phase))),
+            nps: self.nps(),
+            spend: self.expected_time(Duration::from_secs(1)).as_secs_f64(),
+            samples: self.samples(),
+            engine: engine.to_owned(),
+        }
+    }
+
+    /// A model that starts from a stored fit, as the next game of the session that fitted it would (a fit that
+    /// does not read as numbers is the default's).
+    pub fn from_fit(fit: &DepthFit) -> DepthModel {
+        let sound = fit.offsets.iter().all(|o| o.is_finite())
+            && fit.nps.is_finite()
+            && fit.nps > 0.0
+            && fit.spend.is_finite()
+            && fit.spend > 0.0;
+        if !sound {
+            return DepthModel::default();
+        }
+        let mut model = DepthModel::with_prior(fit.offsets, fit.nps);
+        model.prior_spend = fit.spend.clamp(0.01, 100.0);
+        model
     }
 
     /// Searches recorded in this game.
@@ -254,6 +286,29 @@ mod tests {
         let (early, late) = (model.depth_for_nodes(opening, nodes), model.depth_for_nodes(endgame, nodes));
         assert!((11.5..12.5).contains(&early), "{early}");
         assert!((17.0..18.5).contains(&late), "{late}");
+    }
+
+    #[test]
+    fn a_stored_fit_starts_the_next_model_where_this_one_ended() {
+        let mut model = DepthModel::default();
+        for _ in 0..20 {
+            model.record(Phase::of_men(30), 2_000_000, Duration::from_secs(1), 21);
+            model.record_clock(Duration::from_millis(30), Duration::from_millis(60));
+        }
+        let again = DepthModel::from_fit(&model.fit("Stockfish"));
+        for phase in PHASES_IN_ORDER {
+            let (a, b) = (model.depth_for_nodes(phase, 100_000), again.depth_for_nodes(phase, 100_000));
+            assert!((a - b).abs() < 1e-9, "{a} {b}");
+        }
+        assert!((model.nps() - again.nps()).abs() < 1e-6);
+        let share = Duration::from_millis(100);
+        assert_eq!(model.expected_time(share).as_millis(), again.expected_time(share).as_millis());
+        let broken = DepthFit { nps: f64::NAN, ..model.fit("x") };
+        let default = DepthModel::default();
+        assert_eq!(
+            DepthModel::from_fit(&broken).depth_for_nodes(Phase::of_men(30), 1000),
+            default.depth_for_nodes(Phase::of_men(30), 1000)
+        );
     }
 
     #[test]

@@ -292,7 +292,7 @@ pub fn direct(
             let infos: Vec<Info> = found_each_move.into_iter().chain(closing).collect();
             let ponder = evaluation.ponder.filter(|_| ctx.options.ponder);
             let timing = evaluation.timing;
-            // A search of every move the analyst did not exclude is the position's, as the tree values it (§6.3): it
+            // A search of every move the analyst did not exclude is the position's, as the tree values it (§6.4): it
             // is learnt from and stored; one the GUI narrowed is not.
             let whole = searchmoves.is_empty() || only_exclusions(ctx, root, searchmoves);
             let learns = whole && !evaluation.stopped;

@@ -1,6 +1,7 @@
 //! Tree growth from the UCI face: `go infinite`, `go ponder` and background analysis when idle.
 //!
-//! Growth runs the tree's own search with the single-threaded workers of the pool (as many as `Threads`); the
+//! Growth runs the one growth loop of `search::growth` on the session's position (a seed deepened itself), with the
+//! single-threaded workers of the pool (as many as `Threads`) as its one group; the
 //! direct engine rests meanwhile, so deeptree never uses more threads than the GUI gave it. The session lends the
 //! pool to one growth at a time and gets it back with the search's answer (or when background growth ends).
 
@@ -26,8 +27,9 @@ use crate::{
     notation::{canonical, in_notation, legal_line},
     score::{Bound, Score},
     search::{
-        analysis::{Analysis, AnalysisError, AnalysisOptions, Params},
+        analysis::{AnalysisError, Params},
         evaluator::PoolEvaluator,
+        growth::{self, Policy, Seed, grow},
         tree::{self, TreeView},
     },
     store::{ReadView, Store, key::PositionKey},
@@ -110,18 +112,19 @@ pub fn grow_tree(
     let analysis_stop = Arc::new(AtomicBool::new(false));
     let (done, finished) = bounded::<()>(0);
     let started = control.received;
+    // The session's position is a seed of growth, deepened itself to the growth's deepest software depth: the one
+    // loop of `search::growth`, with the session's workers as its one group.
+    let target = u32::from(params.engine_depth) + u32::from(params.max_depth);
+    let mut run =
+        growth::Growth::new(vec![Seed::root(line.clone(), "the session's position")], Policy::new(target, params));
+    run.look_ahead = ctx.options.look_ahead();
+    run.stop = analysis_stop.clone();
+    // The session stores the game's moves itself; the engine time goes to the position.
+    run.line_edges = false;
+    let nodes = run.nodes.clone();
     std::thread::scope(|scope| {
         let store = &store;
-        let options = AnalysisOptions {
-            look_ahead: ctx.options.look_ahead(),
-            stop: analysis_stop.clone(),
-            // The session stores the game's moves itself; the engine time goes to the position.
-            line_edges: false,
-            ..AnalysisOptions::default()
-        };
-        let mut analysis = Analysis::with_options(store, &mut *evaluator, params, options);
-        let nodes = analysis.nodes_so_far();
-        // The listener: turns stop (or ponderhit) into the analysis' stop, and reports the tree while it grows.
+        // The listener: turns stop (or ponderhit) into the growth's stop, and reports the tree while it grows.
         let listener_stop = analysis_stop.clone();
         let listener_nodes = nodes.clone();
         let listener = scope.spawn(move || {
@@ -132,7 +135,7 @@ pub fn grow_tree(
                     Woke::Done => return true,
                     Woke::Signal if ended(control) => {
                         listener_stop.store(true, Ordering::SeqCst);
-                        // The analysis ends its searches; the answer's batch comes once it has ended.
+                        // The growth ends its searches; the answer's batch comes once it has ended.
                         let _ = finished.recv();
                         return false;
                     }
@@ -147,7 +150,7 @@ pub fn grow_tree(
                 }
             }
         });
-        let evaluations = match analysis.run(line, |_| {}) {
+        let evaluations = match grow(store, vec![&mut *evaluator], run, |_| {}, |_, _| {}) {
             Ok(report) => report.evaluations,
             // The store's disk failed in this growth: said once, as growth pauses.
             Err(AnalysisError::Store(e)) if e.stops_writes() => {
@@ -164,8 +167,7 @@ pub fn grow_tree(
                 0
             }
         };
-        drop(analysis);
-        // The analysis ended (stopped, out of time, or everything settled): the listener ends too.
+        // The growth ended (stopped, out of time, or everything settled): the listener ends too.
         drop(done);
         // A listener that panicked heard no signal: the growth is taken to have ended alone.
         let ended_alone = listener.join().unwrap_or(true);

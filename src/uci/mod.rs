@@ -22,6 +22,7 @@ pub mod command;
 mod control;
 pub mod depth;
 mod direct;
+pub mod fit;
 mod growth;
 mod learn;
 pub mod message;

@@ -555,10 +555,25 @@ impl Session {
         }
     }
 
+    /// Saves the depth model fitted to this game's searches in the store, where the session stores searches: the next
+    /// session starts from it, and `analyze --for` reads a clock's depth from it (docs/design.md §6.2).
+    fn save_depth_fit(&self) {
+        let config = &self.options.config;
+        if self.depth_model.samples() == 0 || !config.store_searches {
+            return;
+        }
+        if let Some(store) = &self.store
+            && let Err(e) = store.put_depth_fit(&self.depth_model.fit(&config.engine))
+        {
+            log::warn!("the depth model was not saved: {e}");
+        }
+    }
+
     /// The engines' side of `ucinewgame`.
     fn begin_new_game(&mut self) {
         self.new_game_pending = false;
         self.finish_search();
+        self.save_depth_fit();
         self.depth_model.new_game();
         self.relay_ms = self.relay.margin_ms();
         self.direct.new_game();

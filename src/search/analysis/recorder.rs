@@ -36,7 +36,7 @@ pub(super) struct Recorder<'a> {
     evaluations: u64,
     /// Nodes the inner engines reported for the answered searches.
     engine_nodes: u64,
-    /// The same, readable while the run goes on.
+    /// The same, readable while the run goes on (added to: it may count other runs' answers too).
     nodes_so_far: Arc<AtomicU64>,
     /// Answers the passes stored: what a run with one engine asks.
     stored: u64,
@@ -47,14 +47,15 @@ pub(super) struct Recorder<'a> {
 }
 
 impl<'a> Recorder<'a> {
-    pub(super) fn new(store: &'a Store) -> Self {
+    /// A recorder of `store`; `nodes_so_far` is added to as answers come (a counter several runs may share).
+    pub(super) fn new(store: &'a Store, nodes_so_far: Arc<AtomicU64>) -> Self {
         Recorder {
             store,
             engine_numbers: HashMap::new(),
             failed: KeySet::default(),
             evaluations: 0,
             engine_nodes: 0,
-            nodes_so_far: Arc::new(AtomicU64::new(0)),
+            nodes_so_far,
             stored: 0,
             shared: 0,
             failures: 0,
@@ -89,7 +90,7 @@ impl<'a> Recorder<'a> {
     pub(super) fn answered(&mut self, answer: &Answer) {
         self.evaluations += 1;
         self.engine_nodes += answer.nodes;
-        self.nodes_so_far.store(self.engine_nodes, Ordering::Relaxed);
+        self.nodes_so_far.fetch_add(answer.nodes, Ordering::Relaxed);
     }
 
     /// An answer was taken from a search another process ran.

@@ -149,6 +149,12 @@ impl Session {
         let dir = PathBuf::from(&self.options.config.tree_path);
         match Store::open(&dir, &StoreOptions::from(&self.options.config)) {
             Ok(store) => {
+                // A fresh session starts from the depth model the last session on this store saved.
+                if self.depth_model.samples() == 0
+                    && let Ok(Some(fit)) = store.read().and_then(|view| view.depth_fit())
+                {
+                    self.depth_model = crate::uci::depth::DepthModel::from_fit(&fit);
+                }
                 self.store = Some(Arc::new(store));
                 true
             }
