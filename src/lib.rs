@@ -29,8 +29,9 @@
 //! - [`search`]: the deep-analysis search over the store, the values and an evaluator (the engine pool, or a
 //!   scripted one): root-relative alpha values (`search::alpha`), passes, settling, the tree's view of a position
 //!   (`search::show`), and the host's benchmark. The host's book of searches (`search::host`) and the answers laid
-//!   over the store for looking ahead (`search::overlay`, memory only: nothing in it is written) belong here too.
-//!   Takes its options as `Params`.
+//!   over the store for looking ahead (`search::overlay`, memory only: nothing in it is written) belong here too,
+//!   and growth (`search::growth`): the frontier, the one priority and the one loop every source of growth feeds
+//!   (the commands, the UCI session). Takes its options as `Params`.
 //! - [`interop`]: PGN, EPD, Polyglot and HTML in and out, and `merge`.
 //! - [`config`]: the settings file, read into one `Config`, and the typed options of the layers above it
 //!   (`EngineConfig`, `StoreOptions`, `Params`) made from it.

@@ -765,3 +765,62 @@ fn a_sessions_growth_stops_where_it_stands() {
     }
     uci.ready();
 }
+
+/// Growth for a clock: on a store with no depth model, `--for` times searches at that clock first, stores the fit
+/// and says the targets; the next run reads the store's model; `stats` says the clock the tree was grown for and
+/// what its last run left, and `show` the depth a game needs at a position.
+#[test]
+fn growth_for_a_clock_reads_its_target_from_the_depth_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("tree");
+    let epd = epd_of(dir.path(), ROOT);
+    let deeptree = |args: &[&str]| {
+        let output = Command::new(env!("CARGO_BIN_EXE_deeptree")).arg("--db").arg(&db).args(args).output().unwrap();
+        assert!(output.status.success(), "{args:?}: {}", String::from_utf8_lossy(&output.stderr));
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    };
+    let grow = || {
+        deeptree(&[
+            "analyze",
+            "--roots",
+            epd.to_str().unwrap(),
+            "--for",
+            "2+0.02",
+            "--engine",
+            common::fake(),
+            "--engine-depth",
+            "4",
+            "--workers",
+            "2",
+            "--time",
+            "3",
+        ])
+    };
+    let first = grow();
+    assert!(first.contains("--for 2+0.02: searches timed on 1 thread: depth "), "{first}");
+    let target: Vec<u32> = first
+        .lines()
+        .find_map(|l| l.strip_prefix("--for 2+0.02: target depth "))
+        .map(|rest| rest.split(|c: char| !c.is_ascii_digit()).filter_map(|n| n.parse().ok()).take(1).collect())
+        .unwrap_or_default();
+    assert_eq!(target.len(), 1, "{first}");
+    assert!(first.contains("1 with games followed"), "{first}");
+    let second = grow();
+    assert!(second.contains("--for 2+0.02: the store's depth model, fitted to 1 searches"), "{second}");
+    let stats = deeptree(&["stats"]);
+    assert!(stats.contains("grown for  2+0.02 on 1 thread: target depth "), "{stats}");
+    assert!(stats.contains("after its last run"), "{stats}");
+    let json: serde_json::Value = serde_json::from_str(&deeptree(&["stats", "--json"])).unwrap();
+    assert_eq!(json["grown_for"]["clock"], "2+0.02", "{json}");
+    let shown = deeptree(&["show", "--fen", ROOT]);
+    assert!(shown.contains(&format!("a game needs depth {} at this position", target[0])), "{shown}");
+    // A clock that cannot be read is refused before anything starts.
+    let output = Command::new(env!("CARGO_BIN_EXE_deeptree"))
+        .arg("--db")
+        .arg(dir.path().join("none"))
+        .args(["analyze", "--for", "fast"])
+        .output()
+        .unwrap();
+    assert!(!output.status.success() && String::from_utf8_lossy(&output.stderr).contains("give a clock"));
+    assert!(!dir.path().join("none").exists());
+}

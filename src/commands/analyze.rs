@@ -178,6 +178,15 @@ pub fn run(db: Option<&Path>, config: &Config, args: AnalyzeArgs) -> CommandResu
             Ok(())
         };
     }
+    if clock.is_some()
+        && let Some(mut grown_for) = store.read()?.grown_for()?
+    {
+        // What the run leaves: said by `stats`.
+        grown_for.seeds = grown.roots.len() as u32;
+        grown_for.expected_answers = grown.expected_answers;
+        grown_for.answered_share = grown.answered_share;
+        store.put_grown_for(&grown_for)?;
+    }
     report::print_growth(out, &grown, &skipped)
 }
 
@@ -226,7 +235,7 @@ fn clock_targets(
     let threads = args.threads.unwrap_or(1);
     let model = match store.read()?.depth_fit()? {
         Some(fit) if threads == 1 => {
-            say(out, &format!("--for {clock}: the store's depth model ({} searches fitted)", fit.samples));
+            say(out, &format!("--for {clock}: the store's depth model, fitted to {} searches", fit.samples));
             DepthModel::from_fit(&fit)
         }
         _ => {
@@ -241,10 +250,8 @@ fn clock_targets(
             let timed = fit::time_searches(&pool, &fit::searchable(positions), clock)?;
             let depths: Vec<String> =
                 timed.searches.iter().map(|(d, n, s)| format!("depth {d} ({n} nodes, {s:.2} s)")).collect();
-            say(
-                out,
-                &format!("--for {clock}: timed {} searches on {threads} threads: {}", depths.len(), depths.join(", ")),
-            );
+            let on = if threads == 1 { "1 thread".to_owned() } else { format!("{threads} threads") };
+            say(out, &format!("--for {clock}: searches timed on {on}: {}", depths.join(", ")));
             if threads == 1 {
                 store.put_depth_fit(&timed.model.fit(&engine))?;
             }
@@ -261,7 +268,16 @@ fn clock_targets(
             by_phase[0], by_phase[1], by_phase[2], by_phase[3], by_phase[4]
         ),
     );
-    let grown = GrownFor { clock: clock.to_string(), threads, margin, engine_depth, targets: by_phase };
+    let grown = GrownFor {
+        clock: clock.to_string(),
+        threads,
+        margin,
+        engine_depth,
+        targets: by_phase,
+        seeds: 0,
+        expected_answers: 0.0,
+        answered_share: 0.0,
+    };
     store.put_grown_for(&grown)?;
     Ok(Targets::by_men(|men| by_phase[fit::phase_index(men)]))
 }

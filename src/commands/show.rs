@@ -43,6 +43,14 @@ pub fn run(db: Option<&Path>, config: &Config, args: ShowArgs) -> CommandResult 
         let root = line.root();
         let ply = (root.fullmoves().get() as usize - 1) * 2 + usize::from(root.turn().is_black());
         print!("{}", show::render_text(&tree, ply, root.turn().is_white()));
+        if let Some(grown) = view.grown_for()? {
+            let men = root.board().occupied().count();
+            let target = grown.targets[crate::uci::fit::phase_index(men)];
+            println!(
+                "grown for {}: a game needs depth {target} at this position",
+                super::stats::grown_for_line(&grown)
+            );
+        }
     }
     Ok(())
 }

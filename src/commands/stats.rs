@@ -14,6 +14,30 @@ pub struct StatsArgs {
     pub json: bool,
 }
 
+/// The clock a tree was grown for, in words: its targets, and what its last run left.
+pub fn grown_for_line(grown: &crate::store::clock::GrownFor) -> String {
+    let targets: Vec<String> = grown.targets.iter().map(ToString::to_string).collect();
+    let threads = if grown.threads == 1 { "1 thread".to_owned() } else { format!("{} threads", grown.threads) };
+    let left = if grown.seeds > 0 {
+        format!(
+            "; after its last run, {:.1} % of the positions games from its {} seeds reach answered ({:.2} tree moves a \
+             game expected)",
+            100.0 * grown.answered_share,
+            grown.seeds,
+            grown.expected_answers
+        )
+    } else {
+        String::new()
+    };
+    format!(
+        "{} on {threads}: target depth {} (27 men or more to 8 or fewer), TreeDepthMargin {}, engine depth {}{left}",
+        grown.clock,
+        targets.join("/"),
+        grown.margin,
+        grown.engine_depth
+    )
+}
+
 /// Runs `deeptree stats` on the existing store in `db`.
 pub fn run(db: Option<&Path>, config: &Config, args: StatsArgs) -> CommandResult {
     let StatsArgs { json } = args;
@@ -28,6 +52,7 @@ pub fn run(db: Option<&Path>, config: &Config, args: StatsArgs) -> CommandResult
         return Err(Box::new(StoreError::Structure { path: store.dir().join("data.mdb"), what }));
     }
     let claims = store.claims_summary()?;
+    let grown_for = store.read()?.grown_for()?;
     if json {
         let mut value = serde_json::to_value(stats)?;
         value["path"] = store.dir().display().to_string().into();
@@ -44,6 +69,7 @@ pub fn run(db: Option<&Path>, config: &Config, args: StatsArgs) -> CommandResult
             .into();
         value["evaluations_without_engine"] = unrecorded.into();
         value["claims"] = serde_json::to_value(&claims)?;
+        value["grown_for"] = serde_json::to_value(&grown_for)?;
         println!("{value}");
     } else {
         println!("tree       {}", store.dir().display());
@@ -66,6 +92,9 @@ pub fn run(db: Option<&Path>, config: &Config, args: StatsArgs) -> CommandResult
         }
         if unrecorded > 0 {
             println!("no engine  {unrecorded:>10} evaluations (imported, or stored before engines were recorded)");
+        }
+        if let Some(grown) = &grown_for {
+            println!("grown for  {}", grown_for_line(grown));
         }
         if let Some(claims) = claims {
             let processes: Vec<String> = claims.processes.iter().map(ToString::to_string).collect();

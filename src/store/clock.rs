@@ -9,7 +9,16 @@
 //! let fit = DepthFit { offsets: [-5.0; 5], nps: 900_000.0, spend: 1.0, samples: 6, engine: "Stockfish".into() };
 //! store.put_depth_fit(&fit)?;
 //! assert_eq!(store.read()?.depth_fit()?, Some(fit));
-//! let grown = GrownFor { clock: "5+0.05".into(), threads: 1, margin: 0, engine_depth: 16, targets: [21, 21, 22, 23, 25] };
+//! let grown = GrownFor {
+//!     clock: "5+0.05".into(),
+//!     threads: 1,
+//!     margin: 0,
+//!     engine_depth: 16,
+//!     targets: [21, 21, 22, 23, 25],
+//!     seeds: 12,
+//!     expected_answers: 3.4,
+//!     answered_share: 0.8,
+//! };
 //! store.put_grown_for(&grown)?;
 //! assert_eq!(store.read()?.grown_for()?, Some(grown));
 //! # Ok::<_, Box<dyn std::error::Error>>(())
@@ -59,6 +68,15 @@ pub struct GrownFor {
     pub engine_depth: u8,
     /// The target depth, by phase (as [`DepthFit::offsets`]).
     pub targets: [u32; 5],
+    /// At the end of the last run: its seeds whose games are followed,
+    #[serde(default)]
+    pub seeds: u32,
+    /// the tree moves a game from them is expected to get,
+    #[serde(default)]
+    pub expected_answers: f64,
+    /// and the share of the positions of the tree's side their games reach that the tree answers at the target.
+    #[serde(default)]
+    pub answered_share: f64,
 }
 
 /// The body of an entry, read back.

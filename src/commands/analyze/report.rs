@@ -199,8 +199,10 @@ pub(super) fn print_growth(out: Out, report: &GrowthReport, skipped: &[SkippedRo
     let settled: Vec<u8> = report.roots.iter().filter_map(|r| r.settled_depth).collect();
     let expected = if report.expected_answers_before > 0.0 || report.expected_answers > 0.0 {
         format!(
-            "; tree moves a game expected {:.2} before, {:.2} after",
-            report.expected_answers_before, report.expected_answers
+            "; tree moves a game expected {:.2} before, {:.2} after ({:.1} % of the positions games reach answered)",
+            report.expected_answers_before,
+            report.expected_answers,
+            100.0 * report.answered_share
         )
     } else {
         String::new()

@@ -202,6 +202,9 @@ pub struct Frontier {
     /// Over the seeds games go on from: the sum of the reach of the positions of the tree's side that the tree
     /// answers, over their total weight (tree moves a game, of one side, is expected to get).
     pub expected_answers: f64,
+    /// The share of the reach of the positions of the tree's side the walk met (down to its floor) that the tree
+    /// answers at the target: the games that get the tree's move where they arrive.
+    pub answered_share: f64,
 }
 
 /// What the walk leaves out: items this run grew already, positions being grown, seeds closed (budget spent).
@@ -216,6 +219,8 @@ pub struct Skip<'a> {
 pub fn walk(view: &ReadView<'_>, seeds: &[Seed], policy: &Policy, skip: &Skip<'_>) -> Result<Frontier, StoreError> {
     let mut found: HashMap<(PositionKey, bool), Item> = HashMap::new();
     let mut answered = 0.0;
+    // The reach of the positions of the tree's side met, answered or not.
+    let mut met = 0.0;
     let total: f64 = seeds.iter().map(|s| s.weight.max(0.0)).sum::<f64>().max(f64::MIN_POSITIVE);
     let followed: f64 = seeds.iter().filter(|s| s.follow).map(|s| s.weight.max(0.0)).sum();
     let alone = seeds.len() == 1;
@@ -263,6 +268,9 @@ pub fn walk(view: &ReadView<'_>, seeds: &[Seed], policy: &Policy, skip: &Skip<'_
                         replies(pos, node, policy.temperature, policy.params.move_distance_of(pos.turn()))
                     })
                 };
+                if ours {
+                    met += reach;
+                }
                 match next {
                     Some(moves) => {
                         if ours && !moves.is_empty() {
@@ -321,7 +329,8 @@ pub fn walk(view: &ReadView<'_>, seeds: &[Seed], policy: &Policy, skip: &Skip<'_
             .then(b.ours.cmp(&a.ours))
     });
     let expected_answers = if followed > 0.0 { answered / followed } else { 0.0 };
-    Ok(Frontier { items, expected_answers })
+    let answered_share = if met > 0.0 { answered / met } else { 0.0 };
+    Ok(Frontier { items, expected_answers, answered_share })
 }
 
 /// Adds `item`, or its reach to the item of the same position and side found by another way (a transposition,

@@ -37,7 +37,8 @@
 //! - **The loop** ([`grow`]): the engines are split into groups (one per engine where games are followed; else as
 //!   many as there are seeds, at most one per engine: [`groups`]). A group takes the item of highest priority that
 //!   no other group is growing, settles it with the search of [`super::analysis`], and takes the next: no group
-//!   waits for another. When the items of the last walk are all taken, the group that finds none walks the tree
+//!   waits for another (but that a seed deepened itself is not taken more than a ply ahead of one being grown, at
+//!   equal weights: a book of roots grows evenly). When the items of the last walk are all taken, the group that finds none walks the tree
 //!   again (one walk at a time; the others go on growing), so that every choice follows what is grown so far. The
 //!   run ends on its time or node budget, on `stop`, on [`Growth::max_steps`], or when the frontier is empty: where
 //!   games are followed, that is when every position games reach down to the walk's floor is known to the target;
@@ -189,6 +190,9 @@ pub struct GrowthReport {
     /// such seeds).
     pub expected_answers_before: f64,
     pub expected_answers: f64,
+    /// The share of the positions of the tree's side the seeds' games reach (down to the walk's floor) that the tree
+    /// answers at the target, after the run.
+    pub answered_share: f64,
     /// The report of the run's last search: with one seed deepened alone, the whole run's.
     #[serde(skip)]
     pub last: Option<Report>,
@@ -212,6 +216,7 @@ pub fn grow<E: Evaluator + Send>(
     let state = State {
         queue: Vec::new(),
         in_flight: HashSet::new(),
+        seeds_in_flight: Vec::new(),
         grown: HashSet::new(),
         closed: vec![false; seeds],
         progress: seed_progress(store, &growth.seeds)?,
@@ -280,7 +285,8 @@ pub fn grow<E: Evaluator + Send>(
         stopped: state.stopped && (left || !follows),
         seconds: started.elapsed().as_secs_f64(),
         expected_answers_before: state.expected_before.unwrap_or(0.0),
-        expected_answers: after.map_or(state.expected, |f| f.expected_answers),
+        expected_answers: after.as_ref().map_or(state.expected, |f| f.expected_answers),
+        answered_share: after.map_or(0.0, |f| f.answered_share),
         last: state.last,
         roots: state.progress,
     })
@@ -316,6 +322,8 @@ struct State {
     queue: Vec<Item>,
     /// Positions being grown.
     in_flight: HashSet<PositionKey>,
+    /// The priorities of the seeds deepened themselves being grown.
+    seeds_in_flight: Vec<f64>,
     /// Items grown in this run: not taken again (a game's end, searches that failed).
     grown: HashSet<ItemId>,
     /// Seeds whose budget is spent.
@@ -397,16 +405,27 @@ impl<S: Fn(&Step<'_>) + Sync, I: Fn(&Item, &Iteration) + Sync> Loop<'_, S, I> {
                 self.changed.notify_all();
                 return None;
             }
-            let open = |s: &State, item: &Item| !s.in_flight.contains(&item.key) && !s.closed[item.seed];
+            // A seed deepened itself is not taken more than a ply ahead of another being grown (at equal weights):
+            // its priority at least half of theirs. A book of roots grows evenly, as it always did.
+            let held_back = |s: &State, item: &Item| {
+                item.kind == frontier::Kind::Seed && s.seeds_in_flight.iter().any(|p| item.priority * 2.0 < *p)
+            };
+            let open = |s: &State, item: &Item| {
+                !s.in_flight.contains(&item.key) && !s.closed[item.seed] && !held_back(s, item)
+            };
             if let Some(at) = state.queue.iter().position(|item| open(&state, item)) {
                 let item = state.queue.remove(at);
                 state.in_flight.insert(item.key);
+                if item.kind == frontier::Kind::Seed {
+                    state.seeds_in_flight.push(item.priority);
+                }
                 state.taken += 1;
                 let number = state.taken;
                 self.trace_choice(number, &item);
                 return Some((item, number));
             }
-            if state.walking {
+            if state.walking || state.queue.iter().any(|item| held_back(&state, item)) {
+                // A walk under way may bring items; one held back waits for the seed ahead of it to be grown.
                 self.changed.wait_for(&mut state, Duration::from_millis(100));
                 continue;
             }
@@ -520,6 +539,11 @@ impl<S: Fn(&Step<'_>) + Sync, I: Fn(&Item, &Iteration) + Sync> Loop<'_, S, I> {
         let mut guard = self.state.lock();
         let state = &mut *guard;
         state.in_flight.remove(&item.key);
+        if let Some(at) =
+            state.seeds_in_flight.iter().position(|p| *p == item.priority).filter(|_| item.kind == frontier::Kind::Seed)
+        {
+            state.seeds_in_flight.swap_remove(at);
+        }
         state.steps += 1;
         // The tree has changed: a walk that found nothing may find something now.
         state.dry = false;
