@@ -64,7 +64,11 @@ impl<'a> Recorder<'a> {
 
     /// Records the evaluator's identity in the store, and the numbers of its engines in the store's list.
     pub(super) fn begin(&mut self, identity: String, names: Vec<String>) -> Result<(), AnalysisError> {
-        self.write(vec![Change::SetEngine(identity)])?;
+        // Written only where it changes: growth begins an analysis for every position it grows, and a write is a
+        // commit to disk.
+        if self.store.engine_identity()?.as_deref() != Some(identity.as_str()) {
+            self.write(vec![Change::SetEngine(identity)])?;
+        }
         let numbers = self.store.engine_numbers(&names)?;
         self.engine_numbers =
             names.into_iter().zip(numbers).filter_map(|(name, number)| Some((name, number?))).collect();
