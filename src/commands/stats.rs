@@ -69,7 +69,10 @@ pub fn run(db: Option<&Path>, config: &Config, args: StatsArgs) -> CommandResult
             .into();
         value["evaluations_without_engine"] = unrecorded.into();
         value["claims"] = serde_json::to_value(&claims)?;
-        value["grown_for"] = serde_json::to_value(&grown_for)?;
+        // Only where a clock was grown for: a store grown otherwise reads as it always did.
+        if let Some(grown) = &grown_for {
+            value["grown_for"] = serde_json::to_value(grown)?;
+        }
         println!("{value}");
     } else {
         println!("tree       {}", store.dir().display());
