@@ -17,7 +17,7 @@ use deeptree::{
     search::{
         analysis::{Analysis, Params},
         evaluator::{Answer, EvalError, Evaluator, Job, ScriptedEvaluator},
-        growth::{Growth, Kind, Policy, Seed, Skip, grow, priority::priority, walk},
+        growth::{Growth, Kind, Policy, Seed, Skip, Targets, grow, priority::priority, walk},
     },
     store::{Store, StoreOptions, key::PositionKey},
 };
@@ -108,8 +108,7 @@ fn depth_lacking_where_games_go_ranks_with_reach() {
         taken.push((top.seed, top.settle));
         let mut growth = Growth::new(vec![seeds[top.seed].clone()], policy.clone());
         growth.max_steps = Some(1);
-        growth.policy.targets =
-            deeptree::search::growth::Targets::flat(u32::from(ENGINE_DEPTH) + u32::from(top.settle));
+        growth.policy.targets = Targets::flat(u32::from(ENGINE_DEPTH) + u32::from(top.settle));
         grow(&store, vec![ScriptedEvaluator::new(1, 11)], growth, |_| {}, |_, _| {}).unwrap();
     }
     // Both unknown first: the heavy one (4 times the reach); then known, the heavy one runs two depths ahead.
@@ -557,6 +556,10 @@ fn a_stopped_run_resumes_with_nothing_asked_twice() {
     let (first, second) = (Arc::new(Mutex::new(Vec::new())), Arc::new(Mutex::new(Vec::new())));
     let first_items = run(&first);
     let second_items = run(&second);
+    for items in [&first_items, &second_items] {
+        let unique: HashSet<_> = items.iter().collect();
+        assert_eq!(unique.len(), items.len(), "an item taken twice in one run: {items:?}");
+    }
     assert!(second_items.iter().all(|id| !first_items.contains(id)), "{first_items:?} {second_items:?}");
     let first: HashSet<_> = first.lock().unwrap().iter().cloned().collect();
     let second = second.lock().unwrap();
@@ -620,7 +623,7 @@ fn game_exits_feed_the_frontier_the_heavier_first() {
 [White \"deeptree\"]\n[Black \"b\"]\n\n1. e4 c5 2. Nc3 *\n\n\
 [White \"c\"]\n[Black \"deeptree\"]\n\n1. d4 Nf6 *\n\n\
 [White \"deeptree\"]\n[Black \"a\"]\n\n1. e4 c5 2. d4 *\n";
-    let found = exits(&store.read().unwrap(), pgn.as_bytes(), &params, 11, Some("deeptree")).unwrap();
+    let found = exits(&store.read().unwrap(), pgn.as_bytes(), &params, &Targets::flat(11), Some("deeptree")).unwrap();
     let seeds = seeds(&found);
     assert_eq!(seeds.iter().map(|s| s.weight).collect::<Vec<_>>(), [3.0, 1.0]);
     assert!(seeds.iter().all(|s| s.follow && s.side == Some(s.line.root().turn())), "the learner's side, followed");
@@ -631,7 +634,7 @@ fn game_exits_feed_the_frontier_the_heavier_first() {
     let mut growth = Growth::new(seeds, policy);
     growth.max_steps = Some(2);
     grow(&store, vec![ScriptedEvaluator::new(1, 5)], growth, |_| {}, |_, _| {}).unwrap();
-    let again = exits(&store.read().unwrap(), pgn.as_bytes(), &params, 11, Some("deeptree")).unwrap();
+    let again = exits(&store.read().unwrap(), pgn.as_bytes(), &params, &Targets::flat(11), Some("deeptree")).unwrap();
     assert_eq!((again.exits.len(), again.stayed), (0, 4), "{again:?}");
 }
 
@@ -823,4 +826,53 @@ fn growth_for_a_clock_reads_its_target_from_the_depth_model() {
         .unwrap();
     assert!(!output.status.success() && String::from_utf8_lossy(&output.stderr).contains("give a clock"));
     assert!(!dir.path().join("none").exists());
+}
+
+/// An opponent's position the other side's growth searched (its own evaluation as deep as the target) still lacks
+/// the ply of its replies: it stays on the frontier for the games of the side that meets it as the opponent's.
+#[test]
+fn an_opponents_position_searched_for_the_other_side_still_wants_its_replies() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), &StoreOptions::default()).unwrap();
+    let line = Line::parse(None, "e2e4 e7e5").unwrap();
+    // One search of the position (White to move) at the engine depth: what White's half of the games grows there.
+    Analysis::new(&store, ScriptedEvaluator::new(1, 11), Params::new(ENGINE_DEPTH, 20).with_max_depth(0))
+        .run(&line, |_| {})
+        .unwrap();
+    let for_black = Seed { side: Some(shakmaty::Color::Black), ..Seed::games_from(line.clone(), "black's games", 1.0) };
+    let policy = Policy::new(u32::from(ENGINE_DEPTH), Params::new(ENGINE_DEPTH, 20));
+    let found = walk(&store.read().unwrap(), &[for_black], &policy, &Skip::default()).unwrap();
+    let root = PositionKey::of(line.root());
+    let replies = found.items.iter().find(|i| i.key == root).expect("White's replies are wanted at the root");
+    assert_eq!(replies.kind, Kind::Replies);
+    assert_eq!((replies.terms.known, replies.terms.lack()), (u32::from(ENGINE_DEPTH) - 1, 1), "{replies:?}");
+    assert!((replies.priority - 2.0).abs() < 1e-9, "{replies:?}");
+}
+
+/// The loop keeps a book of roots deepened themselves even: with two groups and three roots, no root is taken more
+/// than a ply ahead of one being grown, so the settled depths end within a ply or two of each other.
+#[test]
+fn a_book_of_roots_deepened_grows_evenly_on_the_loop() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), &StoreOptions::default()).unwrap();
+    let seeds: Vec<Seed> = ["e2e4 c7c5", "d2d4 g8f6 c2c4 e7e6", "e2e4 e7e5 g1f3 b8c6 f1b5"]
+        .iter()
+        .map(|moves| Seed::root(Line::parse(None, moves).unwrap(), *moves))
+        .collect();
+    let mut growth = Growth::new(seeds, Policy::new(u32::from(ENGINE_DEPTH) + 8, Params::new(ENGINE_DEPTH, 20)));
+    growth.max_steps = Some(9);
+    let settled = Mutex::new(Vec::new());
+    let engines = vec![ScriptedEvaluator::new(1, 21), ScriptedEvaluator::new(1, 22)];
+    let report = grow(
+        &store,
+        engines,
+        growth,
+        |step| settled.lock().unwrap().push((step.item.seed, step.item.settle)),
+        |_, _| {},
+    )
+    .unwrap();
+    let depths: Vec<u8> = report.roots.iter().map(|r| r.settled_depth.expect("each root grown")).collect();
+    let (low, high) = (depths.iter().min().unwrap(), depths.iter().max().unwrap());
+    assert!(high - low <= 2, "settled depths {depths:?}, steps {:?}", settled.into_inner().unwrap());
+    assert_eq!(report.steps, 9);
 }

@@ -392,7 +392,14 @@ fn games_through_an_excluded_move_leave_no_exit_below_it() {
     let pgn = "[White \"deeptree\"]\n[Black \"a\"]\n\n1. e4 c5 2. Nf3 *\n\n[White \"deeptree\"]\n[Black \"b\"]\n\n1. d4 d5 *\n";
     let params = Params::new(10, 20).with_max_depth(1);
     let exits = |store: &Store| {
-        deeptree::interop::played::exits(&store.read().unwrap(), pgn.as_bytes(), &params, 11, Some("deeptree")).unwrap()
+        deeptree::interop::played::exits(
+            &store.read().unwrap(),
+            pgn.as_bytes(),
+            &params,
+            &deeptree::search::growth::Targets::flat(11),
+            Some("deeptree"),
+        )
+        .unwrap()
     };
     let before = exits(&store);
     assert_eq!(before.exits.len(), 2, "{before:?}");

@@ -103,7 +103,8 @@ pub fn run(db: Option<&Path>, config: &Config, args: AnalyzeArgs) -> CommandResu
     }
     seeds.extend(sources::book(book, follow));
     if let Some(path) = &args.games {
-        let found = report::exits_of(&store, path, &params, play_depth.unwrap_or(DEFAULT_PLAY_DEPTH), &args, out)?;
+        let at = targets.unwrap_or_else(|| Targets::flat(u32::from(DEFAULT_PLAY_DEPTH)));
+        let found = report::exits_of(&store, path, &params, &at, &args, out)?;
         seeds.extend(played::seeds(&found));
     }
     let mut tasks: Vec<Option<Task>> = vec![None; seeds.len()];
@@ -168,6 +169,7 @@ pub fn run(db: Option<&Path>, config: &Config, args: AnalyzeArgs) -> CommandResu
             report::iteration_row(out, row);
         }
     };
+    let seeds_followed = growth.seeds.iter().filter(|s| s.follow).count() as u32;
     let grown = growth::grow(&store, pools, growth, on_step, on_iteration)?;
     if deepen_alone {
         let analysis = report::single_report(&store, &grown, line.as_ref())?;
@@ -182,7 +184,7 @@ pub fn run(db: Option<&Path>, config: &Config, args: AnalyzeArgs) -> CommandResu
         && let Some(mut grown_for) = store.read()?.grown_for()?
     {
         // What the run leaves: said by `stats`.
-        grown_for.seeds = grown.roots.len() as u32;
+        grown_for.seeds = seeds_followed;
         grown_for.expected_answers = grown.expected_answers;
         grown_for.answered_share = grown.answered_share;
         store.put_grown_for(&grown_for)?;
@@ -234,7 +236,7 @@ fn clock_targets(
 ) -> Result<Targets, Box<dyn std::error::Error>> {
     let threads = args.threads.unwrap_or(1);
     let model = match store.read()?.depth_fit()? {
-        Some(fit) if threads == 1 => {
+        Some(fit) if fit.threads == threads => {
             say(out, &format!("--for {clock}: the store's depth model, fitted to {} searches", fit.samples));
             DepthModel::from_fit(&fit)
         }
@@ -246,15 +248,12 @@ fn clock_targets(
             }
             let config = engine_config_of(config, false).with_option("Threads", threads);
             let pool = EnginePool::uniform(&config, 1).map_err(|e| format!("--for: cannot start the engine: {e}"))?;
-            let engine = pool.identities().first().map(|i| i.name.clone()).unwrap_or_default();
             let timed = fit::time_searches(&pool, &fit::searchable(positions), clock)?;
             let depths: Vec<String> =
                 timed.searches.iter().map(|(d, n, s)| format!("depth {d} ({n} nodes, {s:.2} s)")).collect();
             let on = if threads == 1 { "1 thread".to_owned() } else { format!("{threads} threads") };
             say(out, &format!("--for {clock}: searches timed on {on}: {}", depths.join(", ")));
-            if threads == 1 {
-                store.put_depth_fit(&timed.model.fit(&engine))?;
-            }
+            store.put_depth_fit(&timed.model.fit(&config.command, threads))?;
             timed.model
         }
     };

@@ -3,7 +3,7 @@
 //!
 //! A game *leaves the tree* at the first position of its main line, with the learner to move, where the tree would
 //! not answer a game's search: its evaluation plus the software depth settled below it (the combined depth) is less
-//! than the *play depth*, the depth a direct search reaches there at the games' time control. Every game that leaves
+//! than the *target*, the depth a direct search reaches there at the games' time control. Every game that leaves
 //! the tree names one such position, its *exit*; games that leave at the same position (by transposition too) add
 //! to its weight. [`exits`] finds them; [`seeds`] makes them a source of growth (`analyze --games`): each exit a seed
 //! of its games' weight, from which the learner's games are followed on (`crate::search::growth`).
@@ -13,7 +13,7 @@
 //!
 //! ```
 //! use deeptree::interop::played::exits;
-//! use deeptree::search::analysis::Params;
+//! use deeptree::search::{analysis::Params, growth::Targets};
 //! use deeptree::store::{Store, StoreOptions};
 //!
 //! let dir = tempfile::tempdir()?;
@@ -21,7 +21,7 @@
 //! let pgn = "[White \"deeptree\"]\n[Black \"x\"]\n\n1. e4 e5 2. Nf3 *\n\n[White \"x\"]\n[Black \"y\"]\n\n1. e4 *\n";
 //! let view = store.read()?;
 //! // An empty tree answers nothing: the first game leaves it at once; the second has no side named deeptree.
-//! let found = exits(&view, pgn.as_bytes(), &Params::new(8, 20), 16, Some("deeptree"))?;
+//! let found = exits(&view, pgn.as_bytes(), &Params::new(8, 20), &Targets::flat(16), Some("deeptree"))?;
 //! assert_eq!((found.exits.len(), found.exits[0].games, found.without_player), (1, 1, 1));
 //! assert_eq!(found.exits[0].ply, 0);
 //! # Ok::<_, Box<dyn std::error::Error>>(())
@@ -42,7 +42,7 @@ use crate::{
     score::Score,
     search::{
         analysis::{Params, known_depth},
-        growth::Seed,
+        growth::{Seed, Targets},
     },
     store::{ReadView, key::PositionKey},
 };
@@ -106,12 +106,12 @@ pub struct Exits {
 
 /// The positions where the games of `pgn` left the tree of `view`, with the learner `player` (a name in the `White`
 /// or `Black` tag, compared without case; `None`: both sides) to move, for `params`' engine depth and move distance
-/// and a play depth of `play_depth`.
+/// and the target depths `targets` (a game's search reaches that deep there: the tree must know more to answer).
 pub fn exits(
     view: &ReadView<'_>,
     pgn: impl Read,
     params: &Params,
-    play_depth: u8,
+    targets: &Targets,
     player: Option<&str>,
 ) -> Result<Exits, InteropError> {
     let mut found = Exits::default();
@@ -148,8 +148,9 @@ pub fn exits(
             let position = &line.positions[ply];
             if !(learner.is_some_and(|c| c != position.turn()) || position.legal_moves().is_empty()) {
                 let prefix = line.prefix(ply);
-                let known = known_depth(view, &prefix, params, play_depth)?;
-                if known.is_none_or(|d| d < u32::from(play_depth)) {
+                let target = targets.at(position);
+                let known = known_depth(view, &prefix, params, u8::try_from(target).unwrap_or(u8::MAX - 1))?;
+                if known.is_none_or(|d| d < target) {
                     left = Some((ply, prefix, known));
                     break;
                 }

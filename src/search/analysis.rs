@@ -459,7 +459,8 @@ pub struct AnalysisOptions {
     /// Store the root's line as engine-scored edges first (off when the caller has stored the line itself).
     pub line_edges: bool,
     /// Counts the nodes the inner engines report for the answered searches, as they come (`None`: a counter of its
-    /// own, [`Analysis::nodes_so_far`]); runs that share one count together.
+    /// own, [`Analysis::nodes_so_far`]); runs that share one count together, and a node budget ([`Params::nodes`])
+    /// is then on the shared count.
     pub nodes: Option<Arc<AtomicU64>>,
 }
 
@@ -537,7 +538,9 @@ impl<'a, E: Evaluator> Analysis<'a, E> {
 
     /// The run must end: stopped, or its time or node budget is spent.
     fn out_of_time(&self) -> bool {
-        self.budget.spent(self.recorder.engine_nodes())
+        // The count the run shares (with the other searches of a growth, where it is shared): a node budget is the
+        // whole run's.
+        self.budget.spent(self.recorder.nodes_so_far().load(Ordering::Relaxed))
     }
 
     /// Runs the analysis of `line`'s root, calling `on_iteration` after each settled depth.

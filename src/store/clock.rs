@@ -6,7 +6,8 @@
 //! let dir = tempfile::tempdir()?;
 //! let store = Store::open(dir.path(), &StoreOptions::default())?;
 //! assert!(store.read()?.depth_fit()?.is_none());
-//! let fit = DepthFit { offsets: [-5.0; 5], nps: 900_000.0, spend: 1.0, samples: 6, engine: "Stockfish".into() };
+//! let fit =
+//!     DepthFit { offsets: [-5.0; 5], nps: 900_000.0, spend: 1.0, samples: 6, engine: "stockfish".into(), threads: 1 };
 //! store.put_depth_fit(&fit)?;
 //! assert_eq!(store.read()?.depth_fit()?, Some(fit));
 //! let grown = GrownFor {
@@ -50,9 +51,16 @@ pub struct DepthFit {
     pub spend: f64,
     /// Searches it was fitted to.
     pub samples: u32,
-    /// The inner engine's name, as it gives it.
+    /// The inner engine's command line.
     #[serde(default)]
     pub engine: String,
+    /// The threads the engine searched with (a fit holds for that many only).
+    #[serde(default = "one_thread")]
+    pub threads: u32,
+}
+
+fn one_thread() -> u32 {
+    1
 }
 
 /// The clock a tree was grown for.

@@ -153,14 +153,16 @@ impl DepthModel {
         self.prior_spend = spend;
     }
 
-    /// The model as a store keeps it ([`DepthFit`]): this game's fit together with its prior, of `engine`.
-    pub fn fit(&self, engine: &str) -> DepthFit {
+    /// The model as a store keeps it ([`DepthFit`]): this game's fit together with its prior, of `engine` (its command
+    /// line) searching on `threads` threads.
+    pub fn fit(&self, engine: &str, threads: u32) -> DepthFit {
         DepthFit {
             offsets: std::array::from_fn(|phase| self.offset(Phase(phase))),
             nps: self.nps(),
             spend: self.expected_time(Duration::from_secs(1)).as_secs_f64(),
             samples: self.samples(),
             engine: engine.to_owned(),
+            threads,
         }
     }
 
@@ -295,7 +297,7 @@ mod tests {
             model.record(Phase::of_men(30), 2_000_000, Duration::from_secs(1), 21);
             model.record_clock(Duration::from_millis(30), Duration::from_millis(60));
         }
-        let again = DepthModel::from_fit(&model.fit("Stockfish"));
+        let again = DepthModel::from_fit(&model.fit("stockfish", 1));
         for phase in PHASES_IN_ORDER {
             let (a, b) = (model.depth_for_nodes(phase, 100_000), again.depth_for_nodes(phase, 100_000));
             assert!((a - b).abs() < 1e-9, "{a} {b}");
@@ -303,7 +305,7 @@ mod tests {
         assert!((model.nps() - again.nps()).abs() < 1e-6);
         let share = Duration::from_millis(100);
         assert_eq!(model.expected_time(share).as_millis(), again.expected_time(share).as_millis());
-        let broken = DepthFit { nps: f64::NAN, ..model.fit("x") };
+        let broken = DepthFit { nps: f64::NAN, ..model.fit("x", 1) };
         let default = DepthModel::default();
         assert_eq!(
             DepthModel::from_fit(&broken).depth_for_nodes(Phase::of_men(30), 1000),

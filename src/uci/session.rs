@@ -563,7 +563,7 @@ impl Session {
             return;
         }
         if let Some(store) = &self.store
-            && let Err(e) = store.put_depth_fit(&self.depth_model.fit(&config.engine))
+            && let Err(e) = store.put_depth_fit(&self.depth_model.fit(&config.engine, self.options.threads))
         {
             log::warn!("the depth model was not saved: {e}");
         }

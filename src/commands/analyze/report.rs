@@ -10,7 +10,7 @@ use crate::{
     },
     search::{
         analysis::{Iteration, Params, Report},
-        growth::{Growth, GrowthReport, Step},
+        growth::{Growth, GrowthReport, Step, Targets},
         split::Spine,
     },
     store::{Store, key::PositionKey, tasks::Task},
@@ -124,14 +124,14 @@ pub(super) fn exits_of(
     store: &Store,
     path: &Path,
     params: &Params,
-    play_depth: u8,
+    targets: &Targets,
     args: &AnalyzeArgs,
     out: Out,
 ) -> Result<Exits, Box<dyn std::error::Error>> {
     let file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let found = {
         let view = store.read()?;
-        exits(&view, std::io::BufReader::new(file), params, play_depth, args.player.as_deref())
+        exits(&view, std::io::BufReader::new(file), params, targets, args.player.as_deref())
             .map_err(|e| format!("{}: {e}", path.display()))?
     };
     let extra = [(found.without_player, "without the player"), (found.through_excluded, "through an excluded move")]
@@ -139,10 +139,12 @@ pub(super) fn exits_of(
         .filter(|(n, _)| *n > 0)
         .map(|(n, what)| format!(", {n} {what}"))
         .collect::<String>();
+    let (low, high) = targets.range();
+    let target = if low == high { low.to_string() } else { format!("{low} to {high}") };
     say(
         out,
         &format!(
-            "{} games: {} left the tree at {} positions, {} stayed in it{extra}; play depth {play_depth}, engine depth \
+            "{} games: {} left the tree at {} positions, {} stayed in it{extra}; target depth {target}, engine depth \
              {}: the positions more games reached first, and their games followed on",
             found.games,
             found.exits.iter().map(|e| u64::from(e.games)).sum::<u64>(),

@@ -223,14 +223,15 @@ pub fn walk(view: &ReadView<'_>, seeds: &[Seed], policy: &Policy, skip: &Skip<'_
     let mut met = 0.0;
     let total: f64 = seeds.iter().map(|s| s.weight.max(0.0)).sum::<f64>().max(f64::MIN_POSITIVE);
     let followed: f64 = seeds.iter().filter(|s| s.follow).map(|s| s.weight.max(0.0)).sum();
-    let alone = seeds.len() == 1;
+    // A seed alone in its run is grown to its target in one step; but one with a budget of its own (a task) a depth a
+    // step, that its progress is saved after each.
+    let alone = seeds.len() == 1 && seeds.iter().all(|s| s.budget.is_none());
     for (index, seed) in seeds.iter().enumerate() {
         if skip.closed.is_some_and(|closed| closed.get(index).copied().unwrap_or(false)) {
             continue;
         }
         if !seed.follow {
-            let target = seed.target.unwrap_or(policy.targets.at(seed.line.root()));
-            if let Some(item) = seed_item(view, seed, index, policy, target, seed.weight / total, alone)? {
+            if let Some(item) = seed_item(view, seed, index, policy, seed.weight / total, alone)? {
                 add(&mut found, item, skip);
             }
             continue;
@@ -286,7 +287,9 @@ pub fn walk(view: &ReadView<'_>, seeds: &[Seed], policy: &Policy, skip: &Skip<'_
                         let known = if ours {
                             known_depth(view, &line, &policy.params, clamp_u8(target))?.unwrap_or(0)
                         } else {
-                            stored_depth(node.as_ref())
+                            // Its replies not all searched, a position of the opponent lacks at least the ply of
+                            // its replies, however deep its own evaluation (the other side's growth searched it).
+                            stored_depth(node.as_ref()).min(target.saturating_sub(1))
                         };
                         // Searched at the run's engine depth, or at its own evaluation's where that is deeper (what
                         // is stored is taken, never searched again shallower).
@@ -352,10 +355,13 @@ fn seed_item(
     seed: &Seed,
     index: usize,
     policy: &Policy,
-    target: u32,
     reach: f64,
     alone: bool,
 ) -> Result<Option<Item>, StoreError> {
+    // Ranked against the run's target, that seeds with a depth of their own (a task's) rank with those without; grown
+    // no deeper than their own.
+    let ranked = policy.targets.at(seed.line.root());
+    let target = seed.target.unwrap_or(ranked);
     let key = PositionKey::of(seed.line.root());
     let engine_depth = seed.engine_depth.unwrap_or(policy.params.engine_depth);
     let node = view.node(key)?;
@@ -372,7 +378,7 @@ fn seed_item(
     if next > last {
         return Ok(None);
     }
-    let terms = Terms { reach, known, target };
+    let terms = Terms { reach, known, target: ranked.max(known + 1) };
     Ok(Some(Item {
         kind: Kind::Seed,
         line: seed.line.clone(),

@@ -376,12 +376,25 @@ struct Loop<'g, S, I> {
     alone: bool,
 }
 
-/// Counts a group down when it ends.
-struct Countdown<'a>(&'a AtomicUsize);
+/// Counts a group (or the walker) down when it ends; one that ends by a panic stops the run, so that the others end
+/// too rather than wait for its item (the panic then goes on, out of the run's scope).
+struct Countdown<'a, 'g, S, I> {
+    running: Option<&'a AtomicUsize>,
+    run: &'a Loop<'g, S, I>,
+}
 
-impl Drop for Countdown<'_> {
+impl<S, I> Drop for Countdown<'_, '_, S, I> {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::Relaxed);
+        if let Some(running) = self.running {
+            running.fetch_sub(1, Ordering::Relaxed);
+        }
+        if std::thread::panicking() {
+            let mut state = self.run.state.lock();
+            state.stopped = true;
+            state.walking = false;
+            self.run.growth.stop.store(true, Ordering::Relaxed);
+            self.run.changed.notify_all();
+        }
     }
 }
 
@@ -396,7 +409,7 @@ impl<S: Fn(&Step<'_>) + Sync, I: Fn(&Item, &Iteration) + Sync> Loop<'_, S, I> {
 
     /// One group: takes an item and grows it, until there is none to take.
     fn run_group<E: Evaluator>(&self, mut evaluator: E) {
-        let _done = Countdown(&self.running);
+        let _done = Countdown { running: Some(&self.running), run: self };
         let (mut waited, mut grew) = (Duration::ZERO, Duration::ZERO);
         loop {
             let asked = Instant::now();
@@ -427,8 +440,12 @@ impl<S: Fn(&Step<'_>) + Sync, I: Fn(&Item, &Iteration) + Sync> Loop<'_, S, I> {
             let held_back = |s: &State, item: &Item| {
                 item.kind == frontier::Kind::Seed && s.seeds_in_flight.iter().any(|p| item.priority * 2.0 < *p)
             };
+            // Grown meanwhile (the walk that found it read the tree before that step ended): not taken again.
             let open = |s: &State, item: &Item| {
-                !s.in_flight.contains(&item.key) && !s.closed[item.seed] && !held_back(s, item)
+                !s.in_flight.contains(&item.key)
+                    && !s.grown.contains(&item.id())
+                    && !s.closed[item.seed]
+                    && !held_back(s, item)
             };
             if let Some(at) = state.queue.iter().position(|item| open(&state, item)) {
                 let item = state.queue.remove(at);
@@ -473,6 +490,7 @@ impl<S: Fn(&Step<'_>) + Sync, I: Fn(&Item, &Iteration) + Sync> Loop<'_, S, I> {
     /// last walk, walks again while the engines search, so that a group that finishes its item finds the next one
     /// waiting rather than walking itself with its engines idle. Ends with the groups.
     fn walk_ahead(&self) {
+        let _done = Countdown { running: None, run: self };
         let mut state = self.state.lock();
         while !state.stopped && self.running.load(Ordering::Relaxed) > 0 {
             if !state.walking && !state.dry && state.queue.len() < self.groups && state.steps > state.walked_at {
@@ -550,13 +568,8 @@ impl<S: Fn(&Step<'_>) + Sync, I: Fn(&Item, &Iteration) + Sync> Loop<'_, S, I> {
             (Some(run), Some(own)) => Some(run.min(own)),
             (run, own) => run.or(own),
         };
-        let nodes = params.nodes.map(|n| n.saturating_sub(self.growth.nodes.load(Ordering::Relaxed)));
-        let step = params
-            .clone()
-            .with_engine_depth(item.engine_depth)
-            .with_max_depth(item.settle)
-            .with_time(time)
-            .with_nodes(nodes);
+        // The node budget is the run's: each step's search counts the nodes of all of them (the shared count).
+        let step = params.clone().with_engine_depth(item.engine_depth).with_max_depth(item.settle).with_time(time);
         let options = AnalysisOptions {
             look_ahead: self.growth.look_ahead,
             trace: self.growth.trace.clone(),

@@ -149,9 +149,10 @@ impl Session {
         let dir = PathBuf::from(&self.options.config.tree_path);
         match Store::open(&dir, &StoreOptions::from(&self.options.config)) {
             Ok(store) => {
-                // A fresh session starts from the depth model the last session on this store saved.
+                // A fresh session starts from the depth model the last session on this store saved, of as many threads.
                 if self.depth_model.samples() == 0
                     && let Ok(Some(fit)) = store.read().and_then(|view| view.depth_fit())
+                    && fit.threads == self.options.threads
                 {
                     self.depth_model = crate::uci::depth::DepthModel::from_fit(&fit);
                 }
