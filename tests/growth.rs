@@ -11,7 +11,7 @@ use std::{
     sync::{Arc, Mutex},
 };
 
-use common::{Uci, fake_session};
+use common::{Uci, fake_session, searches};
 use deeptree::{
     game::Line,
     search::{
@@ -679,22 +679,6 @@ fn a_single_root_is_deepened_alone_or_its_games_followed() {
     }
     assert!(followed.contains("1 with games followed"), "{followed}");
     assert!(below_root(&followed), "{followed}");
-}
-
-/// Every search an engine was asked (its position and its `go` line), in the order asked, from the fake engine's
-/// `--log` (each line starts with its process id).
-fn searches(log: &Path) -> Vec<(String, String)> {
-    let mut position: std::collections::HashMap<String, String> = std::collections::HashMap::new();
-    let mut asked = Vec::new();
-    for line in std::fs::read_to_string(log).unwrap_or_default().lines() {
-        let Some((pid, command)) = line.split_once(' ') else { continue };
-        if command.starts_with("position ") {
-            position.insert(pid.to_owned(), command.to_owned());
-        } else if command.starts_with("go ") {
-            asked.push((position.get(pid).cloned().unwrap_or_default(), command.to_owned()));
-        }
-    }
-    asked
 }
 
 /// Two processes growing one store from one book at once share the work through claims: what one asks, the other

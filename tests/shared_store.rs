@@ -10,7 +10,7 @@ use std::{
     time::Duration,
 };
 
-use common::{PATIENCE, fake};
+use common::{PATIENCE, fake, searches};
 use deeptree::store::{Store, StoreOptions, key::PositionKey, node::Node};
 
 const DEPTH: &str = "3";
@@ -36,22 +36,6 @@ fn report(child: Child) -> serde_json::Value {
     let output = child.wait_with_output().expect("deeptree ends");
     assert!(output.status.success(), "analyze failed: {}", String::from_utf8_lossy(&output.stderr));
     serde_json::from_slice(&output.stdout).expect("analyze --json prints JSON")
-}
-
-/// Every search an engine was asked (its position and its `go` line), in the order asked. The engines of one run
-/// share the log: each line starts with its process id.
-fn searches(log: &Path) -> Vec<(String, String)> {
-    let mut position: HashMap<String, String> = HashMap::new();
-    let mut asked = Vec::new();
-    for line in std::fs::read_to_string(log).unwrap_or_default().lines() {
-        let Some((pid, command)) = line.split_once(' ') else { continue };
-        if command.starts_with("position ") {
-            position.insert(pid.to_owned(), command.to_owned());
-        } else if command.starts_with("go ") {
-            asked.push((position.get(pid).cloned().unwrap_or_default(), command.to_owned()));
-        }
-    }
-    asked
 }
 
 /// Searches asked more than once, over all `logs`.

@@ -190,3 +190,19 @@ impl deeptree::search::evaluator::Evaluator for Recording {
         self.inner.identity()
     }
 }
+
+/// Every search an engine was asked (its position and its `go` line), in the order asked. The engines of one run
+/// share the log: each line starts with its process id.
+pub fn searches(log: &Path) -> Vec<(String, String)> {
+    let mut position: std::collections::HashMap<String, String> = std::collections::HashMap::new();
+    let mut asked = Vec::new();
+    for line in std::fs::read_to_string(log).unwrap_or_default().lines() {
+        let Some((pid, command)) = line.split_once(' ') else { continue };
+        if command.starts_with("position ") {
+            position.insert(pid.to_owned(), command.to_owned());
+        } else if command.starts_with("go ") {
+            asked.push((position.get(pid).cloned().unwrap_or_default(), command.to_owned()));
+        }
+    }
+    asked
+}
