@@ -4,7 +4,10 @@
 //! arms them with its engine's stop handle and posts what they came to. Both use this module; neither uses the
 //! other's internals.
 
-use std::{collections::HashMap, sync::Arc};
+use std::{
+    collections::HashMap,
+    sync::{Arc, atomic::AtomicU64},
+};
 
 use crossbeam_channel::{Receiver, Sender, bounded};
 use parking_lot::Mutex;
@@ -58,6 +61,9 @@ pub(crate) struct Shared {
     pub(crate) jobs: Mutex<HashMap<JobId, JobState>>,
     pub(crate) results: Sender<JobResult>,
     pub(crate) identities: Mutex<Vec<Option<Arc<EngineIdentity>>>>,
+    /// The nodes every worker's engine has searched so far, counted as the engines report them (see
+    /// [`super::EnginePool::searched_nodes`]).
+    pub(crate) searched: Arc<AtomicU64>,
 }
 
 impl Shared {

@@ -3,7 +3,11 @@
 //! Jobs go in through one queue that every worker takes from; results come back on one channel as they finish, in
 //! any order, tagged with the caller's job id. Every submitted job yields exactly one [`JobResult`].
 
-use std::{collections::HashMap, sync::Arc, thread};
+use std::{
+    collections::HashMap,
+    sync::{Arc, atomic::AtomicU64},
+    thread,
+};
 
 use crossbeam_channel::{Receiver, Sender, bounded, unbounded};
 use parking_lot::Mutex;
@@ -52,6 +56,7 @@ impl EnginePool {
             jobs: Mutex::new(HashMap::new()),
             results: results_tx,
             identities: Mutex::new(vec![None; configs.len()]),
+            searched: Arc::default(),
         });
         let mut pool = EnginePool { queue: Some(queue), shared, results, threads: Vec::new() };
         let mut ready = Vec::new();
@@ -104,6 +109,13 @@ impl EnginePool {
     /// completed). Returns false when the job is not in flight.
     pub fn cancel(&self, id: JobId) -> bool {
         self.shared.cancel(id)
+    }
+
+    /// The nodes the pool's engines have searched so far, all jobs together, finished or not: each engine's count
+    /// as it reports it in its `info` lines (and its final count when it answers). It only grows, and it grows
+    /// whenever an engine reports more; a reader keeps the handle while the pool is busy elsewhere.
+    pub fn searched_nodes(&self) -> Arc<AtomicU64> {
+        Arc::clone(&self.shared.searched)
     }
 
     /// Results, as they finish.

@@ -49,6 +49,8 @@ pub struct Info {
     pub multipv: Option<u32>,
     /// The score and what it says: `lowerbound`/`upperbound` markers give [`Bound::Lower`]/[`Bound::Upper`].
     pub score: Option<(Score, Bound)>,
+    /// `wdl W D L`: the win rates of the score, from the side to move's point of view.
+    pub wdl: Option<Wdl>,
     pub nodes: Option<u64>,
     pub nps: Option<u64>,
     pub time_ms: Option<u64>,
@@ -60,6 +62,59 @@ pub struct Info {
     pub pv: Vec<UciMove>,
     /// `string ...`: the rest of the line.
     pub string: Option<String>,
+}
+
+/// Win, draw and loss rates in per mille (`wdl W D L` on an `info` line), from the side to move's point of view;
+/// they add up to 1000.
+///
+/// ```
+/// use deeptree::engine::protocol::Wdl;
+///
+/// let wdl: Wdl = "7 981 12".parse()?;
+/// assert_eq!((wdl.win, wdl.draw, wdl.loss), (7, 981, 12));
+/// assert_eq!(wdl.to_string(), "7 981 12");
+/// assert_eq!(wdl.flipped().to_string(), "12 981 7");
+/// assert!("500 600 1".parse::<Wdl>().is_err(), "more than 1000 in all");
+/// # Ok::<_, deeptree::engine::protocol::BadWdl>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Wdl {
+    pub win: u16,
+    pub draw: u16,
+    pub loss: u16,
+}
+
+impl Wdl {
+    /// The same rates from the other side's point of view: its win is this side's loss.
+    pub fn flipped(self) -> Wdl {
+        Wdl { win: self.loss, draw: self.draw, loss: self.win }
+    }
+}
+
+/// Three numbers that are no win, draw and loss rates in per mille.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("'{0}' is not three per mille rates that add up to 1000 (win draw loss)")]
+pub struct BadWdl(String);
+
+impl std::str::FromStr for Wdl {
+    type Err = BadWdl;
+
+    fn from_str(text: &str) -> Result<Wdl, BadWdl> {
+        let bad = || BadWdl(text.to_owned());
+        let numbers: Vec<u16> = text.split_whitespace().map(str::parse).collect::<Result<_, _>>().map_err(|_| bad())?;
+        match numbers[..] {
+            [win, draw, loss] if u32::from(win) + u32::from(draw) + u32::from(loss) <= 1000 => {
+                Ok(Wdl { win, draw, loss })
+            }
+            _ => Err(bad()),
+        }
+    }
+}
+
+impl fmt::Display for Wdl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {} {}", self.win, self.draw, self.loss)
+    }
 }
 
 /// The type and limits of an engine option, as the engine declared them.
@@ -191,6 +246,9 @@ impl fmt::Display for Info {
                 Bound::Lower => f.write_str(" lowerbound")?,
                 Bound::Upper => f.write_str(" upperbound")?,
             }
+            if let Some(wdl) = self.wdl {
+                write!(f, " wdl {wdl}")?;
+            }
         }
         for (name, value) in [("nodes", self.nodes), ("nps", self.nps), ("time", self.time_ms), ("tbhits", self.tbhits)]
         {
@@ -260,6 +318,11 @@ fn parse_info<'a>(tokens: impl Iterator<Item = &'a str>) -> Info {
                             tokens.next();
                             bound = Bound::Upper;
                         }
+                        // Stockfish writes its win rates between the score and its bound.
+                        "wdl" => {
+                            tokens.next();
+                            info.wdl = wdl(&mut tokens);
+                        }
                         _ => break,
                     }
                 }
@@ -272,6 +335,7 @@ fn parse_info<'a>(tokens: impl Iterator<Item = &'a str>) -> Info {
                     tokens.next();
                 }
             }
+            "wdl" => info.wdl = wdl(&mut tokens),
             "string" => {
                 info.string = Some(rest(&mut tokens));
             }
@@ -279,6 +343,12 @@ fn parse_info<'a>(tokens: impl Iterator<Item = &'a str>) -> Info {
         }
     }
     info
+}
+
+/// The three numbers after `wdl` (none where they are not win, draw and loss rates).
+fn wdl<'a>(tokens: &mut impl Iterator<Item = &'a str>) -> Option<Wdl> {
+    let numbers: Vec<&str> = tokens.take(3).collect();
+    numbers.join(" ").parse().ok()
 }
 
 fn number<T: std::str::FromStr>(token: Option<&str>) -> Option<T> {
@@ -354,6 +424,7 @@ mod tests {
             seldepth: Some(31),
             multipv: Some(2),
             score: Some((Score::from_uci_mate(-3), Bound::Lower)),
+            wdl: Some(Wdl { win: 0, draw: 2, loss: 998 }),
             nodes: Some(123_456),
             nps: Some(1_000_000),
             time_ms: Some(123),
@@ -435,6 +506,7 @@ mod tests {
 
         let i = info("info depth 9 score mate -3 wdl 0 0 1000 frobnicate 7 pv g1f3 nonsense depth 10");
         assert_eq!(i.score, Some((Score::from_uci_mate(-3), Bound::Exact)));
+        assert_eq!(i.wdl, Some(Wdl { win: 0, draw: 0, loss: 1000 }));
         assert_eq!(i.pv.len(), 1);
         assert_eq!(i.depth, Some(10));
 
@@ -445,6 +517,24 @@ mod tests {
         let i = info("info depth x score cp banana upperbound currmove e2e4 currmovenumber 1");
         assert_eq!((i.depth, i.score), (None, None));
         assert_eq!(i.currmove, UciMove::from_ascii(b"e2e4").ok());
+    }
+
+    #[test]
+    fn win_rates_are_read_wherever_the_engine_puts_them_and_written_after_the_bound() {
+        // Stockfish 15 and 16 put them between the score and its bound.
+        let i = info("info depth 6 seldepth 4 multipv 1 score cp -125 wdl 0 186 814 upperbound nodes 706 pv e7e5");
+        assert_eq!(i.score, Some((Score::cp(-125), Bound::Upper)));
+        assert_eq!(i.wdl, Some(Wdl { win: 0, draw: 186, loss: 814 }));
+        assert_eq!(i.nodes, Some(706));
+        assert_eq!(
+            i.to_string(),
+            "info depth 6 seldepth 4 multipv 1 score cp -125 upperbound wdl 0 186 814 nodes 706 pv e7e5"
+        );
+        let i = info("info depth 6 score cp 20 lowerbound wdl 30 950 20 nodes 9");
+        assert_eq!((i.score, i.wdl.map(|w| w.win), i.nodes), (Some((Score::cp(20), Bound::Lower)), Some(30), Some(9)));
+        // Rates that are not rates are dropped, and the line read on.
+        let i = info("info depth 6 score cp 20 wdl 900 900 900 nodes 9");
+        assert_eq!((i.wdl, i.nodes), (None, Some(9)));
     }
 
     #[test]

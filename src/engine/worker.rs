@@ -1,7 +1,10 @@
 //! The loop that runs one engine process for the pool: it takes jobs, restarts the engine after a fault with a
 //! growing, jittered back-off, and retries a job on fresh processes.
 
-use std::{sync::Arc, time::Duration};
+use std::{
+    sync::{Arc, atomic::Ordering},
+    time::Duration,
+};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError};
 use log::{debug, info, warn};
@@ -115,7 +118,19 @@ impl Worker {
             }
             // The search waits for `readyok` after this, so it starts on a cleared engine.
             let cleared = if self.config.fresh { engine.begin_new_game() } else { Ok(()) };
-            match cleared.and_then(|()| engine.search(request, &mut |_| {})) {
+            // The engine's count of this search as it reports it, added to the pool's count as it grows.
+            let mut counted = 0;
+            let mut count = |nodes: u64| {
+                if nodes > counted {
+                    self.shared.searched.fetch_add(nodes - counted, Ordering::Relaxed);
+                    counted = nodes;
+                }
+            };
+            let searched = cleared.and_then(|()| engine.search(request, &mut |info| count(info.nodes.unwrap_or(0))));
+            if let Ok(evaluation) = &searched {
+                count(evaluation.nodes);
+            }
+            match searched {
                 Ok(evaluation) => {
                     self.fresh = false;
                     self.backoff.reset();

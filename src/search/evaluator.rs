@@ -85,6 +85,11 @@ impl PoolEvaluator {
     pub fn new(pool: EnginePool) -> PoolEvaluator {
         PoolEvaluator { pool, in_flight: Vec::new() }
     }
+
+    /// The nodes the pool's engines have searched so far (see [`EnginePool::searched_nodes`]).
+    pub fn searched_nodes(&self) -> std::sync::Arc<std::sync::atomic::AtomicU64> {
+        self.pool.searched_nodes()
+    }
 }
 
 impl Evaluator for PoolEvaluator {

@@ -135,7 +135,8 @@ impl TreeAnswer {
     /// The outcome with the `info` lines given (a growth's final batch, whose line 1 is this move): `bestmove`
     /// follows them.
     pub fn outcome_after(&self, ctx: &Context, line: &Line, infos: Vec<Info>) -> Outcome {
-        let ponder = self.pv.get(1).copied().filter(|_| ctx.options.ponder);
+        // The line's second move, Ponder on or off, as Stockfish gives one whenever its line has it.
+        let ponder = self.pv.get(1).copied();
         Outcome {
             by: Answerer::Tree,
             infos,

@@ -290,7 +290,11 @@ pub fn direct(
         Ok(evaluation) => {
             let closing = (last_head != Some(evaluation.best_move)).then(|| closing_info(&evaluation, root, chess960));
             let infos: Vec<Info> = found_each_move.into_iter().chain(closing).collect();
-            let ponder = evaluation.ponder.filter(|_| ctx.options.ponder);
+            // The engine's ponder move, else its line's second move, Ponder on or off, as Stockfish gives one
+            // whenever its line has it.
+            let pv = &evaluation.line.pv;
+            let ponder =
+                evaluation.ponder.or_else(|| pv.get(1).copied().filter(|_| pv.first() == Some(&evaluation.best_move)));
             let timing = evaluation.timing;
             // A search of every move the analyst did not exclude is the position's, as the tree values it (§6.4): it
             // is learnt from and stored; one the GUI narrowed is not.

@@ -20,7 +20,7 @@ use shakmaty::{Position, uci::UciMove};
 use super::{
     answer::{Outcome, answer_of},
     control::{Context, Control, Woke},
-    message::Info,
+    message::{Info, Note},
 };
 use crate::{
     engine::{EngineConfig, EngineError, EnginePool},
@@ -105,6 +105,11 @@ pub fn grow_tree(
         return nothing;
     }
     let Some(TreePool { evaluator, .. }) = pool.as_mut() else { return nothing };
+    // The engines' own count as they report it: the batches' `nodes` move as the engines search, not only when a
+    // search ends.
+    let searched = evaluator.searched_nodes();
+    let searched_before = searched.load(Ordering::Relaxed);
+    let searched_now = move || searched.load(Ordering::Relaxed).saturating_sub(searched_before);
     let ended = |control: &mut Control| if until_ponderhit { control.released() } else { control.stopped() };
     if ended(control) {
         return Grown::default();
@@ -121,12 +126,11 @@ pub fn grow_tree(
     run.stop = analysis_stop.clone();
     // The session stores the game's moves itself; the engine time goes to the position.
     run.line_edges = false;
-    let nodes = run.nodes.clone();
     std::thread::scope(|scope| {
         let store = &store;
         // The listener: turns stop (or ponderhit) into the growth's stop, and reports the tree while it grows.
         let listener_stop = analysis_stop.clone();
-        let listener_nodes = nodes.clone();
+        let listener_nodes = searched_now.clone();
         let listener = scope.spawn(move || {
             let mut next_report = Instant::now() + FIRST_REPORT;
             loop {
@@ -143,7 +147,7 @@ pub fn grow_tree(
                     Woke::Deadline => {
                         // Searches report as the tree grows; background growth stays silent.
                         if reporting {
-                            report(ctx, store, line, &searchmoves, started, listener_nodes.load(Ordering::Relaxed));
+                            report(ctx, store, line, &searchmoves, started, listener_nodes());
                         }
                         next_report = Instant::now() + REPORT_EVERY;
                     }
@@ -171,7 +175,7 @@ pub fn grow_tree(
         drop(done);
         // A listener that panicked heard no signal: the growth is taken to have ended alone.
         let ended_alone = listener.join().unwrap_or(true);
-        Grown { evaluations, nodes: nodes.load(Ordering::Relaxed), ended_alone }
+        Grown { evaluations, nodes: searched_now(), ended_alone }
     })
 }
 
@@ -287,21 +291,27 @@ fn tree_infos(
             infos.push(line_info(infos.len(), (bound, Bound::Upper), vec![in_notation(m, ctx.chess960)]));
         }
     }
-    // The idea scores come first: the batch's numbered lines are the last before a `bestmove` that follows it.
-    if !ideas.is_empty() {
-        infos.insert(0, Info::string(format!("idea {}", ideas.join(", "))));
+    if !ctx.options.show_tree_info {
+        return infos;
+    }
+    // The idea scores come first: the batch's numbered lines are the last before a `bestmove` that follows it. Each
+    // note only where its text changed, at most once a second (`InfoOut::note`).
+    if !ideas.is_empty()
+        && let Some(note) = ctx.out.note(Note::Ideas, format!("idea {}", ideas.join(", ")))
+    {
+        infos.insert(0, note);
     }
     // Before them, the tree's main line and how deep it is settled, in words a person reads in the GUI's output.
     if let Some(best) = valued.first() {
-        infos.insert(
-            0,
-            Info::string(format!(
-                "tree main line {} (settled depth {}, engine depth {})",
-                crate::game::san_line(line.root(), &best.pv),
-                tree.settled_depth.map_or("-".to_owned(), |d| d.to_string()),
-                tree.engine_depth
-            )),
+        let text = format!(
+            "tree main line {} (settled depth {}, engine depth {})",
+            crate::game::san_line(line.root(), &best.pv),
+            tree.settled_depth.map_or("-".to_owned(), |d| d.to_string()),
+            tree.engine_depth
         );
+        if let Some(note) = ctx.out.note(Note::MainLine, text) {
+            infos.insert(0, note);
+        }
     }
     infos
 }

@@ -23,6 +23,7 @@ use std::{
         Arc,
         atomic::{AtomicBool, Ordering},
     },
+    time::{Duration, Instant},
 };
 
 use parking_lot::Mutex;
@@ -98,17 +99,48 @@ pub struct Out {
     closed: Arc<AtomicBool>,
     /// A write found the GUI's end of stdout closed: nobody reads any more.
     gone: Arc<AtomicBool>,
+    /// `UCI_ShowWDL` for the search under way: the material of its position, which the win-rate model reads; `None`
+    /// when off.
+    wdl: Arc<Mutex<Option<u32>>>,
 }
 
 impl Default for Out {
     fn default() -> Out {
-        Out { stdout: Arc::new(Mutex::new(std::io::stdout())), closed: Arc::default(), gone: Arc::default() }
+        Out {
+            stdout: Arc::new(Mutex::new(std::io::stdout())),
+            closed: Arc::default(),
+            gone: Arc::default(),
+            wdl: Arc::default(),
+        }
     }
 }
 
 impl Out {
     pub fn send(&self, message: impl Into<Message>) {
-        self.write(&message.into());
+        let mut message = message.into();
+        if let Message::Info(info) = &mut message {
+            self.rate(info);
+        }
+        self.write(&message);
+    }
+
+    /// Win rates on the `info` lines from now on (`UCI_ShowWDL`), for a position of `material` (see `uci::wdl`), or
+    /// none (`None`).
+    pub fn show_wdl(&self, material: Option<u32>) {
+        *self.wdl.lock() = material;
+    }
+
+    /// An `info` line with a score carries win rates when they are on: the inner engine's own where it gave them
+    /// (relayed as they are), else the model's for the score the line shows, from the same side to move's point of
+    /// view; when they are off, none.
+    fn rate(&self, info: &mut Info) {
+        match (*self.wdl.lock(), info.score) {
+            (None, _) => info.wdl = None,
+            (Some(material), Some((score, _))) if info.wdl.is_none() => {
+                info.wdl = Some(super::wdl::win_rates_at(score, material));
+            }
+            (Some(_), _) => {}
+        }
     }
 
     /// `info string error: TEXT`.
@@ -186,6 +218,24 @@ impl InfoOut {
         }
     }
 
+    /// `info string TEXT` as a note of `kind`, where it is to be written: its text differs from the last of its kind
+    /// this search wrote, and that one is [`NOTE_EVERY`] old or more (or there was none). `None` otherwise.
+    pub fn note(&self, kind: Note, text: String) -> Option<Info> {
+        let now = Instant::now();
+        let mut notes = self.last_line.0.notes.lock();
+        match notes.iter_mut().find(|(k, ..)| *k == kind) {
+            Some((_, last, at)) => {
+                if *last == text || now.saturating_duration_since(*at) < NOTE_EVERY {
+                    return None;
+                }
+                last.clone_from(&text);
+                *at = now;
+            }
+            None => notes.push((kind, text.clone(), now)),
+        }
+        Some(Info::string(text))
+    }
+
     /// The first move of the last best line written, shared: it stays readable after the search is given up.
     pub fn last_line(&self) -> LastLine {
         self.last_line.clone()
@@ -201,7 +251,23 @@ pub struct LastLine(Arc<SearchLines>);
 struct SearchLines {
     first: Mutex<Option<UciMove>>,
     muted: AtomicBool,
+    /// The last note of each kind written, and when.
+    notes: Mutex<Vec<(Note, String, Instant)>>,
 }
+
+/// deeptree's own `info string`s during a search, which would otherwise say the same thing batch after batch: each
+/// kind is written only when its text changed, at most once every [`NOTE_EVERY`] (see [`InfoOut::note`]). A client
+/// that turns every line into a line of analysis (polyglot for xboard) then shows no stream of them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Note {
+    /// `info string tree main line ...`
+    MainLine,
+    /// `info string idea ...`
+    Ideas,
+}
+
+/// The least time between two notes of one kind.
+pub const NOTE_EVERY: Duration = Duration::from_secs(1);
 
 impl LastLine {
     pub fn first_move(&self) -> Option<UciMove> {
@@ -218,6 +284,26 @@ impl LastLine {
 mod tests {
     use super::*;
     use crate::score::{Bound, Score};
+
+    #[test]
+    fn a_note_is_written_when_its_text_changed_at_most_once_a_second() {
+        let out = Out::default().info_out();
+        let text = |info: Option<Info>| info.and_then(|i| i.string);
+        assert_eq!(
+            text(out.note(Note::MainLine, "tree main line 1. e4".into())).as_deref(),
+            Some("tree main line 1. e4")
+        );
+        // Another kind is its own.
+        assert!(out.note(Note::Ideas, "idea e2e4 +0.30".into()).is_some());
+        // The same text: never again; another one: not within the second.
+        assert_eq!(out.note(Note::MainLine, "tree main line 1. e4".into()), None);
+        assert_eq!(out.note(Note::MainLine, "tree main line 1. d4".into()), None);
+        std::thread::sleep(NOTE_EVERY);
+        assert_eq!(out.note(Note::MainLine, "tree main line 1. e4".into()), None, "still the last one written");
+        assert!(out.note(Note::MainLine, "tree main line 1. d4".into()).is_some());
+        // Each search starts afresh.
+        assert!(Out::default().info_out().note(Note::MainLine, "tree main line 1. d4".into()).is_some());
+    }
 
     #[test]
     fn info_lines_are_written_in_the_protocols_order() {

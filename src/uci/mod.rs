@@ -4,7 +4,7 @@
 //!
 //! - `command`, `message`, `options`, `time`, `depth`: what the GUI sends (parsed), what deeptree sends (typed
 //!   messages with `Display`, and the one writer of stdout), the option table, the clock's share of a move, and the
-//!   depth a search would reach.
+//!   depth a search would reach; `wdl`, the win rates of a score.
 //! - `control`: what a search thread is given (its `Context`) and how the session steers it (`Signal`s on a
 //!   channel).
 //! - `answer`: a search's `Outcome` (tree, direct or fallback) and the tree's move for a position.
@@ -30,5 +30,6 @@ pub mod options;
 mod policy;
 mod session;
 pub mod time;
+pub mod wdl;
 
 pub use session::run;

@@ -36,6 +36,10 @@ pub struct Options {
     pub analyse_mode: bool,
     /// Positions and moves are Chess960 (castling as king takes rook); forwarded to the inner engines.
     pub chess960: bool,
+    /// `UCI_ShowWDL`: every `info` line with a score carries its win, draw and loss rates (see `uci::wdl`).
+    pub show_wdl: bool,
+    /// `ShowTreeInfo`: the tree's own `info string`s during a search (its main line, the idea scores).
+    pub show_tree_info: bool,
     /// Options of the inner engine set by the GUI, forwarded to every worker.
     pub inner: Vec<(String, String)>,
 }
@@ -242,6 +246,24 @@ pub const OPTIONS: &[Row] = &[
             Ok(())
         },
     },
+    Row {
+        name: "UCI_ShowWDL",
+        kind: Kind::Check,
+        get: |o| o.show_wdl.to_string(),
+        set: |o, v| {
+            o.show_wdl = v == "true";
+            Ok(())
+        },
+    },
+    Row {
+        name: "ShowTreeInfo",
+        kind: Kind::Check,
+        get: |o| o.show_tree_info.to_string(),
+        set: |o, v| {
+            o.show_tree_info = v == "true";
+            Ok(())
+        },
+    },
 ];
 
 /// The row of the option `name` (compared as UCI does, ignoring case).
@@ -276,6 +298,8 @@ impl Options {
             ponder: false,
             analyse_mode: false,
             chess960: false,
+            show_wdl: false,
+            show_tree_info: true,
             inner: Vec::new(),
         }
     }

@@ -132,6 +132,8 @@ struct Session {
     options: Options,
     /// Options the inner engine declared (offered under their own names).
     inner_declared: Vec<EngineOption>,
+    /// The inner engine declares `UCI_ShowWDL`: the direct engine gives its own win rates, which are relayed.
+    inner_wdl: bool,
     store: Option<Arc<Store>>,
     store_error: Option<String>,
     /// The direct engine (lent to a search while it runs).
@@ -170,6 +172,9 @@ struct Session {
     /// at the next `ucinewgame`, when no clock runs.
     refuted: Vec<Refutation>,
 }
+
+/// The standard option of win rates, deeptree's own and forwarded to an inner engine that declares it.
+const WDL_OPTION: &str = "UCI_ShowWDL";
 
 /// The file in the store's folder where the games played are recorded (`LearnFromGames`).
 pub const GAMES_FILE: &str = "games.pgn";
@@ -220,6 +225,7 @@ pub fn run(config: &Config, tree_dir: PathBuf) {
         out: Out::default(),
         options: Options::new(Config { tree_path: tree_dir.display().to_string(), ..config.clone() }),
         inner_declared: Vec::new(),
+        inner_wdl: false,
         store: None,
         store_error: None,
         direct: DirectSlot::default(),
@@ -408,7 +414,10 @@ impl Session {
             // The direct engine is started now, and kept: it tells its options, and it is ready for the game.
             let (config, overhead) = (self.direct_config(), self.overhead());
             match self.direct.prepare(&config, overhead) {
-                Ok((engine, _)) => self.inner_declared = offered(engine.identity()),
+                Ok((engine, _)) => {
+                    self.inner_declared = offered(engine.identity());
+                    self.inner_wdl = engine.identity().option(WDL_OPTION).is_some();
+                }
                 Err(e) => problem = Some(format!("inner engine '{}' unavailable: {e}", self.options.config.engine)),
             }
         }
@@ -456,6 +465,7 @@ impl Session {
             Ok(identity) => {
                 if self.inner_declared.is_empty() {
                     self.inner_declared = offered(&identity);
+                    self.inner_wdl = identity.option(WDL_OPTION).is_some();
                 }
                 self.direct_error = None;
             }

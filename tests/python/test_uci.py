@@ -24,7 +24,7 @@ INNER = sys.argv[2] if len(sys.argv) > 2 else (shutil.which("stockfish") or "/us
 SETTINGS = {"InnerEngine": INNER, "EngineDepth": 6, "MoveDistance": 30, "BackgroundAnalysis": False}
 # deeptree's own options: an inner engine's option of the same name is deeptree's to set.
 OWN = {"TreePath", "InnerEngine", "EngineDepth", "MoveDistance", "BackgroundAnalysis", "Hash", "Threads", "MultiPV",
-       "Ponder", "UCI_AnalyseMode", "UCI_Chess960"}
+       "Ponder", "UCI_AnalyseMode", "UCI_Chess960", "UCI_ShowWDL"}
 
 
 class Skip(Exception):
@@ -104,6 +104,62 @@ def test_play_from_the_tree(db):
         result = engine.play(chess.Board(), chess.engine.Limit(depth=9), info=chess.engine.INFO_ALL)
         assert "tree move" not in result.info.get("string", ""), result.info
         assert result.info.get("depth") == 9, result.info
+    finally:
+        engine.quit()
+
+
+def assert_win_rates(info, where):
+    """A scored line carries win rates that add up and agree with the score's sign."""
+    assert "wdl" in info, f"{where}: no wdl in {info}"
+    wdl, score = info["wdl"].relative, info["score"].relative
+    assert wdl.total() == 1000, f"{where}: {wdl}"
+    if score.score(mate_score=100000) > 60:
+        assert wdl.wins > wdl.losses, f"{where}: {score} with {wdl}"
+    if score.score(mate_score=100000) < -60:
+        assert wdl.wins < wdl.losses, f"{where}: {score} with {wdl}"
+
+
+def test_win_rates_on_tree_and_relayed_lines(db):
+    deeptree_cli(db, "analyze", "--engine", INNER, "--engine-depth", "6", "--move-distance", "30", "--max-depth", "2",
+                 "--workers", "2", "--json")
+    engine = open_engine(db)
+    try:
+        # deeptree declares the option itself, whatever its inner engine; off by default, as Stockfish's.
+        assert "UCI_ShowWDL" in engine.options and engine.options["UCI_ShowWDL"].default is False, engine.options
+        engine.configure({"UCI_ShowWDL": True})
+        # The tree's answer: its line scored by the tree, with the model's rates.
+        result = engine.play(chess.Board(), chess.engine.Limit(depth=8), info=chess.engine.INFO_ALL)
+        assert "tree move" in result.info.get("string", ""), result.info
+        assert_win_rates(result.info, "tree answer")
+        # The tree's lines while it grows (`go infinite`): every scored line.
+        scored = 0
+        with engine.analysis(chess.Board(), multipv=2) as analysis:
+            deadline = time.monotonic() + 4
+            for info in analysis:
+                if "score" in info:
+                    assert_win_rates(info, "tree growth")
+                    scored += 1
+                if time.monotonic() > deadline or scored >= 4:
+                    break
+            analysis.stop()
+            analysis.wait()
+        assert scored, "no scored line while the tree grew"
+        # A position the tree does not know: the inner engine's lines, relayed (its own rates where it gives them).
+        board = chess.Board("r1bqkb1r/pppp1ppp/2n2n2/4p3/2B1P3/5N2/PPPP1PPP/RNBQK2R w KQkq - 4 4")
+        relayed = 0
+        with engine.analysis(board, chess.engine.Limit(depth=8)) as analysis:
+            for info in analysis:
+                if "score" in info:
+                    assert_win_rates(info, "relayed")
+                    relayed += 1
+        assert relayed, "no relayed line"
+        # Off: no line carries them.
+        engine.configure({"UCI_ShowWDL": False})
+        with engine.analysis(board, chess.engine.Limit(depth=8)) as analysis:
+            for info in analysis:
+                assert "wdl" not in info, info
+        result = engine.play(chess.Board(), chess.engine.Limit(depth=8), info=chess.engine.INFO_ALL)
+        assert "wdl" not in result.info, result.info
     finally:
         engine.quit()
 

@@ -184,6 +184,8 @@ impl Session {
             }
             return;
         };
+        // Every scored line of this search carries its win rates where the GUI asked for them (see `uci::wdl`).
+        self.out.show_wdl(self.options.show_wdl.then(|| crate::uci::wdl::material(line.root())));
         self.last_go_timed = go.is_timed();
         // What the game record learns: a game's limit (a clock, movetime, depth, nodes) makes deeptree a player of
         // the side to move; a GUI's analysis makes the game no game.

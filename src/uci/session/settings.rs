@@ -33,6 +33,7 @@ impl Session {
             }
             if before.config.engine != self.options.config.engine {
                 self.inner_declared.clear();
+                self.inner_wdl = false;
                 self.close_direct();
             }
             if before.chess960 != self.options.chess960 {
@@ -87,7 +88,12 @@ impl Session {
 
     /// The direct engine: all `Threads` and all of `Hash`.
     pub(super) fn direct_config(&self) -> EngineConfig {
-        self.engine_config(self.options.threads, self.options.config.engine_hash_mib)
+        let mut config = self.engine_config(self.options.threads, self.options.config.engine_hash_mib);
+        // Its lines are relayed: an engine that gives win rates gives its own (the tree's workers are not asked).
+        if self.inner_wdl {
+            config.options.push((WDL_OPTION.into(), self.options.show_wdl.to_string()));
+        }
+        config
     }
 
     /// The tree's workers: the `Engines` option's, else `InnerEngine` as many as `Threads`, one thread each, `Hash`
