@@ -71,6 +71,19 @@ impl Uci {
         seen
     }
 
+    /// Every line that comes within `span`, with when it came (from the call).
+    pub fn lines_for(&self, span: Duration) -> Vec<(Duration, String)> {
+        let started = std::time::Instant::now();
+        let mut seen = Vec::new();
+        while let Some(left) = span.checked_sub(started.elapsed()) {
+            match self.lines.recv_timeout(left) {
+                Ok(line) => seen.push((started.elapsed(), line)),
+                Err(_) => break,
+            }
+        }
+        seen
+    }
+
     pub fn ready(&mut self) {
         self.send("isready");
         let lines = self.until("readyok", PATIENCE);
