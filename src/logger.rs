@@ -1,7 +1,9 @@
 //! The logger: `env_logger`, writing every record to stderr, since stdout belongs to the UCI protocol.
 //!
 //! The level comes from the settings (`log_level`) and the `-v` flags; `DEEPTREE_LOG` takes `env_logger`'s filter
-//! syntax on top, for example `DEEPTREE_LOG=deeptree::engine=debug` to follow the inner engines alone.
+//! syntax on top, for example `DEEPTREE_LOG=deeptree::engine=debug` to follow the inner engines alone: every line
+//! to and from each of them, with its time. At debug level, or with `DEEPTREE_LOG`, every record carries its time in
+//! seconds since the logger started, to the millisecond.
 //!
 //! Beside the log, a command may show one live status line on stderr ([`StatusLine`]): the command makes it, where
 //! stderr is a terminal, and hands it to the search as a [`Progress`]; the search says what the line holds, never how
@@ -27,6 +29,16 @@ pub fn init(base: LevelFilter, verbosity: u8) {
     builder.target(env_logger::Target::Stderr).format_timestamp(None).filter_level(level);
     if let Ok(filters) = std::env::var("DEEPTREE_LOG") {
         builder.parse_filters(&filters);
+    }
+    // Following what happens when (debug and trace, or a filter of one's own): each record with its time to the
+    // millisecond, the inner engines' lines among them, both ways.
+    if level >= LevelFilter::Debug || std::env::var_os("DEEPTREE_LOG").is_some() {
+        let started = std::time::Instant::now();
+        builder.format(move |out, record| {
+            use std::io::Write;
+            let seconds = started.elapsed().as_secs_f64();
+            writeln!(out, "[{seconds:>10.3} {} {}] {}", record.level(), record.target(), record.args())
+        });
     }
     // Only the first logger of a process is installed (tests may call this more than once).
     let _ = builder.try_init();

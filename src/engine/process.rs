@@ -315,6 +315,8 @@ struct Link {
     wake: Condvar,
     timeouts: Timeouts,
     pid: u32,
+    /// The engine's name in the log: every line to and from it is logged at debug level (see [`Link::send`]).
+    label: Arc<str>,
     /// When the last line came, in nanoseconds since `epoch` (written for every line, without a lock).
     last_line: AtomicU64,
     epoch: Instant,
@@ -354,12 +356,19 @@ enum Phase {
 }
 
 impl Link {
+    /// Writes a command (or several, a line each): the one place every line to the engine goes through, logged at
+    /// debug level with the engine's name and pid (the logger adds the time at that level).
     fn send(&self, command: &str) -> Result<(), EngineError> {
         let mut line = String::with_capacity(command.len() + 1);
         line.push_str(command);
         line.push('\n');
         let mut input = self.input.lock();
-        input.write_all(line.as_bytes()).and_then(|()| input.flush()).map_err(io_error)
+        let written = input.write_all(line.as_bytes()).and_then(|()| input.flush()).map_err(io_error);
+        drop(input);
+        for command in command.lines() {
+            debug!("{} ({}) >> {command}", self.label, self.pid);
+        }
+        written
     }
 
     fn now_nanos(&self) -> u64 {
@@ -576,6 +585,7 @@ impl Engine {
             wake: Condvar::new(),
             timeouts: config.timeouts.bounded(),
             pid,
+            label: Arc::from(label.as_str()),
             last_line: AtomicU64::new(0),
             epoch: Instant::now(),
         });
@@ -1089,7 +1099,6 @@ impl Engine {
                 command.push_str("\nponderhit");
             }
             self.link.send(&command)?;
-            trace!("{} >> {command}", self.name);
         }
         let go_sent = Instant::now();
         self.read_search(request, on_info, go_sent)
@@ -1145,7 +1154,6 @@ impl Engine {
     }
 
     fn send(&mut self, command: &str) -> Result<(), EngineError> {
-        trace!("{} >> {command}", self.name);
         self.link.send(command)
     }
 
@@ -1154,7 +1162,7 @@ impl Engine {
     fn recv(&mut self) -> Result<EngineMessage, EngineError> {
         let line = self.next_line().map_err(|e| self.link.state.lock().expired.take().unwrap_or(e))?;
         self.link.last_line.store(self.link.now_nanos(), Ordering::Relaxed);
-        trace!("{} << {line}", self.name);
+        debug!("{} ({}) << {line}", self.name, self.link.pid);
         let message = parse_line(&line);
         match message {
             EngineMessage::ReadyOk => {
