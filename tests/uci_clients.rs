@@ -146,3 +146,22 @@ fn through_polyglot_notes_are_rare_and_show_tree_info_off_leaves_only_real_lines
         }
     }
 }
+
+/// `deeptree bench stops` runs every case with the real engine and reports each (its figures are docs/benchmarks.md's;
+/// no time is asserted here).
+#[test]
+fn the_stop_bench_times_every_case_against_the_bare_engine() {
+    let engine = stockfish();
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_deeptree"))
+        .args(["bench", "stops", "--trials", "2", "--json", "--engine", engine.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let result: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let cases = result["cases"].as_array().unwrap();
+    assert_eq!(cases.len(), 5, "{result}");
+    for case in cases.iter().chain([&result["bare"]]) {
+        assert_eq!(case["trials"], 2, "{case}");
+        assert!(case["max_ms"].as_f64().unwrap() >= case["median_ms"].as_f64().unwrap(), "{case}");
+    }
+}

@@ -62,6 +62,24 @@ pub enum BenchCommand {
         #[arg(long)]
         json: bool,
     },
+    /// `stop` and `ponderhit` through deeptree, with the real inner engine, on a tree position (growth under way, or
+    /// the tree answering) and on relayed ones: milliseconds from the GUI's command to `bestmove`, against the bare
+    /// engine's `stop` in the same run.
+    Stops {
+        /// Trials of each case.
+        #[arg(long, default_value_t = 30)]
+        trials: usize,
+        #[arg(long, default_value_t = 7)]
+        seed: u64,
+        /// Engine command line (default: the settings' engine).
+        #[arg(long)]
+        engine: Option<String>,
+        /// The deeptree binary measured (default: this one), for a comparison with another build.
+        #[arg(long)]
+        deeptree: Option<std::path::PathBuf>,
+        #[arg(long)]
+        json: bool,
+    },
     /// On a generated store: time the alpha scores of a root and the idea update after one new evaluation.
     Search {
         #[arg(long, default_value_t = 1_000_000)]
@@ -110,6 +128,9 @@ pub fn run(db: Option<&Path>, config: &Config, what: BenchCommand) -> CommandRes
         BenchCommand::Engine { engine: command, json } => engine(config, command, json),
         BenchCommand::Relay { searches, seed, fake_engine, json } => relay(searches, seed, fake_engine, json),
         BenchCommand::Search { positions, samples, seed, json } => search(config, positions, samples, seed, json),
+        BenchCommand::Stops { trials, seed, engine, deeptree, json } => {
+            stops(config, trials, seed, engine, deeptree, json)
+        }
         BenchCommand::Settle { engine_depth, move_distance, depth, engine, json } => {
             settle(config, engine_depth, move_distance, depth, engine, json)
         }
@@ -242,6 +263,33 @@ fn relay(searches: usize, seed: u64, fake_engine: Option<std::path::PathBuf>, js
         }
     }
 
+    Ok(())
+}
+
+/// `bench stops`: `stop` and `ponderhit` through deeptree against the bare engine's `stop`.
+fn stops(
+    config: &Config,
+    trials: usize,
+    seed: u64,
+    engine: Option<String>,
+    deeptree: Option<std::path::PathBuf>,
+    json: bool,
+) -> CommandResult {
+    let deeptree = match deeptree {
+        Some(path) => path,
+        None => std::env::current_exe()?,
+    };
+    let engine = engine.unwrap_or_else(|| config.engine.clone());
+    let result = crate::uci::stop_bench::stop_bench(&deeptree, &engine, trials.max(1), seed)?;
+    if json {
+        println!("{}", serde_json::to_string(&result)?);
+    } else {
+        println!("inner engine {}, {} trials a case", result.engine, result.bare.trials);
+        println!("{:<46} {:>8} {:>8} {:>8}   (ms to bestmove)", "case", "median", "p99", "max");
+        for case in std::iter::once(&result.bare).chain(&result.cases) {
+            println!("{:<46} {:>8.1} {:>8.1} {:>8.1}", case.name, case.median_ms, case.p99_ms, case.max_ms);
+        }
+    }
     Ok(())
 }
 

@@ -86,6 +86,11 @@ impl PoolEvaluator {
         PoolEvaluator { pool, in_flight: Vec::new() }
     }
 
+    /// Wakes this evaluator's [`Evaluator::next`] from another thread: it returns at once, as on a timeout.
+    pub fn waker(&self) -> crate::engine::PoolWaker {
+        self.pool.waker()
+    }
+
     /// The nodes the pool's engines have searched so far (see [`EnginePool::searched_nodes`]).
     pub fn searched_nodes(&self) -> std::sync::Arc<std::sync::atomic::AtomicU64> {
         self.pool.searched_nodes()
@@ -109,6 +114,10 @@ impl Evaluator for PoolEvaluator {
 
     fn next(&mut self, timeout: Duration) -> Option<(u64, Result<Answer, EvalError>)> {
         let result = self.pool.results().recv_timeout(timeout).ok()?;
+        // A wake (a `stop` from another thread) answers no job: nothing yet, and the caller looks at its budget now.
+        if result.id == crate::engine::WAKE {
+            return None;
+        }
         self.in_flight.retain(|id| *id != result.id);
         let label = result.worker.and_then(|w| self.pool.identity(w)).map(|i| i.label());
         let answer = match result.outcome {

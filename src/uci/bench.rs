@@ -46,14 +46,14 @@ pub struct RelayBench {
 }
 
 /// A UCI peer driven line by line.
-struct Peer {
+pub(super) struct Peer {
     child: Child,
     input: ChildStdin,
     output: BufReader<ChildStdout>,
 }
 
 impl Peer {
-    fn start(program: &Path, args: &[String]) -> Result<Peer, String> {
+    pub(super) fn start(program: &Path, args: &[String]) -> Result<Peer, String> {
         let mut child = Command::new(program)
             .args(args)
             .stdin(Stdio::piped())
@@ -66,7 +66,7 @@ impl Peer {
         Ok(Peer { child, input, output })
     }
 
-    fn send(&mut self, line: &str) -> Result<(), String> {
+    pub(super) fn send(&mut self, line: &str) -> Result<(), String> {
         self.input
             .write_all(format!("{line}\n").as_bytes())
             .and_then(|()| self.input.flush())
@@ -74,7 +74,7 @@ impl Peer {
     }
 
     /// Reads lines until one starts with `prefix`; returns it, with the instant it was read.
-    fn until(&mut self, prefix: &str) -> Result<(String, u128), String> {
+    pub(super) fn until(&mut self, prefix: &str) -> Result<(String, u128), String> {
         let mut line = String::new();
         loop {
             line.clear();
@@ -87,7 +87,7 @@ impl Peer {
         }
     }
 
-    fn quit(mut self) {
+    pub(super) fn quit(mut self) {
         let _ = self.send("quit");
         let _ = self.child.wait();
     }
@@ -98,7 +98,7 @@ fn now_nanos() -> u128 {
 }
 
 /// Positions of random games, as `position` commands, with a `None` where a new game starts.
-fn positions(searches: usize, seed: u64) -> Vec<Option<String>> {
+pub(super) fn positions(searches: usize, seed: u64) -> Vec<Option<String>> {
     let mut rng = fastrand::Rng::with_seed(seed);
     let mut out = Vec::with_capacity(searches + searches / GAME_PLIES + 1);
     let mut played = 0;

@@ -107,6 +107,8 @@ pub fn grow_tree(
     let Some(TreePool { evaluator, .. }) = pool.as_mut() else { return nothing };
     // The engines' own count as they report it: the batches' `nodes` move as the engines search, not only when a
     // search ends.
+    // `stop` reaches the searches at once, not at the scheduler's next look at its budget.
+    let waker = evaluator.waker();
     let searched = evaluator.searched_nodes();
     let searched_before = searched.load(Ordering::Relaxed);
     let searched_now = move || searched.load(Ordering::Relaxed).saturating_sub(searched_before);
@@ -139,6 +141,7 @@ pub fn grow_tree(
                     Woke::Done => return true,
                     Woke::Signal if ended(control) => {
                         listener_stop.store(true, Ordering::SeqCst);
+                        waker.wake();
                         // The growth ends its searches; the answer's batch comes once it has ended.
                         let _ = finished.recv();
                         return false;

@@ -29,6 +29,7 @@ pub mod message;
 pub mod options;
 mod policy;
 mod session;
+pub mod stop_bench;
 pub mod time;
 pub mod wdl;
 

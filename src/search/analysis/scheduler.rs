@@ -830,6 +830,8 @@ impl<'a, E: Evaluator> Scheduler<'a, E> {
     /// Stops every running search; their answers, if they still come, are ignored.
     fn abandon(&mut self) {
         if self.flights.running() > 0 {
+            // The engines first (a `stop` waits for them), then the claims (a write).
+            self.evaluator.cancel_all();
             if let Some(claims) = &self.claims {
                 let jobs: Vec<Vec<u8>> = self.flights.jobs().map(JobKey::bytes).collect();
                 if let Err(e) = claims.release(jobs.iter().map(Vec::as_slice)) {
@@ -837,7 +839,6 @@ impl<'a, E: Evaluator> Scheduler<'a, E> {
                 }
             }
             self.abandoned += self.flights.running() as u64;
-            self.evaluator.cancel_all();
             self.flights.abandon_all();
         }
     }
