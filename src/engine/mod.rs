@@ -22,7 +22,7 @@ mod worker;
 use std::{io, sync::Arc, time::Duration};
 
 pub use self::command::{program_exists, resolve_program, split_command_line};
-pub use self::pool::{EnginePool, JobId, JobOutcome, JobResult, PoolWaker, WAKE};
+pub use self::pool::{EnginePool, JobId, JobOutcome, JobResult};
 pub use self::process::{
     Engine, EngineConfig, EngineIdentity, OUTSIDE_SEARCHMOVES, RestartPolicy, STOP_ANSWER, Searchmoves, StopHandle,
     Timeouts, canonical_label, engine_label, note_option_not_set,

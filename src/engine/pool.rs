@@ -21,20 +21,6 @@ use super::{
     worker::Worker,
 };
 
-/// The id of no job: a result with it is a wake ([`PoolWaker::wake`]), not an answer.
-pub const WAKE: JobId = JobId::MAX;
-
-/// Wakes the reader of a pool's results at once, from another thread: it gets a result of id [`WAKE`], which answers
-/// no job, and looks again at whatever it waits for (a `stop` among it) without waiting for an engine's answer.
-#[derive(Clone)]
-pub struct PoolWaker(Sender<JobResult>);
-
-impl PoolWaker {
-    pub fn wake(&self) {
-        let _ = self.0.send(JobResult { id: WAKE, worker: None, attempts: 0, outcome: JobOutcome::Cancelled });
-    }
-}
-
 /// N workers, each with its own engine process (commands may differ per worker).
 ///
 /// ```no_run
@@ -104,12 +90,9 @@ impl EnginePool {
         EnginePool::start(vec![config.clone(); workers.max(1)])
     }
 
-    /// Queues a job. The request is checked first; `id` must not be in flight already, nor be [`WAKE`].
+    /// Queues a job. The request is checked first; `id` must not be in flight already.
     pub fn submit(&self, id: JobId, request: EvalRequest) -> Result<(), EngineError> {
         request.validate()?;
-        if id == WAKE {
-            return Err(EngineError::InvalidRequest(format!("job id {WAKE} is the wake's")));
-        }
         let queue = self.queue.as_ref().ok_or_else(|| EngineError::InvalidRequest("pool shut down".into()))?;
         {
             let mut jobs = self.shared.jobs.lock();
@@ -126,11 +109,6 @@ impl EnginePool {
     /// completed). Returns false when the job is not in flight.
     pub fn cancel(&self, id: JobId) -> bool {
         self.shared.cancel(id)
-    }
-
-    /// A handle that wakes whoever waits on [`EnginePool::results`] (see [`PoolWaker`]).
-    pub fn waker(&self) -> PoolWaker {
-        PoolWaker(self.shared.results.clone())
     }
 
     /// The nodes the pool's engines have searched so far, all jobs together, finished or not: each engine's count

@@ -79,16 +79,30 @@ pub trait Evaluator {
 pub struct PoolEvaluator {
     pool: EnginePool,
     in_flight: Vec<u64>,
+    /// Where a [`Waker`] ends a wait for results.
+    wake: (crossbeam_channel::Sender<()>, crossbeam_channel::Receiver<()>),
+}
+
+/// Ends a [`PoolEvaluator`]'s wait for its engines' answers at once, from another thread: it returns from
+/// [`Evaluator::next`] as on a timeout, and its caller looks at its budget (a `stop` among it) without waiting for an
+/// engine. A wake that finds no wait ends the next one.
+#[derive(Clone)]
+pub struct Waker(crossbeam_channel::Sender<()>);
+
+impl Waker {
+    pub fn wake(&self) {
+        let _ = self.0.try_send(());
+    }
 }
 
 impl PoolEvaluator {
     pub fn new(pool: EnginePool) -> PoolEvaluator {
-        PoolEvaluator { pool, in_flight: Vec::new() }
+        PoolEvaluator { pool, in_flight: Vec::new(), wake: crossbeam_channel::bounded(1) }
     }
 
-    /// Wakes this evaluator's [`Evaluator::next`] from another thread: it returns at once, as on a timeout.
-    pub fn waker(&self) -> crate::engine::PoolWaker {
-        self.pool.waker()
+    /// Wakes this evaluator's [`Evaluator::next`] from another thread (see [`Waker`]).
+    pub fn waker(&self) -> Waker {
+        Waker(self.wake.0.clone())
     }
 
     /// The nodes the pool's engines have searched so far (see [`EnginePool::searched_nodes`]).
@@ -113,11 +127,12 @@ impl Evaluator for PoolEvaluator {
     }
 
     fn next(&mut self, timeout: Duration) -> Option<(u64, Result<Answer, EvalError>)> {
-        let result = self.pool.results().recv_timeout(timeout).ok()?;
-        // A wake (a `stop` from another thread) answers no job: nothing yet, and the caller looks at its budget now.
-        if result.id == crate::engine::WAKE {
-            return None;
-        }
+        // A wake (a `stop` from another thread) ends the wait as a timeout does: the caller looks at its budget now.
+        let result = crossbeam_channel::select! {
+            recv(self.pool.results()) -> result => result.ok()?,
+            recv(self.wake.1) -> _ => return None,
+            default(timeout) => return None,
+        };
         self.in_flight.retain(|id| *id != result.id);
         let label = result.worker.and_then(|w| self.pool.identity(w)).map(|i| i.label());
         let answer = match result.outcome {
