@@ -1,12 +1,14 @@
 //! What a game teaches the tree: a tree move that the game's own later searches refuted (they scored it
 //! [`REFUTATION_DROP_CP`](crate::interop::played::REFUTATION_DROP_CP) or more lower within
 //! [`REFUTATION_PLIES`](crate::interop::played::REFUTATION_PLIES) plies) is searched again, deeper, at the next
-//! `ucinewgame` (while the GUI waits for `readyok`, no clock running), before another game can play it. It writes to
+//! `ucinewgame` (while the GUI waits for `readyok`), before another game can play it, for at most a 40th of the game's
+//! clock ([`research_budget`]): a runner that starts the next game's clock first counts the wait against its first
+//! move. It writes to
 //! the tree, so it runs only with `StoreSearches` on (off keeps a grown book as it was grown).
 //!
 //! The search: the position after the move, by the direct engine, to the deeper of the tree's depth there (its
 //! combined depth less the move) and the refuting search's depth, plus [`EXTRA_DEPTH`] plies, for at most
-//! the game end's [`RESEARCH_BUDGET`] (stopped then, and what it reached counts); then the position after the reply the game
+//! the game end's [`research_budget`] (stopped then, and what it reached counts); then the position after the reply the game
 //! went on with, one ply shallower (the game's own search there, stored in play, is what the tree saw drop). Each
 //! principal variation is stored as a spine ([`crate::search::split::spine_changes`]): each position of the line at
 //! the depth the search saw it, down to the tree's engine depth. Stored records never lose depth, so the tree's minimax takes the deeper verdict: a refutation
@@ -30,8 +32,24 @@ use crate::{
 pub const EXTRA_DEPTH: u32 = 2;
 
 /// The longest all the searches again of one game's end may take together: they run at `ucinewgame`, while the
-/// GUI waits for `readyok` and no clock runs. What the budget leaves unsearched is dropped (and logged).
+/// GUI waits for `readyok`. What the budget leaves unsearched is dropped (and logged).
 pub const RESEARCH_BUDGET: Duration = Duration::from_secs(2);
+
+/// The share of the game's clock the searches again may take at most: some runners (python-chess's, which
+/// lichess-bot and scripts/match use) start the next game's clock before `ucinewgame`, so the wait counts against its
+/// first move, where Stockfish answers `readyok` at once.
+pub const RESEARCH_CLOCK_SHARE: u32 = 40;
+
+/// Under this budget the searches again are left out: too short to reach the depth that refuted the move.
+pub const RESEARCH_MIN: Duration = Duration::from_millis(200);
+
+/// The budget of the searches again after a game whose side's clock was `clock` before its first move (`None`: no
+/// clock): [`RESEARCH_BUDGET`], at most a [`RESEARCH_CLOCK_SHARE`]th of the clock; `None` (no search) under
+/// [`RESEARCH_MIN`]. At 2+0.02 none, at 10+0.1 0.25 s, from 80 s on the whole 2 s.
+pub fn research_budget(clock: Option<Duration>) -> Option<Duration> {
+    let budget = clock.map_or(RESEARCH_BUDGET, |clock| (clock / RESEARCH_CLOCK_SHARE).min(RESEARCH_BUDGET));
+    (budget >= RESEARCH_MIN).then_some(budget)
+}
 
 /// What a search again found.
 #[derive(Debug, Clone, Copy)]
@@ -107,4 +125,17 @@ fn search_and_store(
     let label = Some(engine.identity().label());
     let stored = store_spine(store, &position, &evaluation, label, engine_depth).map_err(|e| e.to_string())?;
     Ok((evaluation.score(), evaluation.depth(), stored))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_research_takes_a_40th_of_the_games_clock_at_most_and_none_of_a_short_one() {
+        assert_eq!(research_budget(None), Some(RESEARCH_BUDGET), "no clock: the whole budget");
+        assert_eq!(research_budget(Some(Duration::from_secs(2))), None, "2+0.02: none");
+        assert_eq!(research_budget(Some(Duration::from_secs(10))), Some(Duration::from_millis(250)));
+        assert_eq!(research_budget(Some(Duration::from_secs(600))), Some(RESEARCH_BUDGET));
+    }
 }

@@ -156,6 +156,9 @@ struct Session {
     finishing: Vec<JoinHandle<()>>,
     background: Option<Background>,
     last_go_timed: bool,
+    /// The side's clock at the game's first timed `go` (its time before the first move, for the research budget of
+    /// `learn_from_refutations`); `None` for a game without a clock.
+    game_clock: Option<Duration>,
     idle_since: Option<Instant>,
     /// A `ucinewgame` came during a search: the engines get it once the search has answered.
     new_game_pending: bool,
@@ -240,6 +243,7 @@ pub fn run(config: &Config, tree_dir: PathBuf) {
         finishing: Vec::new(),
         background: None,
         last_go_timed: false,
+        game_clock: None,
         idle_since: None,
         new_game_pending: false,
         tree_fallbacks: 0,
@@ -488,6 +492,8 @@ impl Session {
             self.record_game(&ended, false);
         }
         self.learn_from_refutations();
+        // The next game's first timed `go` gives its clock.
+        self.game_clock = None;
         // `last_go_timed` stays: in a match the next game is timed too, and the opponent's clock is not ours.
         self.line = Some(Line::start_position());
         if self.released_only() {
@@ -517,8 +523,9 @@ impl Session {
     }
 
     /// Searches again, deeper, the tree moves refuted in the games that ended (`LearnFromGames`, with `StoreSearches`:
-    /// it writes to the tree), within [`learn::RESEARCH_BUDGET`] in all, at `ucinewgame` (see `learn`). Not while a
-    /// search holds the engines (`go infinite` across `ucinewgame`); what the budget leaves is dropped.
+    /// it writes to the tree), within [`learn::research_budget`] of the game's clock in all, at `ucinewgame` (see
+    /// `learn`). Not while a search holds the engines (`go infinite` across `ucinewgame`); what the budget leaves is
+    /// dropped.
     fn learn_from_refutations(&mut self) {
         let refuted = std::mem::take(&mut self.refuted);
         let config = &self.options.config;
@@ -531,7 +538,11 @@ impl Session {
         let Some(store) = self.store.clone() else { return };
         let (engine_config, overhead) = (self.direct_config(), self.overhead());
         let engine_depth = self.options.config.engine_depth;
-        let until = Instant::now() + learn::RESEARCH_BUDGET;
+        let Some(budget) = learn::research_budget(self.game_clock) else {
+            log::info!("{} refuted tree moves left unsearched: the game's clock is too short to wait", refuted.len());
+            return;
+        };
+        let until = Instant::now() + budget;
         for (done, refutation) in refuted.iter().enumerate() {
             if Instant::now() >= until {
                 log::info!(

@@ -187,6 +187,10 @@ impl Session {
         // Every scored line of this search carries its win rates where the GUI asked for them (see `uci::wdl`).
         self.out.show_wdl(self.options.show_wdl.then(|| crate::uci::wdl::material(line.root())));
         self.last_go_timed = go.is_timed();
+        if go.is_timed() && self.game_clock.is_none() {
+            let own = if shakmaty::Position::turn(line.root()).is_white() { go.wtime } else { go.btime };
+            self.game_clock = own.map(Duration::from_millis);
+        }
         // What the game record learns: a game's limit (a clock, movetime, depth, nodes) makes deeptree a player of
         // the side to move; a GUI's analysis makes the game no game.
         if self.options.analyse_mode || go.infinite || (go.ponder && !go.is_timed()) {
