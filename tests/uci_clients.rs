@@ -36,8 +36,8 @@ fn a_growing_tree_writes_each_note_when_it_changed_at_most_once_a_second_and_cou
         for pair in notes.windows(2) {
             let ((t0, a), (t1, b)) = (pair[0], pair[1]);
             assert_ne!(a, b, "a note written again unchanged: {all:?}");
-            // Written a second apart or more; read here with the pipe's jitter.
-            assert!(*t1 >= *t0 + Duration::from_millis(800), "two notes {prefix:?} {:?} apart: {all:?}", *t1 - *t0);
+            // Written a second apart or more; read here with the pipe's jitter (a loaded machine may hold one back).
+            assert!(*t1 >= *t0 + Duration::from_millis(500), "two notes {prefix:?} {:?} apart: {all:?}", *t1 - *t0);
         }
     }
     // The tree's batches: each line's nodes are the engines' count so far, never 0 and never lower than before.
