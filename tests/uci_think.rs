@@ -265,14 +265,15 @@ fn growing_the_tree_reports_moving_node_counts_and_its_last_batch_names_the_move
     assert!(bounded > 0 && bounded < 20, "{batch:?}");
     assert!(batch.iter().rev().take(bounded).all(|l| l.contains(" upperbound ")), "bounds come last: {batch:?}");
     // A batch names the tree's main line in SAN, from Black's move, and its settled depth, where it changed (at most
-    // once a second: tests/uci_clients.rs); each such note is a legal line from the position.
+    // once a second: tests/uci_clients.rs, but in the last batch whenever it changed); the last one's line starts
+    // with the move played.
     let main_lines: Vec<&String> = lines.iter().filter(|l| l.starts_with("info string tree main line 1... ")).collect();
     assert!(!main_lines.is_empty(), "{lines:?}");
     assert!(main_lines.windows(2).all(|w| w[0] != w[1]), "a note twice alike: {main_lines:?}");
     let last = main_lines.last().unwrap();
     let pos = Chess::default().play("e2e4".parse::<UciMove>().unwrap().to_move(&Chess::default()).unwrap()).unwrap();
-    let first_san = last.trim_start_matches("info string tree main line 1... ").split_whitespace().next().unwrap();
-    assert!(first_san.parse::<shakmaty::san::San>().ok().and_then(|san| san.to_move(&pos).ok()).is_some(), "{last}");
+    let played = shakmaty::san::San::from_move(&pos, best.parse::<UciMove>().unwrap().to_move(&pos).unwrap());
+    assert!(last.starts_with(&format!("info string tree main line 1... {played}")), "{last} {best}");
     let settled = last.split("settled depth ").nth(1).and_then(|t| t.split(',').next()).unwrap();
     assert!(settled.parse::<u8>().is_ok(), "{last}");
     assert!(last.ends_with("engine depth 8)"), "{last}");

@@ -1162,7 +1162,7 @@ impl Engine {
     fn recv(&mut self) -> Result<EngineMessage, EngineError> {
         let line = self.next_line().map_err(|e| self.link.state.lock().expired.take().unwrap_or(e))?;
         self.link.last_line.store(self.link.now_nanos(), Ordering::Relaxed);
-        debug!("{} ({}) << {line}", self.name, self.link.pid);
+        debug!("{} ({}) << {line}", self.link.label, self.link.pid);
         let message = parse_line(&line);
         match message {
             EngineMessage::ReadyOk => {

@@ -65,7 +65,7 @@ pub struct Info {
 }
 
 /// Win, draw and loss rates in per mille (`wdl W D L` on an `info` line), from the side to move's point of view;
-/// they add up to 1000.
+/// they add up to 1000 (an engine's that add up to less, from its rounding, are taken as they are).
 ///
 /// ```
 /// use deeptree::engine::protocol::Wdl;
@@ -93,7 +93,7 @@ impl Wdl {
 
 /// Three numbers that are no win, draw and loss rates in per mille.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("'{0}' is not three per mille rates that add up to 1000 (win draw loss)")]
+#[error("'{0}' is not three per mille rates that add up to 1000 at most (win draw loss)")]
 pub struct BadWdl(String);
 
 impl std::str::FromStr for Wdl {

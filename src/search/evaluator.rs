@@ -128,7 +128,8 @@ impl Evaluator for PoolEvaluator {
 
     fn next(&mut self, timeout: Duration) -> Option<(u64, Result<Answer, EvalError>)> {
         // A wake (a `stop` from another thread) ends the wait as a timeout does: the caller looks at its budget now.
-        let result = crossbeam_channel::select! {
+        // An answer already in is taken first (biased), so a stop never drops a search that has answered.
+        let result = crossbeam_channel::select_biased! {
             recv(self.pool.results()) -> result => result.ok()?,
             recv(self.wake.1) -> _ => return None,
             default(timeout) => return None,

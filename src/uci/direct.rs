@@ -448,6 +448,8 @@ fn relayed(info: &Info, root: &Chess, chess960: bool) -> Option<(Info, Option<Uc
         seldepth: info.seldepth,
         multipv: info.multipv,
         score: Some(info.score?),
+        // The engine's own win rates (`UCI_ShowWDL` forwarded), as they are: the session drops them when it is off.
+        wdl: info.wdl,
         nodes: info.nodes,
         nps: info.nps,
         time_ms: info.time_ms,
@@ -482,6 +484,21 @@ fn store_direct_result(ctx: &Context, root: &Chess, evaluation: &Evaluation, com
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_relayed_line_keeps_the_engines_own_win_rates() {
+        let crate::engine::protocol::EngineMessage::Info(info) = crate::engine::protocol::parse_line(
+            "info depth 12 seldepth 15 multipv 1 score cp 35 wdl 61 930 9 nodes 9000 hashfull 3 pv e2e4 e7e5",
+        ) else {
+            panic!("an info line")
+        };
+        let (relayed, head) = relayed(&info, &Chess::default(), false).expect("relayed");
+        assert_eq!(
+            relayed.to_string(),
+            "info depth 12 seldepth 15 multipv 1 score cp 35 wdl 61 930 9 nodes 9000 pv e2e4 e7e5"
+        );
+        assert_eq!(head, "e2e4".parse().ok());
+    }
 
     #[test]
     fn clocks_go_to_the_engine_unchanged() {

@@ -187,7 +187,7 @@ pub fn grow_tree(
 pub fn report(ctx: &Context, store: &Store, line: &Line, searchmoves: &[UciMove], started: Instant, nodes: u64) {
     let Ok(view) = store.read() else { return };
     let Ok(Some(tree)) = tree::view(&view, line.root(), &line.history_keys()) else { return };
-    for info in tree_infos(&view, &tree, line, ctx, searchmoves, started, nodes) {
+    for info in tree_infos(&view, &tree, line, ctx, searchmoves, Batch { started, nodes, last: false }) {
         ctx.out.send(info);
     }
 }
@@ -217,7 +217,7 @@ pub fn grown_answer(
         // The count of the growth's batches; the stored evaluation's where nothing grew.
         let nodes = if grown.nodes == 0 { tree.nodes } else { grown.nodes };
         let mut infos = notes;
-        infos.extend(tree_infos(&view, &tree, line, ctx, searchmoves, started, nodes));
+        infos.extend(tree_infos(&view, &tree, line, ctx, searchmoves, Batch { started, nodes, last: true }));
         Ok(Some(answer.with_searched_nodes(nodes).outcome_after(ctx, line, infos)))
     };
     read().unwrap_or_else(|e| {
@@ -241,17 +241,25 @@ pub fn growth_paused(ctx: &Context, store: &Store) -> bool {
     true
 }
 
+/// A batch of the tree's `info` lines: since when the search runs, the nodes the engines searched for this growth so
+/// far, and whether it is the last, right before `bestmove`.
+struct Batch {
+    started: Instant,
+    nodes: u64,
+    last: bool,
+}
+
 /// `info` lines for the tree's candidate moves (MultiPV), after their idea scores in an `info string`; `nodes` are
-/// those the engines searched for this growth so far.
+/// those the engines searched for this growth so far (see [`Batch`]).
 fn tree_infos(
     view: &ReadView<'_>,
     tree: &TreeView,
     line: &Line,
     ctx: &Context,
     searchmoves: &[UciMove],
-    started: Instant,
-    nodes: u64,
+    batch: Batch,
 ) -> Vec<Info> {
+    let Batch { started, nodes, last } = batch;
     let depth = u32::from(tree.settled_depth.unwrap_or(0)) + u32::from(tree.engine_depth);
     let mut infos = Vec::new();
     let mut ideas = Vec::new();
@@ -298,9 +306,11 @@ fn tree_infos(
         return infos;
     }
     // The idea scores come first: the batch's numbered lines are the last before a `bestmove` that follows it. Each
-    // note only where its text changed, at most once a second (`InfoOut::note`).
+    // note only where its text changed, at most once a second (`InfoOut::note`); in the `last` batch, before
+    // `bestmove`, whenever it changed, so that the GUI's last note agrees with the move.
+    let note = |kind, text| if last { ctx.out.final_note(kind, text) } else { ctx.out.note(kind, text) };
     if !ideas.is_empty()
-        && let Some(note) = ctx.out.note(Note::Ideas, format!("idea {}", ideas.join(", ")))
+        && let Some(note) = note(Note::Ideas, format!("idea {}", ideas.join(", ")))
     {
         infos.insert(0, note);
     }
@@ -312,7 +322,7 @@ fn tree_infos(
             tree.settled_depth.map_or("-".to_owned(), |d| d.to_string()),
             tree.engine_depth
         );
-        if let Some(note) = ctx.out.note(Note::MainLine, text) {
+        if let Some(note) = note(Note::MainLine, text) {
             infos.insert(0, note);
         }
     }

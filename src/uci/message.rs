@@ -221,11 +221,21 @@ impl InfoOut {
     /// `info string TEXT` as a note of `kind`, where it is to be written: its text differs from the last of its kind
     /// this search wrote, and that one is [`NOTE_EVERY`] old or more (or there was none). `None` otherwise.
     pub fn note(&self, kind: Note, text: String) -> Option<Info> {
+        self.note_when(kind, text, true)
+    }
+
+    /// As [`InfoOut::note`] for the batch right before `bestmove`: written where its text changed, however soon after
+    /// the last, so that the GUI's last note agrees with the move.
+    pub fn final_note(&self, kind: Note, text: String) -> Option<Info> {
+        self.note_when(kind, text, false)
+    }
+
+    fn note_when(&self, kind: Note, text: String, at_most_every_second: bool) -> Option<Info> {
         let now = Instant::now();
         let mut notes = self.last_line.0.notes.lock();
         match notes.iter_mut().find(|(k, ..)| *k == kind) {
             Some((_, last, at)) => {
-                if *last == text || now.saturating_duration_since(*at) < NOTE_EVERY {
+                if *last == text || (at_most_every_second && now.saturating_duration_since(*at) < NOTE_EVERY) {
                     return None;
                 }
                 last.clone_from(&text);
@@ -301,6 +311,9 @@ mod tests {
         std::thread::sleep(NOTE_EVERY);
         assert_eq!(out.note(Note::MainLine, "tree main line 1. e4".into()), None, "still the last one written");
         assert!(out.note(Note::MainLine, "tree main line 1. d4".into()).is_some());
+        // The batch before bestmove: a change is written at once, the same text still not.
+        assert_eq!(out.final_note(Note::MainLine, "tree main line 1. d4".into()), None);
+        assert!(out.final_note(Note::MainLine, "tree main line 1. c4".into()).is_some());
         // Each search starts afresh.
         assert!(Out::default().info_out().note(Note::MainLine, "tree main line 1. d4".into()).is_some());
     }
