@@ -165,3 +165,29 @@ fn the_stop_bench_times_every_case_against_the_bare_engine() {
         assert!(case["max_ms"].as_f64().unwrap() >= case["median_ms"].as_f64().unwrap(), "{case}");
     }
 }
+
+/// Within one `go ponder`, the count goes on after `ponderhit`: the move's line counts the growth's nodes too.
+#[test]
+fn after_ponderhit_the_count_goes_on_from_the_growths() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = stockfish();
+    let settings = ["EngineDepth value 10", "TreeDepthMargin value 20"];
+    let mut uci = session(&dir.path().join("tree"), engine.to_str().unwrap(), &settings);
+    uci.send("position startpos");
+    uci.send("go infinite");
+    std::thread::sleep(Duration::from_millis(1500));
+    uci.best("stop");
+    // The tree answers a clock here (the margin): `go ponder` grows it, and `ponderhit` plays its move.
+    uci.send("go ponder wtime 60000 btime 60000 winc 1000 binc 1000");
+    let lines = uci.lines_for(Duration::from_millis(1600));
+    let (_, closing) = uci.best("ponderhit");
+    let counts: Vec<u64> = lines
+        .iter()
+        .map(|(_, l)| l)
+        .chain(closing.iter())
+        .filter(|l| l.starts_with("info depth"))
+        .filter_map(|l| field(l, "nodes"))
+        .collect();
+    assert!(counts.len() >= 2, "{lines:?} {closing:?}");
+    assert!(counts.windows(2).all(|w| w[1] >= w[0]), "the count went down after ponderhit: {counts:?}");
+}

@@ -197,11 +197,12 @@ pub struct InfoOut {
 }
 
 impl InfoOut {
-    pub fn send(&self, info: Info) {
+    pub fn send(&self, mut info: Info) {
         // A search the session answered for says nothing more: its lines would land in the next search's.
         if self.last_line.0.muted.load(Ordering::SeqCst) {
             return;
         }
+        self.count_from_before(&mut info);
         // The best line only: MultiPV's other lines are not what the search would play.
         if let Some(first) = info.pv.first()
             && info.multipv.is_none_or(|k| k == 1)
@@ -215,6 +216,21 @@ impl InfoOut {
     pub fn error(&self, text: impl fmt::Display) {
         if !self.last_line.0.muted.load(Ordering::SeqCst) {
             self.out.error(text);
+        }
+    }
+
+    /// From now on every count written starts from `nodes` searched before in this `go` (see
+    /// [`InfoOut::count_from_before`]).
+    pub fn count_from(&self, nodes: u64) {
+        self.last_line.0.nodes_before.store(nodes, Ordering::SeqCst);
+    }
+
+    /// Adds the nodes searched before in this `go` to `info`'s count (for lines the session writes, as a search's
+    /// answer: they do not pass through [`InfoOut::send`]).
+    pub fn count_from_before(&self, info: &mut Info) {
+        let before = self.last_line.0.nodes_before.load(Ordering::SeqCst);
+        if let Some(nodes) = info.nodes.as_mut() {
+            *nodes = nodes.saturating_add(before);
         }
     }
 
@@ -263,6 +279,9 @@ struct SearchLines {
     muted: AtomicBool,
     /// The last note of each kind written, and when.
     notes: Mutex<Vec<(Note, String, Instant)>>,
+    /// Nodes searched for this `go` before its current search (a `go ponder`'s growth, before the search after
+    /// `ponderhit`): added to every count written, so that the GUI's count never drops within one `go`.
+    nodes_before: std::sync::atomic::AtomicU64,
 }
 
 /// deeptree's own `info string`s during a search, which would otherwise say the same thing batch after batch: each

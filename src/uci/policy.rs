@@ -89,10 +89,15 @@ pub fn think(ctx: &Context, lent: &mut Lent, line: &Line, go: &Go, control: &mut
     }
     control.wait_until_told(go.ponder);
     if go.ponder && control.ponderhit() {
-        // The opponent played the expected move: the clock runs now.
+        // The opponent played the expected move: the clock runs now. The GUI's node count goes on from the growth's.
         let timed = Go { ponder: false, ..go.clone() };
         control.received = Instant::now();
-        return play(ctx, lent, line, &timed, &searchmoves, control);
+        ctx.out.count_from(grown.nodes);
+        let (mut outcome, aftermath) = play(ctx, lent, line, &timed, &searchmoves, control);
+        for info in &mut outcome.infos {
+            ctx.out.count_from_before(info);
+        }
+        return (outcome, aftermath);
     }
     // After stop: answer with the tree's best move after the final batch (or, if it has none, a quick direct search).
     if let Some(outcome) = grown_answer(ctx, line, &searchmoves, started, grown, Vec::new()) {
