@@ -161,7 +161,8 @@ fn engine_stamps(path: &Path) -> Result<Vec<(u128, u128)>, String> {
         .collect()
 }
 
-fn hop(mut millis: Vec<f64>) -> Hop {
+/// The median and 99th percentile of `millis`.
+pub(super) fn hop(mut millis: Vec<f64>) -> Hop {
     millis.sort_by(f64::total_cmp);
     let at =
         |p: f64| millis.get(((millis.len().saturating_sub(1)) as f64 * p).round() as usize).copied().unwrap_or(0.0);

@@ -105,10 +105,10 @@ pub fn grow_tree(
         return nothing;
     }
     let Some(TreePool { evaluator, .. }) = pool.as_mut() else { return nothing };
-    // The engines' own count as they report it: the batches' `nodes` move as the engines search, not only when a
-    // search ends.
     // `stop` reaches the searches at once, not at the scheduler's next look at its budget.
     let waker = evaluator.waker();
+    // The engines' own count as they report it: the batches' `nodes` move as the engines search, not only when a
+    // search ends.
     let searched = evaluator.searched_nodes();
     let searched_before = searched.load(Ordering::Relaxed);
     let searched_now = move || searched.load(Ordering::Relaxed).saturating_sub(searched_before);

@@ -99,9 +99,18 @@ pub struct Out {
     closed: Arc<AtomicBool>,
     /// A write found the GUI's end of stdout closed: nobody reads any more.
     gone: Arc<AtomicBool>,
-    /// `UCI_ShowWDL` for the search under way: the material of its position, which the win-rate model reads; `None`
-    /// when off.
-    wdl: Arc<Mutex<Option<u32>>>,
+    /// What every `info` line of the search under way gets added.
+    search: Arc<Mutex<SearchExtras>>,
+}
+
+/// What [`Out`] adds to each `info` line of the search under way, set at its `go` ([`Out::begin_search`]).
+#[derive(Debug, Clone, Copy, Default)]
+struct SearchExtras {
+    /// `UCI_ShowWDL`: the material of the search's position, which the win-rate model reads; `None` when off.
+    wdl_material: Option<u32>,
+    /// Nodes searched for this `go` before its current search (a `go ponder`'s growth, before the search after
+    /// `ponderhit`): added to every count written, so that the GUI's count never drops within one `go`.
+    nodes_before: u64,
 }
 
 impl Default for Out {
@@ -110,7 +119,7 @@ impl Default for Out {
             stdout: Arc::new(Mutex::new(std::io::stdout())),
             closed: Arc::default(),
             gone: Arc::default(),
-            wdl: Arc::default(),
+            search: Arc::default(),
         }
     }
 }
@@ -119,22 +128,31 @@ impl Out {
     pub fn send(&self, message: impl Into<Message>) {
         let mut message = message.into();
         if let Message::Info(info) = &mut message {
-            self.rate(info);
+            self.complete(info);
         }
         self.write(&message);
     }
 
-    /// Win rates on the `info` lines from now on (`UCI_ShowWDL`), for a position of `material` (see `uci::wdl`), or
-    /// none (`None`).
-    pub fn show_wdl(&self, material: Option<u32>) {
-        *self.wdl.lock() = material;
+    /// A search begins: its `info` lines carry win rates (`UCI_ShowWDL`) for a position of `wdl_material` (see
+    /// `uci::wdl`), or none (`None`), and count their nodes from 0.
+    pub fn begin_search(&self, wdl_material: Option<u32>) {
+        *self.search.lock() = SearchExtras { wdl_material, nodes_before: 0 };
     }
 
-    /// An `info` line with a score carries win rates when they are on: the inner engine's own where it gave them
-    /// (relayed as they are), else the model's for the score the line shows, from the same side to move's point of
-    /// view; when they are off, none.
-    fn rate(&self, info: &mut Info) {
-        match (*self.wdl.lock(), info.score) {
+    /// From now on every count the search writes starts from `nodes` searched before in its `go`.
+    pub fn count_from(&self, nodes: u64) {
+        self.search.lock().nodes_before = nodes;
+    }
+
+    /// What an `info` line of the search gets: the nodes searched before in its `go` added to its count; win rates
+    /// on a line with a score when they are on (the inner engine's own where it gave them, relayed as they are, else
+    /// the model's for the score the line shows, from the same side to move's point of view); when off, none.
+    fn complete(&self, info: &mut Info) {
+        let SearchExtras { wdl_material, nodes_before } = *self.search.lock();
+        if let Some(nodes) = info.nodes.as_mut() {
+            *nodes = nodes.saturating_add(nodes_before);
+        }
+        match (wdl_material, info.score) {
             (None, _) => info.wdl = None,
             (Some(material), Some((score, _))) if info.wdl.is_none() => {
                 info.wdl = Some(super::wdl::win_rates_at(score, material));
@@ -197,12 +215,11 @@ pub struct InfoOut {
 }
 
 impl InfoOut {
-    pub fn send(&self, mut info: Info) {
+    pub fn send(&self, info: Info) {
         // A search the session answered for says nothing more: its lines would land in the next search's.
         if self.last_line.0.muted.load(Ordering::SeqCst) {
             return;
         }
-        self.count_from_before(&mut info);
         // The best line only: MultiPV's other lines are not what the search would play.
         if let Some(first) = info.pv.first()
             && info.multipv.is_none_or(|k| k == 1)
@@ -219,19 +236,10 @@ impl InfoOut {
         }
     }
 
-    /// From now on every count written starts from `nodes` searched before in this `go` (see
-    /// [`InfoOut::count_from_before`]).
+    /// From now on every count of this search, its answer's lines among them, starts from `nodes` searched before
+    /// in its `go` (see [`Out::count_from`]).
     pub fn count_from(&self, nodes: u64) {
-        self.last_line.0.nodes_before.store(nodes, Ordering::SeqCst);
-    }
-
-    /// Adds the nodes searched before in this `go` to `info`'s count (for lines the session writes, as a search's
-    /// answer: they do not pass through [`InfoOut::send`]).
-    pub fn count_from_before(&self, info: &mut Info) {
-        let before = self.last_line.0.nodes_before.load(Ordering::SeqCst);
-        if let Some(nodes) = info.nodes.as_mut() {
-            *nodes = nodes.saturating_add(before);
-        }
+        self.out.count_from(nodes);
     }
 
     /// `info string TEXT` as a note of `kind`, where it is to be written: its text differs from the last of its kind
@@ -279,9 +287,6 @@ struct SearchLines {
     muted: AtomicBool,
     /// The last note of each kind written, and when.
     notes: Mutex<Vec<(Note, String, Instant)>>,
-    /// Nodes searched for this `go` before its current search (a `go ponder`'s growth, before the search after
-    /// `ponderhit`): added to every count written, so that the GUI's count never drops within one `go`.
-    nodes_before: std::sync::atomic::AtomicU64,
 }
 
 /// deeptree's own `info string`s during a search, which would otherwise say the same thing batch after batch: each

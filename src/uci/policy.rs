@@ -93,11 +93,7 @@ pub fn think(ctx: &Context, lent: &mut Lent, line: &Line, go: &Go, control: &mut
         let timed = Go { ponder: false, ..go.clone() };
         control.received = Instant::now();
         ctx.out.count_from(grown.nodes);
-        let (mut outcome, aftermath) = play(ctx, lent, line, &timed, &searchmoves, control);
-        for info in &mut outcome.infos {
-            ctx.out.count_from_before(info);
-        }
-        return (outcome, aftermath);
+        return play(ctx, lent, line, &timed, &searchmoves, control);
     }
     // After stop: answer with the tree's best move after the final batch (or, if it has none, a quick direct search).
     if let Some(outcome) = grown_answer(ctx, line, &searchmoves, started, grown, Vec::new()) {

@@ -417,11 +417,8 @@ impl Session {
         if self.inner_declared.is_empty() && !self.searching() {
             // The direct engine is started now, and kept: it tells its options, and it is ready for the game.
             let (config, overhead) = (self.direct_config(), self.overhead());
-            match self.direct.prepare(&config, overhead) {
-                Ok((engine, _)) => {
-                    self.inner_declared = offered(engine.identity());
-                    self.inner_wdl = engine.identity().option(WDL_OPTION).is_some();
-                }
+            match self.direct.prepare(&config, overhead).map(|(engine, _)| engine.identity().clone()) {
+                Ok(identity) => self.learn_inner(&identity),
                 Err(e) => problem = Some(format!("inner engine '{}' unavailable: {e}", self.options.config.engine)),
             }
         }
@@ -432,6 +429,12 @@ impl Session {
         if let Some(problem) = problem {
             self.out.error(problem);
         }
+    }
+
+    /// What the inner engine declared: the options offered under their own names, and whether it gives win rates.
+    fn learn_inner(&mut self, identity: &EngineIdentity) {
+        self.inner_declared = offered(identity);
+        self.inner_wdl = identity.option(WDL_OPTION).is_some();
     }
 
     /// Before `readyok` when no search runs: the store is open and the direct engine has taken every `setoption`
@@ -468,8 +471,7 @@ impl Session {
         match prepared {
             Ok(identity) => {
                 if self.inner_declared.is_empty() {
-                    self.inner_declared = offered(&identity);
-                    self.inner_wdl = identity.option(WDL_OPTION).is_some();
+                    self.learn_inner(&identity);
                 }
                 self.direct_error = None;
             }

@@ -20,7 +20,7 @@ use std::{
 
 use serde::Serialize;
 
-use super::bench::{Peer, positions};
+use super::bench::{Hop, Peer, hop, positions};
 
 /// How long the start position's tree grows before the trials.
 const GROWTH: Duration = Duration::from_secs(4);
@@ -36,11 +36,10 @@ pub struct Case {
 }
 
 impl Case {
-    fn of(name: &'static str, mut millis: Vec<f64>) -> Case {
-        millis.sort_by(f64::total_cmp);
-        let at =
-            |p: f64| millis.get(((millis.len().saturating_sub(1)) as f64 * p).round() as usize).copied().unwrap_or(0.0);
-        Case { name, trials: millis.len(), median_ms: at(0.5), p99_ms: at(0.99), max_ms: at(1.0) }
+    fn of(name: &'static str, millis: Vec<f64>) -> Case {
+        let (trials, max_ms) = (millis.len(), millis.iter().copied().fold(0.0, f64::max));
+        let Hop { median_ms, p99_ms } = hop(millis);
+        Case { name, trials, median_ms, p99_ms, max_ms }
     }
 }
 

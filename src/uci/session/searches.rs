@@ -184,8 +184,9 @@ impl Session {
             }
             return;
         };
-        // Every scored line of this search carries its win rates where the GUI asked for them (see `uci::wdl`).
-        self.out.show_wdl(self.options.show_wdl.then(|| crate::uci::wdl::material(line.root())));
+        // Every scored line of this search carries its win rates where the GUI asked for them (see `uci::wdl`), and
+        // its counts start from 0.
+        self.out.begin_search(self.options.show_wdl.then(|| crate::uci::wdl::material(line.root())));
         self.last_go_timed = go.is_timed();
         if go.is_timed() && self.game_clock.is_none() {
             let own = if shakmaty::Position::turn(line.root()).is_white() { go.wtime } else { go.btime };
