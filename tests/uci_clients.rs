@@ -11,10 +11,9 @@ use common::{PATIENCE, session, stockfish};
 /// A middlegame no tree here knows.
 const MIDDLEGAME: &str = "position fen r1bq1rk1/pp2bppp/2n1pn2/3p4/2PP4/2N1PN2/PP3PPP/R2QKB1R w KQ - 0 9";
 
-fn field(line: &str, name: &str) -> Option<u64> {
-    let mut words = line.split_whitespace();
-    words.by_ref().find(|w| *w == name)?;
-    words.next()?.parse().ok()
+/// The count of `key` in an `info` line.
+fn number(line: &str, key: &str) -> Option<u64> {
+    common::field(line, key)?.parse().ok()
 }
 
 #[test]
@@ -44,7 +43,7 @@ fn a_growing_tree_writes_each_note_when_it_changed_at_most_once_a_second_and_cou
     let counts: Vec<u64> = all
         .iter()
         .filter(|(_, l)| l.starts_with("info depth") && l.contains(" multipv 1 "))
-        .filter_map(|(_, l)| field(l, "nodes"))
+        .filter_map(|(_, l)| number(l, "nodes"))
         .collect();
     assert!(counts.len() >= 3, "batches: {all:?}");
     assert!(counts.iter().all(|n| *n > 0), "a batch with no nodes: {counts:?}");
@@ -186,7 +185,7 @@ fn after_ponderhit_the_count_goes_on_from_the_growths() {
         .map(|(_, l)| l)
         .chain(closing.iter())
         .filter(|l| l.starts_with("info depth"))
-        .filter_map(|l| field(l, "nodes"))
+        .filter_map(|l| number(l, "nodes"))
         .collect();
     assert!(counts.len() >= 2, "{lines:?} {closing:?}");
     assert!(counts.windows(2).all(|w| w[1] >= w[0]), "the count went down after ponderhit: {counts:?}");

@@ -5,7 +5,7 @@ mod common;
 
 use std::{path::Path, time::Duration};
 
-use common::{PATIENCE, Uci, fake, fake_log, fake_session, stockfish};
+use common::{PATIENCE, Uci, fake, fake_log, fake_session, field, stockfish};
 use shakmaty::{CastlingMode, Chess, Move, Position, fen::Fen, uci::UciMove};
 
 fn position_of(fen: Option<&str>, moves: &[String], chess960: bool) -> Chess {
@@ -51,8 +51,7 @@ fn check_output(lines: &[String], root: &Chess, chess960: bool, context: &str) {
             if let Err(e) = replay(root, &moves, chess960) {
                 panic!("{context}: {e} in '{line}'");
             }
-            let words: Vec<&str> = line.split_whitespace().collect();
-            let multipv = words.iter().position(|w| *w == "multipv").and_then(|i| words.get(i + 1).copied());
+            let multipv = field(line, "multipv");
             if multipv.is_none_or(|k| k == "1") {
                 last_pv = Some(moves);
             }
@@ -336,12 +335,6 @@ fn a_games_go_ponder_off_the_tree_is_the_engines_own_ponder_and_ponderhit_or_sto
     let lines = uci.until("bestmove", PATIENCE);
     assert!(lines.last().is_some_and(|l| l.starts_with("bestmove")), "{lines:?}");
     assert_eq!(gos_pondering(&log), 2, "{:?}", fake_log(&log));
-}
-
-/// The value following `key` in an `info` line.
-fn field<'a>(line: &'a str, key: &str) -> Option<&'a str> {
-    let words: Vec<&str> = line.split_whitespace().collect();
-    words.iter().position(|w| *w == key).and_then(|i| words.get(i + 1).copied())
 }
 
 #[test]

@@ -5,7 +5,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{PATIENCE, Uci, stockfish};
+use common::{PATIENCE, Uci, field, stockfish};
 use shakmaty::{Chess, Position, fen::Fen, uci::UciMove};
 
 /// A session with Stockfish inside, `Threads` 2, no idle growth, the think mode given.
@@ -184,12 +184,6 @@ fn think_mode_tree_starts_its_workers_at_isready_not_inside_the_first_move() {
         assert_eq!(count(&pids), started, "engines running after readyok with ThinkMode {mode}");
         uci.send("quit");
     }
-}
-
-/// The value following `key` in an `info` line.
-fn field<'a>(line: &'a str, key: &str) -> Option<&'a str> {
-    let words: Vec<&str> = line.split_whitespace().collect();
-    words.iter().position(|w| *w == key).and_then(|i| words.get(i + 1).copied())
 }
 
 /// The `info` lines right before `bestmove` (the last line of `lines`): the tree's final batch, every line with its

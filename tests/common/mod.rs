@@ -108,6 +108,12 @@ impl Drop for Uci {
     }
 }
 
+/// The value following `key` in an `info` line.
+pub fn field<'a>(line: &'a str, key: &str) -> Option<&'a str> {
+    let words: Vec<&str> = line.split_whitespace().collect();
+    words.iter().position(|w| *w == key).and_then(|i| words.get(i + 1).copied())
+}
+
 /// The real Stockfish, found as deeptree finds it.
 pub fn stockfish() -> std::path::PathBuf {
     deeptree::engine::resolve_program("stockfish")
