@@ -141,6 +141,7 @@ pub fn run(db: Option<&Path>, config: &Config, args: AnalyzeArgs) -> CommandResu
     let mut policy = Policy::new(0, params.clone());
     policy.targets = target;
     policy.temperature = args.temperature.unwrap_or(policy.temperature);
+    policy.beyond = args.beyond.unwrap_or(policy.beyond);
     let mut growth = Growth::new(seeds, policy);
     growth.look_ahead = config.look_ahead();
     growth.stop = stop;

@@ -35,6 +35,11 @@ pub struct AnalyzeArgs {
     /// leaves it. Default with --games: 20; with --cover: the engine depth.
     #[arg(long, value_name = "DEPTH")]
     pub play_depth: Option<u8>,
+    /// Plies past the target (--for's or --play-depth) that growth aims at where games follow the tree: a position the
+    /// tree answers short of the aim is deepened before a new exit of equal reach, one at the aim ranks with an exit
+    /// of half its reach (default 3).
+    #[arg(long, value_name = "PLIES", value_parser = clap::value_parser!(u32).range(0..=40))]
+    pub beyond: Option<u32>,
     /// With --games: the side of each game to grow for, by a name in its White or Black tag (default: both sides).
     #[arg(long, value_name = "NAME", requires = "games")]
     pub player: Option<String>,

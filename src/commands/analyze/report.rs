@@ -60,8 +60,8 @@ pub(super) fn run_header(out: Out, growth: &Growth, groups: usize, clock: Option
     let (low, high) = growth.policy.targets.range();
     let target = match (followed, low == high) {
         (0, _) => format!("each up to software depth {}", growth.policy.params.max_depth),
-        (_, true) => format!("target depth {low}"),
-        (_, false) => format!("target depth {low} to {high}"),
+        (_, true) => format!("target depth {low}, aim {}", low + growth.policy.beyond),
+        (_, false) => format!("target depth {low} to {high}, aim {} plies past it", growth.policy.beyond),
     };
     let clock =
         clock.map_or(String::new(), |c| format!(" for {c} on {threads} thread{}", if threads == 1 { "" } else { "s" }));
@@ -90,7 +90,7 @@ pub(super) fn step_row(out: Out, step: &Step<'_>) {
     say(
         out,
         &format!(
-            "grow {:>5}: priority {:.4} = reach {:.4} x 2^{:<2} (known {:>2}, target {:>2}) {kind:<15} ply {:>2} of {} to \
+            "grow {:>5}: priority {:.4} = reach {:.4} x 2^{:<2} (known {:>2}, target {:>2}, aim {:>2}) {kind:<15} ply {:>2} of {} to \
              software depth {} at engine depth {}: {} evaluations, {:.1} s{settled}: {}",
             step.number,
             item.priority,
@@ -98,6 +98,7 @@ pub(super) fn step_row(out: Out, step: &Step<'_>) {
             item.terms.lack(),
             item.terms.known,
             item.terms.target,
+            item.terms.aim,
             item.ply,
             step.seed.label,
             item.settle,

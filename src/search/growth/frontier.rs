@@ -9,12 +9,15 @@
 //! below the opponent's best), as long as the moves never valued are bounded a move distance below the best.
 //! Where a game leaves the tree (the tree's side with no answer deep enough, or the opponent's replies never
 //! searched) the position is on the frontier, with the reach of the games that arrive there (transpositions add up)
-//! and the depth it is known to. A seed that is only itself (a root to deepen, a task, a session's position) is on
-//! the frontier as long as it is known less deep than its target.
+//! and the depth it is known to. Where the tree answers, the position is on the frontier too, to be known a ply
+//! deeper (depth past the target is what a tree answer gains over the search it replaces). A seed that is only
+//! itself (a root to deepen, a task, a session's position) is on the frontier as long as it is known less deep than
+//! its target.
 //!
 //! An item is grown by the settle-then-deepen search of `super::super::analysis` ([`Item::settle`]): a position of
 //! the tree's side to the software depth that brings its target (0, one search, where the engine depth is enough),
-//! one of the opponent's to software depth 1 (its replies searched at the engine depth), a seed that is only itself
+//! one of the opponent's to software depth 1 (its replies searched at the engine depth), one the tree answers to the
+//! software depth a ply past what it is known to, a seed that is only itself
 //! to its next software depth (or, alone in its run, to its target at once: nothing competes for the engines).
 
 use std::collections::{HashMap, HashSet};
@@ -32,7 +35,7 @@ use super::{
         analysis::{Params, known_depth},
         tree,
     },
-    priority::{Terms, priority},
+    priority::{DEFAULT_BEYOND, Terms, priority},
 };
 
 /// Replies scored more than this many temperatures below the best are taken as never played.
@@ -124,13 +127,23 @@ pub struct Policy {
     pub floor: f64,
     /// Plies below a seed past which the walk stops.
     pub max_plies: usize,
+    /// Plies past the target that positions the tree answers are deepened to before new exits of equal reach (the
+    /// aim, `priority`'s module docs).
+    pub beyond: u32,
 }
 
 impl Policy {
     /// Growth to `target` with the tree's search `params`: temperature 20 cp, walks down to a reach of 1/1000 and
-    /// 40 plies.
+    /// 40 plies, aiming [`DEFAULT_BEYOND`] plies past the target.
     pub fn new(target: u32, params: Params) -> Policy {
-        Policy { targets: Targets::flat(target), params, temperature: 20, floor: 1e-3, max_plies: 40 }
+        Policy {
+            targets: Targets::flat(target),
+            params,
+            temperature: 20,
+            floor: 1e-3,
+            max_plies: 40,
+            beyond: DEFAULT_BEYOND,
+        }
     }
 }
 
@@ -145,6 +158,8 @@ pub enum Kind {
     Seed,
     /// A position of the tree's side where games leave the tree: known to the target.
     TreeMove,
+    /// A position of the tree's side where the tree answers: known a ply deeper.
+    Deeper,
     /// A position of the opponent's whose replies are not all searched: its replies searched.
     Replies,
 }
@@ -155,6 +170,7 @@ impl Kind {
         match self {
             Kind::Seed => "the seed itself",
             Kind::TreeMove => "the tree's move",
+            Kind::Deeper => "the tree's move a ply deeper",
             Kind::Replies => "the replies",
         }
     }
@@ -256,10 +272,32 @@ pub fn walk(view: &ReadView<'_>, seeds: &[Seed], policy: &Policy, skip: &Skip<'_
                 }
                 let ours = pos.turn() == side;
                 let target = seed.target.unwrap_or(policy.targets.at(pos));
+                let aim = target.saturating_add(policy.beyond);
                 let node = view.node(key)?;
+                // Searched at the run's engine depth, or at its own evaluation's where that is deeper (what is stored
+                // is taken, never searched again shallower).
+                let eval_depth = node.as_ref().and_then(|n| n.eval.as_ref()).map_or(0, |e| e.depth);
+                let engine_depth = seed.engine_depth.unwrap_or(policy.params.engine_depth).max(eval_depth);
                 let next: Option<Vec<(UciMove, f64)>> = if ours {
-                    match tree_move(view, &line, policy, target)? {
-                        BookMove::Plays(uci) => Some(vec![(uci, 1.0)]),
+                    match tree_move(view, &line, policy, target, aim)? {
+                        BookMove::Plays(uci, known) => {
+                            // The tree answers: the position is also grown a ply past what it is known to.
+                            let terms = Terms { reach: reach / total, known, target, aim, exit: false };
+                            let item = Item {
+                                kind: Kind::Deeper,
+                                line: line.clone(),
+                                key,
+                                seed: index,
+                                ply,
+                                ours,
+                                terms,
+                                priority: priority(terms),
+                                engine_depth,
+                                settle: clamp_u8((known + 1).saturating_sub(u32::from(engine_depth))),
+                            };
+                            add(&mut found, item, skip);
+                            Some(vec![(uci, 1.0)])
+                        }
                         BookMove::Unknown => None,
                         // Growth cannot change what the game's history does to the verdict: not on the frontier.
                         BookMove::Searches => Some(Vec::new()),
@@ -291,12 +329,8 @@ pub fn walk(view: &ReadView<'_>, seeds: &[Seed], policy: &Policy, skip: &Skip<'_
                             // its replies, however deep its own evaluation (the other side's growth searched it).
                             stored_depth(node.as_ref()).min(target.saturating_sub(1))
                         };
-                        // Searched at the run's engine depth, or at its own evaluation's where that is deeper (what
-                        // is stored is taken, never searched again shallower).
-                        let eval_depth = node.as_ref().and_then(|n| n.eval.as_ref()).map_or(0, |e| e.depth);
-                        let engine_depth = seed.engine_depth.unwrap_or(policy.params.engine_depth).max(eval_depth);
                         let settle = if ours { clamp_u8(target.saturating_sub(u32::from(engine_depth))) } else { 1 };
-                        let terms = Terms { reach: reach / total, known, target };
+                        let terms = Terms { reach: reach / total, known, target, aim, exit: true };
                         let item = Item {
                             kind: if ours { Kind::TreeMove } else { Kind::Replies },
                             line: line.clone(),
@@ -378,7 +412,8 @@ fn seed_item(
     if next > last {
         return Ok(None);
     }
-    let terms = Terms { reach, known, target: ranked.max(known + 1) };
+    let ranked = ranked.max(known + 1);
+    let terms = Terms { reach, known, target: ranked, aim: ranked, exit: false };
     Ok(Some(Item {
         kind: Kind::Seed,
         line: seed.line.clone(),
@@ -406,8 +441,8 @@ fn clamp_u8(depth: u32) -> u8 {
 
 /// What a game gets in a position of the tree's side.
 enum BookMove {
-    /// The tree's move.
-    Plays(UciMove),
+    /// The tree's move, and the depth the tree knows the position to (at least the target).
+    Plays(UciMove, u32),
     /// A search: the tree does not know the position deep enough. The game leaves the tree.
     Unknown,
     /// A search: the tree knows the position deep enough, but the game's history changes its verdict. Growth would
@@ -417,17 +452,27 @@ enum BookMove {
 
 /// The tree's move at `line`'s root, a position of the tree's side, where a game would get it: the position is
 /// known at least `target` deep ([`known_depth`]), the game's history (the line) leaves the tree's verdict as the
-/// position alone gives it, and the move is the one the tree plays, its best by alpha score.
-fn tree_move(view: &ReadView<'_>, line: &Line, policy: &Policy, target: u32) -> Result<BookMove, StoreError> {
-    let known = known_depth(view, line, &policy.params, clamp_u8(target))?;
-    if known.is_none_or(|k| k < target) {
-        return Ok(BookMove::Unknown);
+/// position alone gives it, and the move is the one the tree plays, its best by alpha score. The depth it is known
+/// to is looked for up to `aim` (or past it where stored).
+fn tree_move(
+    view: &ReadView<'_>,
+    line: &Line,
+    policy: &Policy,
+    target: u32,
+    aim: u32,
+) -> Result<BookMove, StoreError> {
+    let mut known = known_depth(view, line, &policy.params, clamp_u8(aim))?;
+    if aim > target && known.is_none_or(|k| k < target) {
+        // The stored graph may settle the target with the move distance narrowed, and not the aim: asked as a game's
+        // policy asks it.
+        known = known_depth(view, line, &policy.params, clamp_u8(target))?;
     }
+    let Some(known) = known.filter(|k| *k >= target) else { return Ok(BookMove::Unknown) };
     let Some(tree) = tree::view(view, line.root(), &line.history_keys())? else { return Ok(BookMove::Unknown) };
     // Where the game's history changes the tree's verdict (a move repeating a position of the game scores a draw in
     // alpha, not from the root alone), a game's policy searches instead: so does the walk.
     Ok(match tree.best_with_history(|_| true) {
-        Some((best, false)) => BookMove::Plays(best.uci),
+        Some((best, false)) => BookMove::Plays(best.uci, known),
         Some((_, true)) => BookMove::Searches,
         None => BookMove::Unknown,
     })

@@ -40,9 +40,10 @@
 //!   waits for another (but that a seed deepened itself is not taken more than a ply ahead of one being grown, at
 //!   equal weights: a book of roots grows evenly). When the items of the last walk are all taken, the group that finds none walks the tree
 //!   again (one walk at a time; the others go on growing), so that every choice follows what is grown so far. The
-//!   run ends on its time or node budget, on `stop`, on [`Growth::max_steps`], or when the frontier is empty: where
-//!   games are followed, that is when every position games reach down to the walk's floor is known to the target;
-//!   the floor is then lowered (by 8, down to [`MIN_FLOOR`]) and growth widens.
+//!   run ends on its time or node budget, on `stop`, on [`Growth::max_steps`], or when the frontier is empty. Where
+//!   games are followed the positions the tree answers stay on it, to be deepened, so it empties only where every
+//!   position games reach down to the walk's floor was grown in this run; the floor is then lowered (by 8, down to
+//!   [`MIN_FLOOR`]) and growth widens.
 //!
 //! Everything an engine answered is stored as it comes, and every choice is made from the store: a run stopped
 //! (`--time`, Ctrl-C) is resumed by running it again, and nothing stored is asked again. Two processes growing one
@@ -539,13 +540,15 @@ impl<S: Fn(&Step<'_>) + Sync, I: Fn(&Item, &Iteration) + Sync> Loop<'_, S, I> {
         let seed = &self.growth.seeds[item.seed];
         let kind = item.kind.name();
         trace.line(format_args!(
-            "grow {number}: priority {:.6} = reach {:.6} x 2^{} (known {}, target {}); {kind}, ply {} of seed {} ({}): \
+            "grow {number}: priority {:.6} = reach {:.6} x 2^{} (known {}, target {}, aim {}{}); {kind}, ply {} of seed {} ({}): \
              software depth {} at engine depth {}: {}",
             item.priority,
             item.terms.reach,
             item.terms.lack(),
             item.terms.known,
             item.terms.target,
+            item.terms.aim,
+            if item.terms.exit { ", games leave the tree" } else { "" },
             item.ply,
             item.seed + 1,
             seed.label,

@@ -3,30 +3,41 @@
 //! ```
 //! use deeptree::search::growth::priority::{Terms, priority};
 //!
-//! // A position half the games reach, known 4 plies short of the target, against one a quarter reach, 5 short:
-//! // a ply still lacking is worth a factor 2 of reach, so the two rank alike.
-//! let a = priority(Terms { reach: 0.5, known: 18, target: 22 });
-//! let b = priority(Terms { reach: 0.25, known: 17, target: 22 });
+//! // Two positions the tree answers (target 14, aim 17): one half the games reach known to 18, one a quarter reach
+//! // known to 17: a ply more is worth a factor 2 of reach, so the two rank alike.
+//! let a = priority(Terms { reach: 0.5, known: 18, target: 14, aim: 17, exit: false });
+//! let b = priority(Terms { reach: 0.25, known: 17, target: 14, aim: 17, exit: false });
 //! assert!((a - b).abs() < 1e-12);
-//! // At or past the target nothing is lacking: the position is not grown.
-//! assert_eq!(priority(Terms { reach: 1.0, known: 22, target: 22 }), 0.0);
+//! // Where games leave the tree, the step that brings the tree's answer counts as one ply: a position a quarter of
+//! // the games leave the tree at ranks with one half of them reach, answered at a ply short of the aim.
+//! let exit = priority(Terms { reach: 0.25, known: 0, target: 14, aim: 17, exit: true });
+//! let answered = priority(Terms { reach: 0.5, known: 16, target: 14, aim: 17, exit: false });
+//! assert!((exit - answered).abs() < 1e-12 && exit > b);
 //! ```
 //!
-//! `priority = reach x 2^lack`, with `lack = target - known` in plies (none at or past the target):
+//! `priority = reach x 2^lack`, with `lack` in plies:
 //!
+//! - where games leave the tree (`exit`: a position of the tree's side it does not know to the `target`, or one of
+//!   the opponent's whose replies are not all searched), `lack = 1`: one step (one search at the engine depth, where
+//!   that is at least the target) gives games the tree's move there;
+//! - where the tree answers, and for a seed deepened itself, `lack = aim - known`, which falls below 0 past the aim:
+//!   depth keeps its worth, halved each ply;
 //! - `reach` is the share of the sources' games expected to arrive at the position (the opponent's replies weighted
 //!   by their loss against its best, each source by its weight: games that left the tree there, a task's priority,
 //!   a root's weight);
 //! - `known` is the depth the tree knows the position to, counted as a game's `go` policy counts it (§7.1);
 //! - `target` is the depth the tree must know a position to for a game to get its move there: the depth the inner
-//!   engine reaches in a move of the clock the tree is grown for, less `TreeDepthMargin`.
+//!   engine reaches in a move of the clock the tree is grown for, less `TreeDepthMargin`;
+//! - `aim` is the target plus `beyond` plies (3 by default, `--beyond`): a tree answer only as deep as the search it
+//!   replaces gains nothing, so positions the tree answers short of the aim are deepened before new exits of equal
+//!   reach.
 //!
-//! It is drop-out expansion (Lincke 2000) with a depth weight of 1/2 a ply (`reach x 2^-known`, up to the constant
-//! `2^target`), cut at the target as KataGo's book cuts at its cost: where games leave the tree first (a position
-//! unknown lacks the most), then depth where games arrive most. A ply of depth costs the engines about twice the one
-//! before (Stockfish's effective branching factor is about 1.9), so one more ply is worth asking where a position is
-//! reached twice as often. The factor 2 is the rule both earlier growths were measured best with: a root reached by
-//! `2^k` games settled `k` depths ahead, and depth where games go was deepened at half the priority a ply.
+//! It is drop-out expansion (Lincke 2000) with a depth weight of 1/2 a ply, as the growth measured best grew
+//! (docs/strength.md, "depth where games go": an exit at its reach, a position answered at the play depth at half
+//! its reach, halved again each ply past it): here with the aim as that play depth. A ply of depth costs the engines
+//! about twice the one before (Stockfish's effective branching factor is about 1.9), so one more ply is worth asking
+//! where a position is reached twice as often. A tree grown only to the target (no depth past it, every step to
+//! breadth) lost to that growth by 32.7 Elo over 800 games (docs/strength.md, one growth, match A).
 
 /// What a position's priority is made of.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -35,29 +46,40 @@ pub struct Terms {
     pub reach: f64,
     /// The depth the tree knows it to (its combined depth; 0 without an evaluation).
     pub known: u32,
-    /// The depth a game needs there.
+    /// The depth a game needs there for the tree's move.
     pub target: u32,
+    /// The depth growth aims at there: the target and the plies beyond it that still rank above new exits.
+    pub aim: u32,
+    /// Games leave the tree there: the tree does not answer (or the opponent's replies are not all searched).
+    pub exit: bool,
 }
 
 impl Terms {
-    /// The plies the position still lacks of its target.
-    pub fn lack(&self) -> u32 {
-        self.target.saturating_sub(self.known)
+    /// The plies the position lacks, as ranked: 1 where games leave the tree, else its aim less its known depth
+    /// (below 0 past the aim).
+    pub fn lack(&self) -> i32 {
+        if self.exit {
+            1
+        } else {
+            i32::try_from(i64::from(self.aim) - i64::from(self.known)).unwrap_or(0)
+        }
     }
 }
 
 /// What a ply still lacking is worth, as a factor of reach.
 pub const PLY_FACTOR: f64 = 2.0;
 
-/// The priority of growing a position with these terms: `reach x 2^lack`, or 0 where nothing is lacking (or no game
-/// arrives). The only place where growth ranks positions.
+/// Plies past the target that growth aims at by default (`--beyond`).
+pub const DEFAULT_BEYOND: u32 = 3;
+
+/// The priority of growing a position with these terms: `reach x 2^lack`, or 0 where no game arrives. The only
+/// place where growth ranks positions.
 pub fn priority(terms: Terms) -> f64 {
-    let lack = terms.lack();
-    if lack == 0 || terms.reach.is_nan() || terms.reach <= 0.0 {
+    if terms.reach.is_nan() || terms.reach <= 0.0 {
         return 0.0;
     }
-    // A lack past 1,000 plies is no target a search reaches; kept finite.
-    terms.reach * PLY_FACTOR.powi(lack.min(1000) as i32)
+    // Kept finite: no search reaches 1,000 plies.
+    terms.reach * PLY_FACTOR.powi(terms.lack().clamp(-1000, 1000))
 }
 
 #[cfg(test)]
@@ -66,35 +88,41 @@ mod tests {
     use proptest::prelude::*;
 
     proptest! {
-        /// More reach, or more lacking, ranks higher; the target is a cut.
+        /// More reach, or less known, ranks higher where the tree answers; an exit ranks by its reach alone.
         #[test]
         fn more_reach_or_more_lack_ranks_higher(
-            reach in 1e-9f64..1.0, more in 1.0001f64..100.0, known in 0u32..60, target in 0u32..60,
+            reach in 1e-9f64..1.0, more in 1.0001f64..100.0, known in 1u32..60, target in 1u32..40, beyond in 0u32..8,
         ) {
-            let at = |reach: f64, known: u32| priority(Terms { reach, known, target });
-            if known < target {
-                prop_assert!(at(reach * more, known) > at(reach, known));
-                prop_assert!(at(reach, known.saturating_sub(1)) >= at(reach, known));
-                prop_assert!(at(reach, known) > 0.0);
-            } else {
-                prop_assert_eq!(at(reach, known), 0.0);
+            let aim = target + beyond;
+            let at = |reach: f64, known: u32, exit: bool| priority(Terms { reach, known, target, aim, exit });
+            prop_assert!(at(reach * more, known, false) > at(reach, known, false));
+            prop_assert!(at(reach, known - 1, false) > at(reach, known, false));
+            prop_assert!(at(reach, known, false) > 0.0);
+            prop_assert!(at(reach * more, known, true) > at(reach, known, true));
+            prop_assert_eq!(at(reach, known, true), at(reach, 0, true));
+            // Past the aim, a position answered ranks below an exit of the same reach; short of it, above.
+            if known >= aim {
+                prop_assert!(at(reach, known, false) < at(reach, known, true));
+            } else if known + 1 < aim {
+                prop_assert!(at(reach, known, false) > at(reach, known, true));
             }
         }
 
         /// One ply lacking is worth exactly a factor 2 of reach.
         #[test]
-        fn a_ply_is_worth_twice_the_reach(reach in 1e-6f64..0.5, known in 1u32..40, lack in 1u32..20) {
-            let target = known + lack;
-            let shallower = priority(Terms { reach, known: known - 1, target });
-            let likelier = priority(Terms { reach: reach * 2.0, known, target });
+        fn a_ply_is_worth_twice_the_reach(reach in 1e-6f64..0.5, known in 1u32..40, aim in 0u32..40) {
+            let shallower = priority(Terms { reach, known: known - 1, target: 0, aim, exit: false });
+            let likelier = priority(Terms { reach: reach * 2.0, known, target: 0, aim, exit: false });
             prop_assert!((shallower - likelier).abs() <= 1e-9 * shallower);
         }
     }
 
     #[test]
     fn nothing_is_grown_that_no_game_reaches() {
-        assert_eq!(priority(Terms { reach: 0.0, known: 0, target: 20 }), 0.0);
-        assert_eq!(priority(Terms { reach: f64::NAN, known: 0, target: 20 }), 0.0);
-        assert!(priority(Terms { reach: 1e-3, known: 0, target: 5000 }).is_finite());
+        let terms = |reach| Terms { reach, known: 0, target: 20, aim: 23, exit: true };
+        assert_eq!(priority(terms(0.0)), 0.0);
+        assert_eq!(priority(terms(f64::NAN)), 0.0);
+        assert!(priority(Terms { reach: 1e-3, known: 0, target: 5000, aim: 5000, exit: false }).is_finite());
+        assert!(priority(Terms { reach: 1e-3, known: 5000, target: 0, aim: 0, exit: false }) > 0.0);
     }
 }
