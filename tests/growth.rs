@@ -36,49 +36,70 @@ fn open_game_settled(dir: &Path) -> (Store, Vec<Seed>) {
 }
 
 /// A run of `seeds` to `target` with one scripted engine, at most `steps` items.
-fn grow_steps(store: &Store, seeds: &[Seed], target: u32, steps: u64) -> deeptree::search::growth::GrowthReport {
-    let mut growth = Growth::new(seeds.to_vec(), Policy::new(target, Params::new(ENGINE_DEPTH, 20)));
+fn grow_steps(store: &Store, seeds: &[Seed], policy: &Policy, steps: u64) -> deeptree::search::growth::GrowthReport {
+    let mut growth = Growth::new(seeds.to_vec(), policy.clone());
     growth.max_steps = Some(steps);
     grow(store, vec![ScriptedEvaluator::new(1, 11)], growth, |_| {}, |_, _| {}).unwrap()
 }
 
 /// A root settled to software depth 1: the walk answers the tree's move there and leaves the tree below it, the
-/// items of highest priority first, each of priority `reach x 2^lack`; growing one item at a time (the loop's
-/// first choice) raises the tree moves a game is expected to get, and an item grown is on the frontier no more.
+/// items of highest priority first, each of priority `reach x 2^lack`: where games leave the tree one ply lacking,
+/// where the tree answers (the root) the plies to the aim; growing one item at a time (the loop's first choice)
+/// takes it off the frontier, and each exit grown raises the tree moves a game is expected to get.
 #[test]
 fn the_frontier_is_ranked_by_the_one_priority_and_each_step_adds_tree_moves() {
     let dir = tempfile::tempdir().unwrap();
     let (store, seeds) = open_game_settled(dir.path());
-    let policy = Policy::new(u32::from(ENGINE_DEPTH), Params::new(ENGINE_DEPTH, 20));
+    let target = u32::from(ENGINE_DEPTH);
+    let policy = Policy::new(target, Params::new(ENGINE_DEPTH, 20));
+    let aim = target + policy.beyond;
     let before = walk(&store.read().unwrap(), &seeds, &policy, &Skip::default()).unwrap();
     // White's half of the games: the tree moves at the root (settled at depth 1). Black's half: the replies at the
     // root were searched, and each reply's position holds its own search at the engine depth: the tree moves there.
     assert!((before.expected_answers - 1.0).abs() < 1e-9, "{}", before.expected_answers);
     assert!(!before.items.is_empty());
     assert!(before.items.windows(2).all(|w| w[0].priority >= w[1].priority), "highest priority first");
+    let root = PositionKey::of(seeds[0].line.root());
     for item in &before.items {
-        assert!(item.ply >= 1 && item.terms.reach > 0.0, "{item:?}");
+        assert!(item.terms.reach > 0.0, "{item:?}");
         assert_eq!(item.priority, priority(item.terms), "the one priority: {item:?}");
-        let lack = f64::from(item.terms.target - item.terms.known);
+        let lack = if item.kind == Kind::Deeper {
+            // Answered: known at least to the target, and grown a ply past it.
+            assert!(item.terms.known >= target && !item.terms.exit, "{item:?}");
+            assert_eq!(u32::from(item.engine_depth) + u32::from(item.settle), item.terms.known + 1, "{item:?}");
+            f64::from(aim) - f64::from(item.terms.known)
+        } else {
+            assert!(item.ply >= 1 && item.terms.exit, "games leave the tree below the root: {item:?}");
+            1.0
+        };
         assert!((item.priority - item.terms.reach * 2f64.powf(lack)).abs() <= 1e-12 * item.priority);
     }
-    let total: f64 = before.items.iter().map(|i| i.terms.reach).sum();
+    let deeper: Vec<_> = before.items.iter().filter(|i| i.kind == Kind::Deeper).collect();
+    assert!(deeper.iter().any(|i| i.key == root), "the root, where the tree answers, is deepened: {deeper:?}");
+    let total: f64 = before.items.iter().filter(|i| i.terms.exit).map(|i| i.terms.reach).sum();
     assert!(total <= 1.0 + 1e-9, "reach is a share of the games: {total}");
     let mut expected = before.expected_answers;
-    for round in 0..3 {
+    // With the aim at the target, positions the tree answers rank below exits of the same reach: exits first.
+    let policy = Policy { beyond: 0, ..policy };
+    let mut exits_grown = 0;
+    for round in 0..4 {
         let found = walk(&store.read().unwrap(), &seeds, &policy, &Skip::default()).unwrap();
         let top = found.items[0].clone();
-        let report = grow_steps(&store, &seeds, u32::from(ENGINE_DEPTH), 1);
+        let report = grow_steps(&store, &seeds, &policy, 1);
         assert_eq!(report.steps, 1);
         let after = walk(&store.read().unwrap(), &seeds, &policy, &Skip::default()).unwrap();
-        assert!(after.items.iter().all(|i| i.key != top.key), "round {round}: the grown item is still there");
-        assert!(
-            after.expected_answers > expected + 1e-6,
-            "round {round}: {} tree moves a game expected, {expected} before",
-            after.expected_answers
-        );
+        assert!(after.items.iter().all(|i| i.id() != top.id()), "round {round}: the grown item is still there");
+        if top.terms.exit {
+            exits_grown += 1;
+            assert!(
+                after.expected_answers > expected + 1e-6,
+                "round {round}: {} tree moves a game expected, {expected} before",
+                after.expected_answers
+            );
+        }
         expected = after.expected_answers;
     }
+    assert!(exits_grown >= 3, "{exits_grown} exits grown in 4 steps");
 }
 
 /// One ply more where games arrive twice as often ranks alike: with the target two plies past the engine depth,
@@ -285,7 +306,7 @@ fn a_target_past_the_engine_depth_is_grown_to() {
     let run = || cover_run(&db, &epd, common::fake(), 6, "3", &["--play-depth", "7"]);
     let first = run();
     let (report, stderr) = &first;
-    assert!(stderr.contains("target depth 7, engine depth 6"), "{stderr}");
+    assert!(stderr.contains("target depth 7, aim 10, engine depth 6"), "{stderr}");
     assert!(!stderr.contains("to software depth 0"), "one search is not enough: {stderr}");
     assert!(report["expected_answers"].as_f64().unwrap() > 0.0, "{report}");
     let grown_below_root = |(_, stderr): &(serde_json::Value, String)| {

@@ -454,13 +454,7 @@ enum BookMove {
 /// known at least `target` deep ([`known_depth`]), the game's history (the line) leaves the tree's verdict as the
 /// position alone gives it, and the move is the one the tree plays, its best by alpha score. The depth it is known
 /// to is looked for up to `aim` (or past it where stored).
-fn tree_move(
-    view: &ReadView<'_>,
-    line: &Line,
-    policy: &Policy,
-    target: u32,
-    aim: u32,
-) -> Result<BookMove, StoreError> {
+fn tree_move(view: &ReadView<'_>, line: &Line, policy: &Policy, target: u32, aim: u32) -> Result<BookMove, StoreError> {
     let mut known = known_depth(view, line, &policy.params, clamp_u8(aim))?;
     if aim > target && known.is_none_or(|k| k < target) {
         // The stored graph may settle the target with the move distance narrowed, and not the aim: asked as a game's

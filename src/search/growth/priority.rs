@@ -58,11 +58,7 @@ impl Terms {
     /// The plies the position lacks, as ranked: 1 where games leave the tree, else its aim less its known depth
     /// (below 0 past the aim).
     pub fn lack(&self) -> i32 {
-        if self.exit {
-            1
-        } else {
-            i32::try_from(i64::from(self.aim) - i64::from(self.known)).unwrap_or(0)
-        }
+        if self.exit { 1 } else { i32::try_from(i64::from(self.aim) - i64::from(self.known)).unwrap_or(0) }
     }
 }
 
