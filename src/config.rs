@@ -29,65 +29,35 @@ use crate::{
 /// Most plies of `tree_depth_margin` (and of the UCI option `TreeDepthMargin`).
 pub const MAX_TREE_DEPTH_MARGIN: u8 = 20;
 
-/// Every setting of deeptree.
+/// Every setting of deeptree. Each is declared once, in [`SETTINGS`]: its key, its UCI option and command-line flag
+/// where it has them, its range and its doc; its default is [`Config::default`]'s. The settings file, `analyze`'s
+/// flags ([`SettingFlags`]) and the UCI options (`uci::options`) are all made from that table, so the three hold the
+/// same ranges.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
-    /// Directory of the tree store; empty means the user's data directory.
     pub tree_path: String,
-    /// Inner engine command line.
     pub engine: String,
-    /// Inner engines for growing the tree, in the one-line form of `deeptree::engine::spec` (for example
-    /// `stockfish | workers=12 ; ssh -p 2222 box stockfish | workers=2`); empty: `engine`, `workers` of it.
     pub engines: String,
-    /// Engine depth `D` of every inner-engine search.
     pub engine_depth: u8,
-    /// Move distance `δ` in centipawns at plies 0 and 1.
     pub move_distance: u32,
-    /// The move distance of White's moves where it differs (0: `move_distance`).
     pub move_distance_white: u32,
-    /// The move distance of Black's moves where it differs (0: `move_distance`).
     pub move_distance_black: u32,
-    /// Workers for `analyze`; 0 means one per core.
     pub workers: usize,
-    /// Software depths past the one being settled in which free engines run searches ahead of their turn; -1 runs
-    /// none.
     pub look_ahead: i32,
-    /// Hash of each inner engine, MiB.
     pub engine_hash_mib: u32,
-    /// Seconds to wait for `uciok`/`readyok`.
     pub engine_handshake_timeout_secs: u64,
-    /// Seconds a searching engine may stay silent before it is asked `isready` (and counts as hung without an answer).
     pub engine_search_timeout_secs: u64,
-    /// Grow the last root's tree when no timed game is running (UCI mode).
     pub background_analysis: bool,
-    /// Store each direct search of a game (UCI mode) as its position's evaluation, so that the position is answered
-    /// from the tree when it comes again.
     pub store_searches: bool,
-    /// Record the games played (UCI mode) in the store's folder as games.pgn, for `analyze --from-games` to grow
-    /// where they left the tree.
     pub learn_from_games: bool,
-    /// Plies the tree may know less than a timed search (UCI mode) would reach and still answer at once: 0 answers
-    /// only where the tree knows at least as deep; each ply more answers where a search of about half the time
-    /// would reach.
     pub tree_depth_margin: u8,
-    /// What a timed `go` (clock or `movetime`) does where the tree does not already answer (UCI mode): `direct`
-    /// (the inner engine searches), `tree` (the tree is grown for the move's time share, then its best move is
-    /// played) or `auto` (the stronger of the two by docs/duel.md; `direct` while it shows no crossing).
     pub think_mode: ThinkMode,
-    /// Deep Blue's "no progress" rule in the search: a move into a position the same side could have reached
-    /// earlier on the path is refused (off by default).
     pub no_progress: bool,
-    /// Screening of alternatives: a node's moves without an edge are searched at the engine depth only when a
-    /// screen two plies shallower says they could still enter the window.
     pub screen: bool,
-    /// Centipawns a screened score may rise at the engine depth (see docs/benchmarks.md, "Screening").
     pub screen_margin: u32,
-    /// Initial LMDB map size in MiB (it grows on demand).
     pub map_size_mib: u64,
-    /// Most changes committed in one write transaction.
     pub write_batch: usize,
-    /// Log level on stderr: off, error, warn, info, debug, trace.
     pub log_level: String,
 }
 
@@ -118,6 +88,389 @@ impl Default for Config {
             write_batch: 50_000,
             log_level: "warn".into(),
         }
+    }
+}
+
+/// How a setting's value is declared and checked: the same in the settings file, on the command line and as a UCI
+/// option.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// On or off: `true`/`false` in the file and as a UCI option, `on`/`off` (or `true`/`false`) as a flag.
+    Check,
+    /// A whole number from `min` to `max`; where `min` is -1 (none), a flag also takes `off` for it.
+    Spin { min: i64, max: i64 },
+    /// One of `vars`.
+    Combo { vars: &'static [&'static str] },
+    /// Any text (a setting with a form of its own, as `engines`, checks it in its `set`).
+    Text,
+}
+
+/// One setting: its key in the settings file, its UCI option and its flag of `analyze` where it has them, its kind
+/// (with its range), one line of doc, and how it reads and sets its value in a [`Config`] (`set` takes a value
+/// [`Setting::check`] has passed).
+pub struct Setting {
+    pub key: &'static str,
+    pub option: Option<&'static str>,
+    pub flag: Option<&'static str>,
+    pub kind: Kind,
+    pub doc: &'static str,
+    pub get: fn(&Config) -> String,
+    pub set: fn(&mut Config, &str) -> Result<(), String>,
+}
+
+/// A value of a setting, read back from its checked text.
+trait SettingValue: Sized {
+    fn read(text: &str) -> Result<Self, String>;
+}
+
+macro_rules! number_values {
+    ($($t:ty),*) => {$(
+        impl SettingValue for $t {
+            fn read(text: &str) -> Result<$t, String> {
+                text.parse().map_err(|_| format!("'{text}' is not a number that fits"))
+            }
+        }
+    )*};
+}
+number_values!(u8, u32, u64, usize, i32);
+
+impl SettingValue for bool {
+    fn read(text: &str) -> Result<bool, String> {
+        Ok(text == "true")
+    }
+}
+
+impl SettingValue for String {
+    fn read(text: &str) -> Result<String, String> {
+        Ok(text.to_owned())
+    }
+}
+
+impl SettingValue for ThinkMode {
+    fn read(text: &str) -> Result<ThinkMode, String> {
+        text.parse()
+    }
+}
+
+/// A row of [`SETTINGS`] for the field `$key` of [`Config`].
+macro_rules! setting {
+    ($key:ident, $option:expr, $flag:expr, $kind:expr, $doc:expr) => {
+        Setting {
+            key: stringify!($key),
+            option: $option,
+            flag: $flag,
+            kind: $kind,
+            doc: $doc,
+            get: |config| config.$key.to_string(),
+            set: |config, value| {
+                config.$key = SettingValue::read(value)?;
+                Ok(())
+            },
+        }
+    };
+}
+
+/// The names `log_level` takes.
+pub const LOG_LEVELS: [&str; 6] = ["off", "error", "warn", "info", "debug", "trace"];
+
+/// Every setting, in the order `uci` declares those that are UCI options. Adding a setting is adding a field to
+/// [`Config`], its default, and a row here (and its line in configs/deeptree.toml, which a test holds to this table).
+pub const SETTINGS: &[Setting] = &[
+    setting!(
+        tree_path,
+        Some("TreePath"),
+        None,
+        Kind::Text,
+        "Directory of the tree store; empty: the user's data directory (--db and $DEEPTREE_DB choose another)."
+    ),
+    setting!(
+        engine,
+        Some("InnerEngine"),
+        Some("engine"),
+        Kind::Text,
+        "Inner engine command line: a program on PATH, a path, or a wrapper such as `ssh host stockfish`."
+    ),
+    Setting {
+        key: "engines",
+        option: Some("Engines"),
+        flag: Some("engines"),
+        kind: Kind::Text,
+        doc: "Inner engines for growing the tree, several kinds in one line: `CMD | workers=N | threads=N | hash=MIB | \
+              option.NAME=VALUE ; CMD ...`; empty: `engine`, `workers` of it.",
+        get: |config| config.engines.clone(),
+        set: |config, value| {
+            EngineSpec::parse_list(value).map_err(|e| format!("engines: {e}"))?;
+            config.engines = value.to_owned();
+            Ok(())
+        },
+    },
+    setting!(
+        engine_depth,
+        Some("EngineDepth"),
+        Some("engine-depth"),
+        Kind::Spin { min: 1, max: 99 },
+        "Engine depth D: the fixed depth of every inner-engine search that creates an evaluation."
+    ),
+    setting!(
+        move_distance,
+        Some("MoveDistance"),
+        Some("move-distance"),
+        Kind::Spin { min: 0, max: MAX_MOVE_DISTANCE },
+        "Move distance in centipawns at plies 0 and 1; halved at each ply after."
+    ),
+    setting!(
+        move_distance_white,
+        None,
+        Some("move-distance-white"),
+        Kind::Spin { min: 0, max: MAX_MOVE_DISTANCE },
+        "The move distance of White's moves where it differs; 0: the move distance."
+    ),
+    setting!(
+        move_distance_black,
+        None,
+        Some("move-distance-black"),
+        Kind::Spin { min: 0, max: MAX_MOVE_DISTANCE },
+        "The move distance of Black's moves where it differs; 0: the move distance."
+    ),
+    setting!(
+        workers,
+        None,
+        Some("workers"),
+        Kind::Spin { min: 0, max: 1_000_000 },
+        "Inner-engine workers for analyze; 0: one per core."
+    ),
+    setting!(
+        look_ahead,
+        None,
+        Some("look-ahead"),
+        Kind::Spin { min: -1, max: 255 },
+        "Software depths past the one being settled in which free engines run searches ahead of their turn; -1 \
+         (off) runs none."
+    ),
+    setting!(
+        background_analysis,
+        Some("BackgroundAnalysis"),
+        None,
+        Kind::Check,
+        "When no timed game runs, keep growing the last position's tree (UCI mode)."
+    ),
+    setting!(
+        store_searches,
+        Some("StoreSearches"),
+        None,
+        Kind::Check,
+        "Store each search of a game as its position's evaluation, so the tree answers there next time (UCI mode)."
+    ),
+    setting!(
+        learn_from_games,
+        Some("LearnFromGames"),
+        None,
+        Kind::Check,
+        "Record the games played in the store's folder as games.pgn, for `analyze --games` (UCI mode)."
+    ),
+    setting!(
+        tree_depth_margin,
+        Some("TreeDepthMargin"),
+        None,
+        Kind::Spin { min: 0, max: MAX_TREE_DEPTH_MARGIN as i64 },
+        "Plies the tree may know less than a timed search would reach and still answer at once (UCI mode)."
+    ),
+    setting!(
+        think_mode,
+        Some("ThinkMode"),
+        None,
+        Kind::Combo { vars: &ThinkMode::NAMES },
+        "What a timed `go` does where the tree does not already answer: direct, tree or auto (UCI mode)."
+    ),
+    setting!(
+        no_progress,
+        Some("NoProgress"),
+        Some("no-progress"),
+        Kind::Check,
+        "Deep Blue's \"no progress\" rule: refuse a move into a position the same side could have reached earlier \
+         on the path."
+    ),
+    setting!(
+        screen,
+        Some("Screen"),
+        Some("screen"),
+        Kind::Check,
+        "Screening: search a node's moves without an edge at the engine depth only when a screen two plies \
+         shallower (plus the margin) could still reach its window."
+    ),
+    setting!(
+        screen_margin,
+        None,
+        Some("screen-margin"),
+        Kind::Spin { min: 0, max: MAX_MOVE_DISTANCE },
+        "Centipawns a screened score may rise at the engine depth."
+    ),
+    setting!(engine_hash_mib, Some("Hash"), None, Kind::Spin { min: 1, max: 65536 }, "Hash of each inner engine, MiB."),
+    setting!(
+        engine_handshake_timeout_secs,
+        None,
+        None,
+        Kind::Spin { min: 1, max: 3600 },
+        "Seconds an inner engine may take to answer `uci` or `isready` before it is restarted."
+    ),
+    setting!(
+        engine_search_timeout_secs,
+        None,
+        None,
+        Kind::Spin { min: 1, max: 86400 },
+        "Seconds a searching engine may stay silent before it is asked `isready` (and counts as hung without an \
+         answer)."
+    ),
+    setting!(
+        map_size_mib,
+        None,
+        None,
+        Kind::Spin { min: 1, max: 1 << 24 },
+        "Initial LMDB map size in MiB (it grows on demand)."
+    ),
+    setting!(
+        write_batch,
+        None,
+        None,
+        Kind::Spin { min: 1, max: 10_000_000 },
+        "Most changes committed in one write transaction."
+    ),
+    setting!(
+        log_level,
+        None,
+        None,
+        Kind::Combo { vars: &LOG_LEVELS },
+        "Log level on stderr: off, error, warn, info, debug or trace."
+    ),
+];
+
+/// Most centipawns of a move distance (and of the screen's margin).
+pub const MAX_MOVE_DISTANCE: i64 = 1000;
+
+/// The setting of `key`.
+pub fn setting(key: &str) -> Option<&'static Setting> {
+    SETTINGS.iter().find(|s| s.key == key)
+}
+
+impl Setting {
+    /// Checks `value` against the setting's kind and returns it normalised (`true`/`false`, a number, a name as the
+    /// kind spells it); the error names the setting and its range.
+    pub fn check(&self, value: &str) -> Result<String, String> {
+        let value = value.trim();
+        let key = self.key;
+        match self.kind {
+            Kind::Check => match value.to_ascii_lowercase().as_str() {
+                "true" | "on" => Ok("true".into()),
+                "false" | "off" => Ok("false".into()),
+                _ => Err(format!("{key} takes true or false (on or off), not '{}'", printable_value(value))),
+            },
+            Kind::Spin { min, max } => {
+                let number = match value.parse::<i64>() {
+                    Ok(number) => number,
+                    Err(_) if min == -1 && value.eq_ignore_ascii_case("off") => -1,
+                    Err(_) => {
+                        return Err(format!("{key} takes a number {min}..{max}, not '{}'", printable_value(value)));
+                    }
+                };
+                if !(min..=max).contains(&number) {
+                    return Err(format!("{key} {number} is out of range {min}..{max}"));
+                }
+                Ok(number.to_string())
+            }
+            Kind::Combo { vars } => vars
+                .iter()
+                .find(|v| v.eq_ignore_ascii_case(value))
+                .map(|v| (*v).to_owned())
+                .ok_or_else(|| format!("{key} takes one of {}, not '{}'", vars.join(", "), printable_value(value))),
+            Kind::Text => Ok(value.to_owned()),
+        }
+    }
+
+    /// Sets `value` in `config` after checking it; nothing changes on an error.
+    pub fn apply(&self, config: &mut Config, value: &str) -> Result<(), String> {
+        let value = self.check(value)?;
+        (self.set)(config, &value)
+    }
+}
+
+/// User text quoted in a message: control characters escaped, at most 40 characters.
+fn printable_value(text: &str) -> String {
+    crate::game::printable(text).chars().take(40).collect()
+}
+
+/// The flags of `analyze` that set settings: one `--flag` for each row of [`SETTINGS`] that has one, with its doc
+/// and its range, made from the table (clap's `flatten`). What the command line gave, in the table's order.
+#[derive(Debug, Clone, Default)]
+pub struct SettingFlags {
+    pub given: Vec<(&'static str, String)>,
+}
+
+impl SettingFlags {
+    /// Whether the command line gave the setting `key`.
+    pub fn gave(&self, key: &str) -> bool {
+        self.given.iter().any(|(k, _)| *k == key)
+    }
+
+    /// `config` with the command line's settings over it.
+    pub fn over(&self, config: &Config) -> Config {
+        let mut config = config.clone();
+        for (key, value) in &self.given {
+            if let Some(setting) = setting(key) {
+                // Checked by the flag's parser: a value clap accepted sets.
+                if let Err(e) = setting.apply(&mut config, value) {
+                    log::warn!("--{}: {e}", setting.flag.unwrap_or(key));
+                }
+            }
+        }
+        config
+    }
+}
+
+impl clap::FromArgMatches for SettingFlags {
+    fn from_arg_matches(matches: &clap::ArgMatches) -> Result<SettingFlags, clap::Error> {
+        let given = SETTINGS
+            .iter()
+            .filter(|s| s.flag.is_some())
+            .filter_map(|s| matches.get_one::<String>(s.key).map(|value| (s.key, value.clone())))
+            .collect();
+        Ok(SettingFlags { given })
+    }
+
+    fn update_from_arg_matches(&mut self, matches: &clap::ArgMatches) -> Result<(), clap::Error> {
+        *self = SettingFlags::from_arg_matches(matches)?;
+        Ok(())
+    }
+}
+
+impl clap::Args for SettingFlags {
+    fn augment_args(command: clap::Command) -> clap::Command {
+        let command = SETTINGS.iter().fold(command, |command, setting| {
+            let Some(flag) = setting.flag else { return command };
+            let value_name = match setting.kind {
+                Kind::Check => "on|off",
+                Kind::Spin { min: -1, .. } => "N|off",
+                Kind::Spin { .. } => "N",
+                Kind::Combo { .. } | Kind::Text => "VALUE",
+            };
+            let range = match setting.kind {
+                Kind::Spin { min, max } => format!(" ({min} to {max})"),
+                _ => String::new(),
+            };
+            command.arg(
+                clap::Arg::new(setting.key)
+                    .long(flag)
+                    .allow_negative_numbers(matches!(setting.kind, Kind::Spin { min, .. } if min < 0))
+                    .value_name(value_name)
+                    .help(format!("{} Default: the settings' {}{range}.", setting.doc, setting.key))
+                    .value_parser(move |value: &str| setting.check(value)),
+            )
+        });
+        // A list of engines replaces one engine and its workers.
+        command.mut_arg("engines", |arg| arg.conflicts_with_all(["engine", "workers"]))
+    }
+
+    fn augment_args_for_update(command: clap::Command) -> clap::Command {
+        SettingFlags::augment_args(command)
     }
 }
 
@@ -190,17 +543,12 @@ impl Config {
     pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
         let config: Config = basic_toml::from_str(text)
             .map_err(|e| ConfigError::Parse { path: path.to_owned(), message: e.to_string() })?;
-        if config.tree_depth_margin > MAX_TREE_DEPTH_MARGIN {
-            return Err(ConfigError::Parse {
-                path: path.to_owned(),
-                message: format!(
-                    "tree_depth_margin {} is out of range 0..{MAX_TREE_DEPTH_MARGIN}",
-                    config.tree_depth_margin
-                ),
-            });
+        // Every value held to its setting's range, name or form, as a flag or a UCI option is.
+        for setting in SETTINGS {
+            setting
+                .apply(&mut config.clone(), &(setting.get)(&config))
+                .map_err(|message| ConfigError::Parse { path: path.to_owned(), message })?;
         }
-        EngineSpec::parse_list(&config.engines)
-            .map_err(|e| ConfigError::Parse { path: path.to_owned(), message: format!("engines: {e}") })?;
         Ok(config)
     }
 
@@ -289,8 +637,10 @@ impl From<&Config> for EngineConfig {
 /// [`Params::with_time`]).
 impl From<&Config> for Params {
     fn from(config: &Config) -> Params {
-        let side = |cp: u32| (cp > 0).then(|| cp.min(100_000) as i32);
-        Params::new(config.engine_depth.max(1), config.move_distance.min(100_000) as i32)
+        // The settings' ranges hold in a checked `Config`; clamped again for one made in code.
+        let cap = |cp: u32| i64::from(cp).min(MAX_MOVE_DISTANCE) as i32;
+        let side = |cp: u32| (cp > 0).then(|| cap(cp));
+        Params::new(config.engine_depth.max(1), cap(config.move_distance))
             .with_side_distances([side(config.move_distance_white), side(config.move_distance_black)])
             .with_no_progress(config.no_progress)
             .with_screen(Screening::of_setting(config.screen, config.screen_margin))

@@ -15,7 +15,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-pub use args::{AnalyzeArgs, DEFAULT_PLAY_DEPTH, LookAhead};
+pub use args::{AnalyzeArgs, DEFAULT_PLAY_DEPTH};
 pub use engines::MAX_WORKERS_PER_CORE;
 
 use crate::{

@@ -3,7 +3,8 @@
 //!
 //! The settings' options set the session's one [`Config`] (the settings file's values with the GUI's changes over
 //! them); the standard ones (`Threads`, `MultiPV`, `Ponder`, `UCI_AnalyseMode`, `UCI_Chess960`) belong to the session
-//! alone. Adding an option is adding a row to [`OPTIONS`]; a name that no row has is an error.
+//! alone. A setting is a UCI option where its row of `config::SETTINGS` names one, with the range declared there; a
+//! name that no row has is an error.
 //!
 //! ```
 //! use deeptree::{config::Config, uci::options::Options};
@@ -16,11 +17,8 @@
 //! ```
 
 use crate::{
-    config::{Config, MAX_TREE_DEPTH_MARGIN, ThinkMode},
-    engine::{
-        protocol::{EngineOption, OptionKind},
-        spec::EngineSpec,
-    },
+    config::{Config, SETTINGS, Setting},
+    engine::protocol::{EngineOption, OptionKind},
     search::analysis::Params,
 };
 
@@ -44,27 +42,20 @@ pub struct Options {
     pub inner: Vec<(String, String)>,
 }
 
-/// The kind of a row: how its value is declared and checked.
-#[derive(Debug, Clone, Copy)]
-pub enum Kind {
-    Check,
-    Spin { min: i64, max: i64 },
-    Combo { vars: &'static [&'static str] },
-    String,
+pub use crate::config::Kind;
+
+/// Where a row's value lives: a setting of the session's [`Config`] (declared in `config::SETTINGS`, its range
+/// there), or the session's own (the standard options).
+enum Value {
+    Setting(&'static Setting),
+    Session { get: fn(&Options) -> String, set: fn(&mut Options, &str) },
 }
 
-/// One of deeptree's options: its UCI name and kind, and how it reads and sets its value (a value already checked
-/// against the declaration: `true`/`false`, a number in range, or any text).
+/// One of deeptree's options: its UCI name and kind, and where its value lives.
 pub struct Row {
     pub name: &'static str,
     pub kind: Kind,
-    pub get: fn(&Options) -> String,
-    pub set: fn(&mut Options, &str) -> Result<(), String>,
-}
-
-/// A checked number in the type of its field (the declaration's range fits it).
-fn number<T: TryFrom<i64>>(value: &str) -> Result<T, String> {
-    value.parse::<i64>().ok().and_then(|n| T::try_from(n).ok()).ok_or_else(|| format!("'{value}' is not a number"))
+    value: Value,
 }
 
 /// The option that excludes a move of the last `position` from the tree (`setoption name MarkExclude value Nf3`).
@@ -76,212 +67,78 @@ pub const MARK_LIFT: &str = "MarkLift";
 
 /// The options that are actions, not values: the analyst's marks on a move of the last `position` (see
 /// `store::marks`), the value being the move in SAN or UCI. The session makes the mark; they keep no value, and
-/// `uci` declares them after [`OPTIONS`].
+/// `uci` declares them after [`options`].
 pub const MARK_ACTIONS: [&str; 3] = [MARK_EXCLUDE, MARK_INCLUDE, MARK_LIFT];
 
-/// deeptree's options, in the order `uci` declares them.
-pub const OPTIONS: &[Row] = &[
-    Row {
-        name: "TreePath",
-        kind: Kind::String,
-        get: |o| o.config.tree_path.clone(),
-        set: |o, v| {
-            o.config.tree_path = v.to_owned();
-            Ok(())
-        },
-    },
-    Row {
-        name: "InnerEngine",
-        kind: Kind::String,
-        get: |o| o.config.engine.clone(),
-        set: |o, v| {
-            o.config.engine = v.to_owned();
-            Ok(())
-        },
-    },
-    Row {
-        name: "Engines",
-        kind: Kind::String,
-        get: |o| o.config.engines.clone(),
-        set: |o, v| {
-            // GUIs send an empty string option as `<empty>`.
-            let v = if v == "<empty>" { "" } else { v };
-            EngineSpec::parse_list(v).map_err(|e| format!("option Engines: {e}"))?;
-            o.config.engines = v.to_owned();
-            Ok(())
-        },
-    },
-    Row {
-        name: "EngineDepth",
-        kind: Kind::Spin { min: 1, max: 99 },
-        get: |o| o.config.engine_depth.to_string(),
-        set: |o, v| {
-            o.config.engine_depth = number(v)?;
-            Ok(())
-        },
-    },
-    Row {
-        name: "MoveDistance",
-        kind: Kind::Spin { min: 0, max: 1000 },
-        get: |o| o.config.move_distance.to_string(),
-        set: |o, v| {
-            o.config.move_distance = number(v)?;
-            Ok(())
-        },
-    },
-    Row {
-        name: "BackgroundAnalysis",
-        kind: Kind::Check,
-        get: |o| o.config.background_analysis.to_string(),
-        set: |o, v| {
-            o.config.background_analysis = v == "true";
-            Ok(())
-        },
-    },
-    Row {
-        name: "StoreSearches",
-        kind: Kind::Check,
-        get: |o| o.config.store_searches.to_string(),
-        set: |o, v| {
-            o.config.store_searches = v == "true";
-            Ok(())
-        },
-    },
-    Row {
-        name: "LearnFromGames",
-        kind: Kind::Check,
-        get: |o| o.config.learn_from_games.to_string(),
-        set: |o, v| {
-            o.config.learn_from_games = v == "true";
-            Ok(())
-        },
-    },
-    Row {
-        name: "TreeDepthMargin",
-        kind: Kind::Spin { min: 0, max: MAX_TREE_DEPTH_MARGIN as i64 },
-        get: |o| o.config.tree_depth_margin.to_string(),
-        set: |o, v| {
-            o.config.tree_depth_margin = number(v)?;
-            Ok(())
-        },
-    },
-    Row {
-        name: "ThinkMode",
-        kind: Kind::Combo { vars: &ThinkMode::NAMES },
-        get: |o| o.config.think_mode.to_string(),
-        set: |o, v| {
-            o.config.think_mode = v.parse()?;
-            Ok(())
-        },
-    },
-    Row {
-        name: "NoProgress",
-        kind: Kind::Check,
-        get: |o| o.config.no_progress.to_string(),
-        set: |o, v| {
-            o.config.no_progress = v == "true";
-            Ok(())
-        },
-    },
-    Row {
-        name: "Screen",
-        kind: Kind::Check,
-        get: |o| o.config.screen.to_string(),
-        set: |o, v| {
-            o.config.screen = v == "true";
-            Ok(())
-        },
-    },
-    Row {
-        name: "Hash",
-        kind: Kind::Spin { min: 1, max: 65536 },
-        get: |o| o.config.engine_hash_mib.to_string(),
-        set: |o, v| {
-            o.config.engine_hash_mib = number(v)?;
-            Ok(())
-        },
-    },
-    Row {
-        name: "Threads",
-        kind: Kind::Spin { min: 1, max: 1024 },
-        get: |o| o.threads.to_string(),
-        set: |o, v| {
-            o.threads = number(v)?;
-            Ok(())
-        },
-    },
-    Row {
-        name: "MultiPV",
-        kind: Kind::Spin { min: 1, max: 500 },
-        get: |o| o.multipv.to_string(),
-        set: |o, v| {
-            o.multipv = number(v)?;
-            Ok(())
-        },
-    },
-    Row {
-        name: "Ponder",
-        kind: Kind::Check,
-        get: |o| o.ponder.to_string(),
-        set: |o, v| {
-            o.ponder = v == "true";
-            Ok(())
-        },
-    },
-    Row {
-        name: "UCI_AnalyseMode",
-        kind: Kind::Check,
-        get: |o| o.analyse_mode.to_string(),
-        set: |o, v| {
-            o.analyse_mode = v == "true";
-            Ok(())
-        },
-    },
-    Row {
-        name: "UCI_Chess960",
-        kind: Kind::Check,
-        get: |o| o.chess960.to_string(),
-        set: |o, v| {
-            o.chess960 = v == "true";
-            Ok(())
-        },
-    },
-    Row {
-        name: "UCI_ShowWDL",
-        kind: Kind::Check,
-        get: |o| o.show_wdl.to_string(),
-        set: |o, v| {
-            o.show_wdl = v == "true";
-            Ok(())
-        },
-    },
-    Row {
-        name: "ShowTreeInfo",
-        kind: Kind::Check,
-        get: |o| o.show_tree_info.to_string(),
-        set: |o, v| {
-            o.show_tree_info = v == "true";
-            Ok(())
-        },
-    },
+/// A number the row's range has already checked.
+fn checked<T: std::str::FromStr + Default>(value: &str) -> T {
+    value.parse().unwrap_or_default()
+}
+
+/// A standard option: its name, its kind, how it reads and how it sets a checked value.
+type SessionOption = (&'static str, Kind, fn(&Options) -> String, fn(&mut Options, &str));
+
+/// The standard options, the session's alone.
+const SESSION: [SessionOption; 7] = [
+    ("Threads", Kind::Spin { min: 1, max: 1024 }, |o| o.threads.to_string(), |o, v| o.threads = checked(v)),
+    ("MultiPV", Kind::Spin { min: 1, max: 500 }, |o| o.multipv.to_string(), |o, v| o.multipv = checked(v)),
+    ("Ponder", Kind::Check, |o| o.ponder.to_string(), |o, v| o.ponder = v == "true"),
+    ("UCI_AnalyseMode", Kind::Check, |o| o.analyse_mode.to_string(), |o, v| o.analyse_mode = v == "true"),
+    ("UCI_Chess960", Kind::Check, |o| o.chess960.to_string(), |o, v| o.chess960 = v == "true"),
+    ("UCI_ShowWDL", Kind::Check, |o| o.show_wdl.to_string(), |o, v| o.show_wdl = v == "true"),
+    ("ShowTreeInfo", Kind::Check, |o| o.show_tree_info.to_string(), |o, v| o.show_tree_info = v == "true"),
 ];
+
+/// deeptree's options, in the order `uci` declares them: the settings that are UCI options, then the standard ones.
+pub fn options() -> &'static [Row] {
+    static ROWS: std::sync::LazyLock<Vec<Row>> = std::sync::LazyLock::new(|| {
+        let settings = SETTINGS.iter().filter_map(|setting| {
+            setting.option.map(|name| Row { name, kind: setting.kind, value: Value::Setting(setting) })
+        });
+        let session =
+            SESSION.iter().map(|&(name, kind, get, set)| Row { name, kind, value: Value::Session { get, set } });
+        settings.chain(session).collect()
+    });
+    &ROWS
+}
 
 /// The row of the option `name` (compared as UCI does, ignoring case).
 pub fn row(name: &str) -> Option<&'static Row> {
-    OPTIONS.iter().find(|r| r.name.eq_ignore_ascii_case(name))
+    options().iter().find(|r| r.name.eq_ignore_ascii_case(name))
 }
 
 impl Row {
+    /// The option's value now.
+    pub fn get(&self, options: &Options) -> String {
+        match &self.value {
+            Value::Setting(setting) => (setting.get)(&options.config),
+            Value::Session { get, .. } => get(options),
+        }
+    }
+
+    /// Sets a value checked against the row's declaration (a setting's own form, as `Engines`', checked too).
+    fn set(&self, options: &mut Options, value: &str) -> Result<(), String> {
+        match &self.value {
+            Value::Setting(setting) => (setting.set)(&mut options.config, value).map_err(|e| {
+                format!("option {}: {}", self.name, e.trim_start_matches(setting.key).trim_start_matches(": "))
+            }),
+            Value::Session { set, .. } => {
+                set(options, value);
+                Ok(())
+            }
+        }
+    }
+
     /// The row's declaration, with the current value as the default.
     pub fn declaration(&self, options: &Options) -> EngineOption {
-        let value = (self.get)(options);
+        let value = self.get(options);
         let kind = match self.kind {
             Kind::Check => OptionKind::Check { default: value == "true" },
             Kind::Spin { min, max } => OptionKind::Spin { default: value.parse().unwrap_or(min), min, max },
             Kind::Combo { vars } => {
                 OptionKind::Combo { default: value, vars: vars.iter().map(|v| (*v).to_owned()).collect() }
             }
-            Kind::String => OptionKind::String { default: value },
+            Kind::Text => OptionKind::String { default: value },
         };
         EngineOption { name: self.name.to_owned(), kind }
     }
@@ -317,7 +174,7 @@ impl Options {
 
     /// The declarations of deeptree's options, with the current values as defaults.
     pub fn declarations(&self) -> Vec<EngineOption> {
-        OPTIONS
+        options()
             .iter()
             .map(|row| row.declaration(self))
             .chain(MARK_ACTIONS.iter().map(|name| EngineOption {
@@ -331,8 +188,10 @@ impl Options {
     /// nothing changed).
     pub fn set(&mut self, name: &str, value: &str) -> Result<(), String> {
         let row = row(name).ok_or_else(|| format!("unknown option '{name}'"))?;
+        // GUIs send an empty string option as `<empty>`.
+        let value = if matches!(row.kind, Kind::Text) && value.trim() == "<empty>" { "" } else { value };
         let value = check_value(&row.declaration(self), value)?;
-        (row.set)(self, &value)
+        row.set(self, &value)
     }
 }
 
@@ -397,25 +256,25 @@ mod tests {
     #[test]
     fn every_row_sets_its_own_value_and_an_unknown_name_sets_none() {
         let before = Options::new(Config::default());
-        for row in OPTIONS {
+        for row in options() {
             let mut options = before.clone();
             let value = match row.kind {
-                Kind::Check => if (row.get)(&options) == "true" { "false" } else { "true" }.to_owned(),
+                Kind::Check => if row.get(&options) == "true" { "false" } else { "true" }.to_owned(),
                 Kind::Spin { min, max } => {
-                    let now: i64 = (row.get)(&options).parse().unwrap();
+                    let now: i64 = row.get(&options).parse().unwrap();
                     if now < max { (now + 1).to_string() } else { min.to_string() }
                 }
                 Kind::Combo { vars } => {
-                    let now = (row.get)(&options);
+                    let now = row.get(&options);
                     vars.iter().find(|v| **v != now).map(|v| (*v).to_owned()).unwrap()
                 }
-                Kind::String => "stockfish".to_owned() + row.name,
+                Kind::Text => "stockfish".to_owned() + row.name,
             };
             let value = if row.name == "Engines" { "stockfish | workers=2".to_owned() } else { value };
             options.set(row.name, &value).unwrap();
-            assert_eq!((row.get)(&options), value, "{} reads back what was set", row.name);
-            for other in OPTIONS.iter().filter(|other| other.name != row.name) {
-                assert_eq!((other.get)(&options), (other.get)(&before), "setting {} changed {}", row.name, other.name);
+            assert_eq!(row.get(&options), value, "{} reads back what was set", row.name);
+            for other in super::options().iter().filter(|other| other.name != row.name) {
+                assert_eq!(other.get(&options), other.get(&before), "setting {} changed {}", row.name, other.name);
             }
             assert_eq!(options.declarations().iter().filter(|d| d.name == row.name).count(), 1);
         }

@@ -1,7 +1,7 @@
 //! The arguments of `deeptree analyze` (also `deeptree grow`): the sources, the budget, the clock grown for, the
 //! search's parameters and the engines.
 
-use crate::config::Config;
+use crate::config::{Config, SettingFlags};
 
 /// `deeptree analyze [--fen FEN] [--moves "..."] ...`
 #[derive(Debug, clap::Args)]
@@ -56,20 +56,6 @@ pub struct AnalyzeArgs {
     /// Moves played from the start position, in UCI notation: the last position is the root.
     #[arg(long, default_value = "")]
     pub moves: String,
-    /// Engine depth D of every inner-engine search (default: the settings' engine_depth).
-    #[arg(long)]
-    pub engine_depth: Option<u8>,
-    /// Move distance in centipawns at plies 0 and 1 (default: the settings' move_distance).
-    #[arg(long)]
-    pub move_distance: Option<u32>,
-    /// The move distance of White's moves where it differs (default: the settings' move_distance_white; 0: the
-    /// move distance).
-    #[arg(long, value_name = "CP")]
-    pub move_distance_white: Option<u32>,
-    /// The move distance of Black's moves where it differs (default: the settings' move_distance_black; 0: the
-    /// move distance).
-    #[arg(long, value_name = "CP")]
-    pub move_distance_black: Option<u32>,
     /// Deepest software depth to settle (default 4 without --time or --nodes, unlimited with either).
     #[arg(long)]
     pub max_depth: Option<u8>,
@@ -86,33 +72,9 @@ pub struct AnalyzeArgs {
     /// search runs on one worker: with --time and several workers the others wait for its share.
     #[arg(long, value_name = "SHARE", conflicts_with_all = ["roots", "for_clock", "play_depth"])]
     pub split: Option<f64>,
-    /// Inner-engine workers (default: one per core).
-    #[arg(long)]
-    pub workers: Option<usize>,
-    /// Inner engine command line (default: the settings' engine).
-    #[arg(long)]
-    pub engine: Option<String>,
-    /// Inner engines, several kinds at once, in one line: `CMD | workers=N | threads=N | hash=MIB |
-    /// option.NAME=VALUE ; CMD ...` (for example `stockfish | workers=12 ; ssh box stockfish | workers=2`). Replaces
-    /// --engine and --workers (default: the settings' engines, if any).
-    #[arg(long, conflicts_with_all = ["engine", "workers"])]
-    pub engines: Option<String>,
-    /// Software depths past the one being settled in which free engines may run searches ahead of their turn, or
-    /// `off` to run none (every pass then waits for its slowest search; no engine time goes to searches no pass
-    /// asks for). Default: the settings' look_ahead.
-    #[arg(long, value_name = "DEPTHS|off", value_parser = parse_look_ahead)]
-    pub look_ahead: Option<LookAhead>,
-    /// Deep Blue's "no progress" rule: refuse a move into a position the same side could have reached earlier on the
-    /// path (default: the settings' no_progress, off).
-    #[arg(long, value_name = "on|off", value_parser = parse_on_off)]
-    pub no_progress: Option<bool>,
-    /// Screening: search a node's moves without an edge at the engine depth only when a screen two plies shallower
-    /// (plus the margin) could still reach its window (default: the settings' screen).
-    #[arg(long, value_name = "on|off", value_parser = parse_on_off)]
-    pub screen: Option<bool>,
-    /// Centipawns a screened score may rise at the engine depth (default: the settings' screen_margin).
-    #[arg(long, value_name = "CP")]
-    pub screen_margin: Option<u32>,
+    /// The settings this run sets over the settings file's (each flag declared with its setting, config::SETTINGS).
+    #[command(flatten)]
+    pub settings: SettingFlags,
     /// Write one line per choice of growth (its priority and terms) and per search decision to FILE.
     #[arg(long, value_name = "FILE")]
     pub trace: Option<std::path::PathBuf>,
@@ -133,69 +95,15 @@ pub struct AnalyzeArgs {
 /// 5+0.05 (20.5 plies a move in docs/strength.md's control games).
 pub const DEFAULT_PLAY_DEPTH: u8 = 20;
 
-/// `--look-ahead`: a number of software depths, or off.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LookAhead(pub Option<u8>);
-
-fn parse_look_ahead(text: &str) -> Result<LookAhead, String> {
-    match text.trim() {
-        "off" => Ok(LookAhead(None)),
-        depths => depths
-            .parse()
-            .map(|d| LookAhead(Some(d)))
-            .map_err(|_| format!("'{depths}': give a number of software depths (0 to 255) or off")),
-    }
-}
-
-pub(super) fn parse_on_off(text: &str) -> Result<bool, String> {
-    match text.trim() {
-        "on" => Ok(true),
-        "off" => Ok(false),
-        other => Err(format!("'{other}': give on or off")),
-    }
-}
-
 impl AnalyzeArgs {
     /// The settings with this command line's choices over them: one `Config` from which the engines' and the
     /// search's options are taken.
     pub(super) fn over(&self, config: &Config) -> Config {
-        let mut config = config.clone();
-        if let Some(engine_depth) = self.engine_depth {
-            config.engine_depth = engine_depth;
-        }
-        if let Some(move_distance) = self.move_distance {
-            config.move_distance = move_distance;
-        }
-        if let Some(cp) = self.move_distance_white {
-            config.move_distance_white = cp;
-        }
-        if let Some(cp) = self.move_distance_black {
-            config.move_distance_black = cp;
-        }
-        if let Some(engine) = &self.engine {
-            config.engine = engine.clone();
-        }
-        if let Some(workers) = self.workers.filter(|w| *w > 0) {
-            config.workers = workers;
-        }
+        let mut over = self.settings.over(config);
         // --engine or --workers on the command line choose one kind of engine over the settings' list.
-        if let Some(engines) = &self.engines {
-            config.engines = engines.clone();
-        } else if self.engine.is_some() || self.workers.is_some() {
-            config.engines.clear();
+        if !self.settings.gave("engines") && (self.settings.gave("engine") || self.settings.gave("workers")) {
+            over.engines.clear();
         }
-        if let Some(LookAhead(depths)) = self.look_ahead {
-            config.look_ahead = depths.map_or(-1, i32::from);
-        }
-        if let Some(no_progress) = self.no_progress {
-            config.no_progress = no_progress;
-        }
-        if let Some(screen) = self.screen {
-            config.screen = screen;
-        }
-        if let Some(screen_margin) = self.screen_margin {
-            config.screen_margin = screen_margin;
-        }
-        config
+        over
     }
 }
