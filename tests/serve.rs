@@ -446,11 +446,13 @@ fn connections_beyond_the_bound_are_answered_busy() {
 
 /// Sockets that hold connections to `port` without finishing a request, each reconnecting as soon as the server
 /// answers or closes it, until `stop`: `idle` that send nothing, `slow` that send a request head a byte a second.
-/// Answers the statuses the server sent them, and how many connections ended without an answer.
+/// Says on `open` once every socket is connected. Answers the statuses the server sent them, and how many connections
+/// ended without an answer.
 fn hold_connections(
     port: u16,
     idle: usize,
     slow: usize,
+    open: std::sync::mpsc::Sender<()>,
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
 ) -> std::thread::JoinHandle<(Vec<u16>, usize)> {
     std::thread::spawn(move || {
@@ -462,6 +464,7 @@ fn hold_connections(
         };
         // Each socket, whether it trickles, and the bytes it sent.
         let mut sockets: Vec<(TcpStream, bool, usize)> = (0..idle + slow).map(|i| (connect(), i >= idle, 0)).collect();
+        let _ = open.send(());
         let (mut statuses, mut unanswered) = (Vec::new(), 0);
         let mut last_byte = std::time::Instant::now();
         while !stop.load(std::sync::atomic::Ordering::Relaxed) {
@@ -515,9 +518,13 @@ fn idle_and_slow_clients_leave_a_normal_client_its_page_within_a_second() {
     let served = serve(&db, &[]);
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     // 200 sockets that send nothing and 50 that send a byte a second, reconnecting whenever the server lets go.
-    let holders = hold_connections(served.port, 200, 50, stop.clone());
-    std::thread::sleep(Duration::from_secs(1));
-    // Over 12 s the held sockets time out (at 5 s) and reconnect twice; the page and the API answer throughout.
+    let (open, opened) = std::sync::mpsc::channel();
+    let holders = hold_connections(served.port, 200, 50, open, stop.clone());
+    opened.recv_timeout(Duration::from_secs(10)).expect("the 250 sockets connect");
+    // Time for the server to take them all in: its first answer below is to a client behind 250 held connections.
+    std::thread::sleep(Duration::from_millis(300));
+    // The first request comes now, and every request after it within a second: over 12 s the held sockets time out
+    // (at 5 s) and reconnect twice, and the page and the API answer throughout.
     let mut slowest = Duration::ZERO;
     for i in 0..24 {
         let path = if i % 2 == 0 { "/" } else { "/api/position" };
@@ -683,14 +690,28 @@ fn task_list(db: &Path) -> serde_json::Value {
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
-/// Posts each body to `path` from the page and checks it is refused with 400 and a reason that says `says`.
-fn refused_with_400(served: &Served, path: &str, cases: &[(&str, &str)]) {
+/// Every mark and every task in the store, as `mark list --json` and `task list --json` print them: what a steering
+/// request writes, wherever its position is.
+fn steering(db: &Path) -> (String, String) {
+    let list = |what: &str| {
+        let out = deeptree().arg("--db").arg(db).args([what, "list", "--json"]).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    (list("mark"), list("task"))
+}
+
+/// Posts each body to `path` of the server of `db` from the page and checks it is refused with 400 and a reason that
+/// says `says`, and that after each one the store holds the marks and tasks it held before the first.
+fn refused_with_400(served: &Served, db: &Path, path: &str, cases: &[(&str, &str)]) {
     let page = from_page(served);
+    let before = steering(db);
     for (body, says) in cases {
         let answer = post(served, path, &page, body);
         assert_eq!(answer.status, 400, "{path} {body}: {}", answer.body);
         let error = answer.json()["error"].as_str().unwrap().to_owned();
         assert!(error.contains(says), "{path} {body}: {error:?} does not say {says:?}");
+        assert_eq!(steering(db), before, "{path} {body}: refused, yet a mark or a task changed");
     }
 }
 
@@ -706,6 +727,7 @@ fn every_field_of_a_mark_is_checked_and_a_refusal_writes_nothing() {
     let before_e4_e5 = after_e4_e5();
     refused_with_400(
         &served,
+        &db,
         "/api/mark",
         &[
             // A list where text is read: refused, never read as no moves (it excluded g1f3 at the start).
@@ -774,6 +796,9 @@ fn every_field_of_a_mark_is_checked_and_a_refusal_writes_nothing() {
     assert_eq!(made.json()["mark"]["fen"], "rnbqkbnr/pppp1ppp/8/4p3/4P3/8/PPPP1PPP/RNBQKBNR w KQkq - 0 2");
     assert_eq!(shown(&db), before, "nothing marked at the start");
     assert_ne!(after_e4_e5(), before_e4_e5);
+    // The list the refusals were checked against shows the one mark made.
+    let marks: serde_json::Value = serde_json::from_str(&steering(&db).0).unwrap();
+    assert_eq!(marks.as_array().map(Vec::len), Some(1), "{marks}");
 }
 
 #[test]
@@ -783,6 +808,7 @@ fn every_field_of_a_task_is_checked_and_a_refusal_writes_nothing() {
     let before = shown(&db);
     refused_with_400(
         &served,
+        &db,
         "/api/task",
         &[
             // A number where a FEN is read: refused, never read as the root.
