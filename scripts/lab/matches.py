@@ -2,7 +2,7 @@
 chunks, and the summaries fastchess prints (read back and pooled).
 
 scripts/match plays one match (run_fastchess where FASTCHESS names a fastchess binary, else run_python);
-scripts/match-chunks plays the matches of a plan as chunks of a few games (Chunk, chunk_queue, chunk_command), each
+scripts/match-chunks plays the matches of a plan as chunks of a few games (Chunk, chunk_queue, play_chunk), each
 chunk one scripts/match; scripts/match-pool pools the chunks' summaries (read_summary, pool_summaries).
 """
 
