@@ -1,0 +1,170 @@
+"""The lab's charts, as SVG written by hand (no plotting library): Elo against CPU-minutes of growth
+(scripts/elo-chart), the duel's mean verdict against the budget (scripts/duel report --svg), and the host's speed-up
+against its workers (scripts/host-scaling).
+"""
+
+import json
+import math
+import sys
+
+COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf", "#7f7f7f",
+           "#bcbd22"]
+
+
+def read_elo_budget(path):
+    """The points of a JSON-lines file (method, cpu_minutes, games, elo, margin, ...); a line that cannot be read is
+    reported on stderr with its number and skipped."""
+    points = []
+    with open(path) as f:
+        for number, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+                points.append((row["method"], float(row["cpu_minutes"]), float(row["elo"]), float(row["margin"]),
+                               int(row["games"])))
+            except (ValueError, KeyError, TypeError) as e:
+                print(f"{path}:{number}: skipped: {e}", file=sys.stderr)
+    return points
+
+
+
+def elo_budget(points):
+    """The SVG of Elo against CPU-minutes of growth: points (method, cpu_minutes, elo, margin, games), one curve a
+    method joined in budget order, each point with its 95 % interval; the x axis log-scaled."""
+    methods = list(dict.fromkeys(p[0] for p in points))
+    # The legend, one line a method, sits above the plot.
+    legend = 16 * len(methods) + 8
+    width, plot_height, pad = 680, 356, 64
+    height = legend + plot_height + pad
+    xs = [math.log2(p[1]) for p in points]
+    ys = [p[2] - p[3] for p in points] + [p[2] + p[3] for p in points] + [0]
+    x0, x1 = min(xs) - 0.4, max(xs) + 0.4
+    y0, y1 = math.floor(min(ys) / 10) * 10 - 5, math.ceil(max(ys) / 10) * 10 + 5
+
+    def px(x):
+        return pad + (x - x0) / (x1 - x0) * (width - 2 * pad)
+
+    def py(y):
+        return height - pad - (y - y0) / (y1 - y0) * (plot_height - pad)
+
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" '
+             f'font-size="12"><rect width="100%" height="100%" fill="white"/>',
+             f'<line x1="{pad}" y1="{py(0):.1f}" x2="{width - pad}" y2="{py(0):.1f}" stroke="#999" '
+             f'stroke-dasharray="4"/>',
+             f'<text x="{width / 2}" y="{height - 15}" text-anchor="middle">CPU-minutes of growth (log scale)</text>',
+             f'<text x="15" y="{height / 2}" transform="rotate(-90 15 {height / 2})" text-anchor="middle">Elo against '
+             f'Stockfish, 95 % interval</text>']
+    for tick in range(int(y0) + (-int(y0)) % 10, int(y1) + 1, 10):
+        parts.append(f'<text x="{pad - 8}" y="{py(tick) + 4:.1f}" text-anchor="end">{tick:+d}</text>')
+    # One label for budgets that lie close together (118.5 stands for 118.5 to 119.2): none within 30 px of the last.
+    last = None
+    for minutes in sorted({p[1] for p in points}):
+        x = px(math.log2(minutes))
+        if last is None or x - last >= 30:
+            parts.append(f'<text x="{x:.1f}" y="{height - pad + 18}" text-anchor="middle">{minutes:g}</text>')
+            last = x
+    for i, method in enumerate(methods):
+        colour = COLOURS[i % len(COLOURS)]
+        mine = sorted((p for p in points if p[0] == method), key=lambda p: p[1])
+        shift = (i - (len(methods) - 1) / 2) * 6
+        line = []
+        for _, minutes, elo, margin, games in mine:
+            x = px(math.log2(minutes)) + shift
+            parts.append(f'<line x1="{x:.1f}" y1="{py(elo - margin):.1f}" x2="{x:.1f}" y2="{py(elo + margin):.1f}" '
+                         f'stroke="{colour}" stroke-width="2"/>')
+            parts.append(f'<circle cx="{x:.1f}" cy="{py(elo):.1f}" r="4" fill="{colour}"><title>{method}: '
+                         f'{minutes:g} CPU-minutes, {elo:+.1f} +/- {margin:.1f} over {games} games</title></circle>')
+            line.append(f"{x:.1f},{py(elo):.1f}")
+        parts.append(f'<polyline points="{" ".join(line)}" fill="none" stroke="{colour}"/>')
+        parts.append(f'<text x="{pad + 10}" y="{20 + 16 * i}" fill="{colour}">{method}</text>')
+    parts.append("</svg>")
+    return "\n".join(parts) + "\n"
+
+
+
+def duel_verdicts(rows, form):
+    """The SVG of the duel's mean verdict against log2(budget), with its intervals: rows of scripts/duel report
+    (budget, label, mean_verdict, interval)."""
+    width, height, pad = 640, 400, 60
+    xs = [math.log2(r["budget"]) for r in rows]
+    ys = [v for r in rows for v in r["interval"]] + [0]
+    x0, x1 = min(xs) - 0.5, max(xs) + 0.5
+    y0, y1 = min(ys) - 5, max(ys) + 5
+
+    def px(x):
+        return pad + (x - x0) / (x1 - x0) * (width - 2 * pad)
+
+    def py(y):
+        return height - pad - (y - y0) / (y1 - y0) * (height - 2 * pad)
+
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" '
+             f'font-size="12"><rect width="100%" height="100%" fill="white"/>',
+             f'<line x1="{pad}" y1="{py(0):.1f}" x2="{width - pad}" y2="{py(0):.1f}" stroke="#999" '
+             f'stroke-dasharray="4"/>',
+             f'<text x="{width / 2}" y="{height - 15}" text-anchor="middle">budget ({form}, log scale)</text>',
+             f'<text x="15" y="{height / 2}" transform="rotate(-90 15 {height / 2})" text-anchor="middle">'
+             f'mean verdict, cp (above 0: Stockfish better)</text>']
+    points = []
+    for r, x in zip(rows, xs):
+        low, high = r["interval"]
+        parts.append(f'<line x1="{px(x):.1f}" y1="{py(low):.1f}" x2="{px(x):.1f}" y2="{py(high):.1f}" '
+                     f'stroke="#1f77b4" stroke-width="2"/>')
+        parts.append(f'<circle cx="{px(x):.1f}" cy="{py(r["mean_verdict"]):.1f}" r="4" fill="#1f77b4"/>')
+        parts.append(f'<text x="{px(x):.1f}" y="{height - pad + 18}" text-anchor="middle">{r["label"]}</text>')
+        points.append(f"{px(x):.1f},{py(r['mean_verdict']):.1f}")
+    parts.append(f'<polyline points="{" ".join(points)}" fill="none" stroke="#1f77b4"/>')
+    for tick in range(int(math.floor(y0 / 10)) * 10, int(y1) + 1, 10):
+        parts.append(f'<text x="{pad - 8}" y="{py(tick) + 4:.1f}" text-anchor="end">{tick:+d}</text>')
+    parts.append("</svg>")
+    return "\n".join(parts) + "\n"
+
+
+
+
+def host_scaling(runs, scores):
+    """The SVG of `deeptree bench host` runs (one `--json` object each: workers, speedup, utilization, depth,
+    latency_ms) against the ideal speed-up, with one worker at 1; and the lines printed beside it."""
+    points = [(1, 1.0, 1.0)] + [(r["workers"], r["speedup"], r["utilization"]) for r in runs]
+    width, height, left, bottom, top, right = 600, 360, 60, 50, 30, 80
+    max_workers = max(p[0] for p in points)
+    max_speedup = max(max_workers, max(p[1] for p in points))
+
+    def x(workers):
+        return left + (width - left - right) * workers / max_workers
+
+    def y(value, top_value):
+        return height - bottom - (height - bottom - top) * value / top_value
+
+    def polyline(coords, colour, dash=""):
+        text = " ".join(f"{a:.1f},{b:.1f}" for a, b in coords)
+        extra = f' stroke-dasharray="{dash}"' if dash else ""
+        return f'<polyline points="{text}" fill="none" stroke="{colour}" stroke-width="2"{extra}/>'
+
+    depth, latency = runs[0]["depth"], runs[0]["latency_ms"]
+    svg = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" '
+        f'font-size="12">',
+        f'<rect width="{width}" height="{height}" fill="white"/>',
+        f'<text x="{width / 2}" y="18" text-anchor="middle">bench host: {scores} scores, depth {depth}, searches of '
+        f'{latency} ms</text>',
+        f'<line x1="{left}" y1="{height - bottom}" x2="{width - right}" y2="{height - bottom}" stroke="black"/>',
+        f'<line x1="{left}" y1="{top}" x2="{left}" y2="{height - bottom}" stroke="black"/>',
+        f'<text x="{width / 2}" y="{height - 12}" text-anchor="middle">workers</text>',
+        f'<text x="16" y="{height / 2}" transform="rotate(-90 16 {height / 2})" text-anchor="middle">speed-up</text>',
+    ]
+    for workers, _, _ in points:
+        svg.append(f'<text x="{x(workers):.1f}" y="{height - bottom + 16}" text-anchor="middle">{workers}</text>')
+    for tick in range(0, int(max_speedup) + 1, max(1, int(max_speedup) // 8)):
+        svg.append(f'<text x="{left - 6}" y="{y(tick, max_speedup) + 4:.1f}" text-anchor="end">{tick}</text>')
+    svg.append(polyline([(x(w), y(w, max_speedup)) for w, _, _ in points], "#999", "4 4"))
+    svg.append(polyline([(x(w), y(s, max_speedup)) for w, s, _ in points], "#1f5fbf"))
+    for w, s, u in points:
+        svg.append(f'<circle cx="{x(w):.1f}" cy="{y(s, max_speedup):.1f}" r="3" fill="#1f5fbf"/>')
+        if w > 1:
+            svg.append(f'<text x="{x(w) + 5:.1f}" y="{y(s, max_speedup) + 16:.1f}">{s:.1f} ({u:.2f})</text>')
+    svg.append(f'<text x="{left + 10}" y="{top + 12}" fill="#999">dashed: ideal (speed-up = workers)</text>')
+    svg.append(f'<text x="{left + 10}" y="{top + 28}" fill="#1f5fbf">measured speed-up (utilization)</text>')
+    svg.append("</svg>")
+    lines = [f"{w:>3} workers: speed-up {s:6.2f}, utilization {u:.2f}" for w, s, u in points]
+    return "\n".join(svg) + "\n", lines
