@@ -10,7 +10,8 @@
 //! Where a game leaves the tree (the tree's side with no answer deep enough, or the opponent's replies never
 //! searched) the position is on the frontier, with the reach of the games that arrive there (transpositions add up)
 //! and the depth it is known to. Where the tree answers, the position is on the frontier too, to be known a ply
-//! deeper (depth past the target is what a tree answer gains over the search it replaces). A seed that is only
+//! deeper (depth past the target is what a tree answer gains over the search it replaces): up to the aim, and past
+//! it within a time or node budget. A seed that is only
 //! itself (a root to deepen, a task, a session's position) is on the frontier as long as it is known less deep than
 //! its target.
 //!
@@ -133,6 +134,11 @@ pub struct Policy {
 }
 
 impl Policy {
+    /// Whether the run has a time or node budget: only then is depth grown past the aim.
+    pub fn budgeted(&self) -> bool {
+        self.params.time.is_some() || self.params.nodes.is_some()
+    }
+
     /// Growth to `target` with the tree's search `params`: temperature 20 cp, walks down to a reach of 1/1000 and
     /// 40 plies, aiming [`DEFAULT_BEYOND`] plies past the target.
     pub fn new(target: u32, params: Params) -> Policy {
@@ -280,8 +286,11 @@ pub fn walk(view: &ReadView<'_>, seeds: &[Seed], policy: &Policy, skip: &Skip<'_
                 let engine_depth = seed.engine_depth.unwrap_or(policy.params.engine_depth).max(eval_depth);
                 let next: Option<Vec<(UciMove, f64)>> = if ours {
                     match tree_move(view, &line, policy, target, aim)? {
+                        // The tree answers: the position is also grown a ply past what it is known to; past the
+                        // aim only within a budget (`--time`, `--nodes`), so that a run without one ends when every
+                        // position games reach is known to the aim.
+                        BookMove::Plays(uci, known) if known >= aim && !policy.budgeted() => Some(vec![(uci, 1.0)]),
                         BookMove::Plays(uci, known) => {
-                            // The tree answers: the position is also grown a ply past what it is known to.
                             let terms = Terms { reach: reach / total, known, target, aim, exit: false };
                             let item = Item {
                                 kind: Kind::Deeper,
