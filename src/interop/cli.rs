@@ -326,12 +326,13 @@ fn replace<T>(target: &Path, write: impl FnOnce(&mut dyn Write) -> Result<T, Int
     let mut name = target.file_name().map(ToOwned::to_owned).unwrap_or_default();
     name.push(".partial");
     let tmp = target.with_file_name(name);
-    let file = File::create(&tmp).map_err(|e| InteropError::io(&tmp, e))?;
+    // Errors name the file asked for: the one beside it is this function's own.
+    let file = File::create(&tmp).map_err(|e| InteropError::io(target, e))?;
     let mut out = BufWriter::new(file);
     let written = write(&mut out).and_then(|value| {
-        out.flush().map_err(|e| InteropError::io(&tmp, e))?;
+        out.flush().map_err(|e| InteropError::io(target, e))?;
         if let Ok(meta) = std::fs::metadata(target) {
-            std::fs::set_permissions(&tmp, meta.permissions()).map_err(|e| InteropError::io(&tmp, e))?;
+            std::fs::set_permissions(&tmp, meta.permissions()).map_err(|e| InteropError::io(target, e))?;
         }
         Ok(value)
     });
