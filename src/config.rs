@@ -594,6 +594,11 @@ pub const MAX_SETTINGS_BYTES: usize = 4 << 20;
 /// is (`/dev/zero` included), with no more than that held in memory.
 fn read_settings(path: &Path) -> Result<String, ConfigError> {
     let file = std::fs::File::open(path).map_err(|source| ConfigError::Read { path: path.to_owned(), source })?;
+    // A directory opens, then fails at its first read (`line 1: Is a directory`): said as it is.
+    if file.metadata().is_ok_and(|m| m.is_dir()) {
+        let source = std::io::Error::from(std::io::ErrorKind::IsADirectory);
+        return Err(ConfigError::Read { path: path.to_owned(), source });
+    }
     let mut text = String::new();
     for line in BoundedLines::new(std::io::BufReader::new(file), MAX_LINE_BYTES) {
         let (number, line) = line.map_err(|source| ConfigError::Line { path: path.to_owned(), source })?;

@@ -93,6 +93,11 @@ pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
     std::borrow::Cow::Owned(out)
 }
 
+/// A path as [`printable`] writes user text (a file's name can hold control characters too).
+pub fn printable_path(path: &std::path::Path) -> String {
+    printable(&path.to_string_lossy()).into_owned()
+}
+
 /// A move of `pos` written in UCI (`g1f3`, castling either way) or SAN (`Nf3`, `O-O`), in its stored form; `None`
 /// when it is neither, or not legal there.
 pub fn parse_move(pos: &Chess, text: &str) -> Option<UciMove> {

@@ -11,6 +11,7 @@ use deeptree::{
         serve::ServeArgs, show::ShowArgs, stats::StatsArgs,
     },
     config::Config,
+    game::printable,
     interop::cli::{ExportArgs, ImportArgs, MergeArgs},
     store::StoreError,
 };
@@ -72,7 +73,7 @@ fn main() -> ExitCode {
     let (config, config_file) = match Config::load(cli.config.as_deref()) {
         Ok(loaded) => loaded,
         Err(e) => {
-            eprintln!("deeptree: {e}");
+            eprintln!("deeptree: {}", printable(&e.to_string()));
             return ExitCode::from(2);
         }
     };
@@ -85,16 +86,16 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => match e.downcast_ref::<commands::check::DamageFound>() {
             Some(found) => {
-                eprintln!("deeptree: {found}");
+                eprintln!("deeptree: {}", printable(&found.to_string()));
                 ExitCode::from(commands::check::DAMAGE_EXIT_CODE)
             }
             // A damaged store: its line names the store and says to run `deeptree check`, exit status 3 as check's.
             None if damaged_store(e.as_ref()) => {
-                eprintln!("deeptree: error: {e}");
+                eprintln!("deeptree: error: {}", printable(&e.to_string()));
                 ExitCode::from(commands::check::DAMAGE_EXIT_CODE)
             }
             None => {
-                eprintln!("deeptree: error: {e}");
+                eprintln!("deeptree: error: {}", printable(&e.to_string()));
                 ExitCode::FAILURE
             }
         },

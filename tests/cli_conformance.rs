@@ -506,9 +506,7 @@ fn a_line_over_its_bound_is_an_error_and_dev_zero_is_read_in_bounded_memory() {
         assert!(stderr.contains(&format!("line 1 is longer than {bound}")), "{args:?}: {stderr}");
         assert_eq!(stderr.trim().lines().count(), 1, "{args:?}: one line: {stderr}");
         assert!(peak_kib < 100 * 1024, "{args:?}: peak resident memory {peak_kib} KiB");
-        if !args.contains(&"--from-games") {
-            assert!(!db.exists(), "{args:?} left a store");
-        }
+        assert!(!db.exists(), "{args:?} left a store");
     }
     // The line number is the line's, and a long line under the bound is read.
     let epd = dir.path().join("long.epd");
@@ -593,6 +591,55 @@ fn an_import_that_reads_nothing_exits_1_and_leaves_no_store() {
     assert_eq!(json(&output)["new_edges"].as_u64(), Some(2));
 }
 
+/// `analyze --from-games` reads its games up to the first that plays before it makes the store: a file with none
+/// (random bytes, UTF-16, an illegal first move, another variant, no game at all, a directory) exits 1, says how many
+/// it skipped and leaves no store; `--roots` and `--config` refuse a directory as one, not by a failed first line.
+#[test]
+fn games_to_grow_from_that_read_nothing_exit_1_and_leave_no_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let file = |name: &str, bytes: &[u8]| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, bytes).unwrap();
+        path.to_str().unwrap().to_owned()
+    };
+    let mut rng = fastrand::Rng::with_seed(49);
+    let random: Vec<u8> = std::iter::repeat_with(|| rng.u8(..)).take(4000).collect();
+    let utf16: Vec<u8> = "[Event \"x\"]\n\n1. e4 e5 *\n".encode_utf16().flat_map(u16::to_le_bytes).collect::<Vec<u8>>();
+    let empty = dir.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    let empty = empty.to_str().unwrap();
+    for (args, said) in [
+        (vec!["analyze", "--from-games", &file("random.pgn", &random)], "skipped); nothing to grow"),
+        (
+            vec!["analyze", "--from-games", &file("utf16.pgn", &[&[0xff, 0xfe][..], &utf16].concat())],
+            "(1 skipped); nothing to grow",
+        ),
+        (vec!["analyze", "--from-games", &file("illegal.pgn", b"1. e5 *\n")], "no game could be read (1 skipped)"),
+        (
+            vec!["analyze", "--from-games", &file("atomic.pgn", b"[Variant \"Atomic\"]\n\n1. e4 *\n")],
+            "no game could be read (1 skipped); nothing to grow",
+        ),
+        (vec!["analyze", "--from-games", &file("empty.pgn", b"")], "no game in it; nothing to grow"),
+        (vec!["analyze", "--from-games", empty], "is a directory"),
+        (vec!["analyze", "--roots", empty], "is a directory"),
+        (vec!["--config", empty, "stats"], "is a directory"),
+    ] {
+        let mut args = args.clone();
+        if args[0] == "analyze" {
+            args.extend(["--engine", FAKE, "--engine-depth", "2", "--workers", "1"]);
+        }
+        let output = run(&db, &args, &[]);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let (code, path) = if args[0] == "--config" { (2, args[1]) } else { (1, args[2]) };
+        assert_eq!(output.status.code(), Some(code), "{args:?}: {stderr}");
+        let last = stderr.trim().lines().last().unwrap_or_default();
+        assert!(last.starts_with("deeptree: ") && last.contains(path), "{args:?}: {stderr}");
+        assert!(last.contains(said) && !last.contains("line 1"), "{args:?}: {stderr}");
+        assert!(!db.exists(), "{args:?}: no store is left");
+    }
+}
+
 /// The bound on workers counts each worker with its engine's threads (`threads=` or `option.Threads=`), before the
 /// store or any engine starts; `--insist-workers` passes it.
 #[test]
@@ -671,4 +718,27 @@ fn user_text_is_printed_with_control_characters_escaped() {
     let output = run(&db, &["show", "--moves", "e2e4\u{1b}[2J"], &[]);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("'e2e4\\u{1b}[2J'") && !stderr.contains('\u{1b}'), "{stderr}");
+
+    // A file's name: in an import's skipped games, its summary and its error, and in an export's error.
+    let named = dir.path().join("games\u{1b}[31m.pgn");
+    std::fs::write(&named, "[Variant \"Atomic\"]\n\n1. e4 *\n").unwrap();
+    let imported = run(&db, &["import", "pgn", named.to_str().unwrap()], &[]);
+    let stderr = String::from_utf8_lossy(&imported.stderr).into_owned();
+    assert_eq!(imported.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("games\\u{1b}[31m.pgn: game 1 (line 1) skipped"), "{stderr}");
+    assert!(stderr.contains("error: ") && stderr.trim().lines().last().unwrap().contains("games\\u{1b}[31m.pgn"));
+    let missing = dir.path().join("no\u{1b}[2J").join("tree.pgn");
+    let exported = run(&db, &["export", "pgn", missing.to_str().unwrap()], &[]);
+    assert_eq!(exported.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&exported.stderr).contains("no\\u{1b}[2J/tree.pgn: No such file"), "{exported:?}");
+    // An engine's name, as `stats` lists the engines that evaluated the tree (a program reached by a link whose
+    // name holds an escape code, recorded under that path).
+    let engine = dir.path().join("fake\u{1b}[31m");
+    std::os::unix::fs::symlink(FAKE, &engine).unwrap();
+    ok(&db, &["analyze", "--engine", engine.to_str().unwrap(), "--engine-depth", "2", "--max-depth", "0"]);
+    let stats = ok(&db, &["stats"]);
+    assert!(String::from_utf8_lossy(&stats.stdout).contains("fake\\u{1b}[31m)"), "{stats:?}");
+    for output in [&imported.stderr, &imported.stdout, &exported.stderr, &stats.stdout, &stats.stderr] {
+        assert!(!output.contains(&0x1b), "no escape code: {}", String::from_utf8_lossy(output));
+    }
 }

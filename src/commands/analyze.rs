@@ -21,7 +21,7 @@ pub use engines::MAX_WORKERS_PER_CORE;
 use crate::{
     config::Config,
     engine::{EnginePool, Limit},
-    game::Line,
+    game::{Line, printable_path},
     interop::{played, roots::read_roots},
     logger::{Progress, StatusLine},
     search::{
@@ -55,7 +55,7 @@ pub fn run(db: Option<&Path>, config: &Config, args: AnalyzeArgs) -> CommandResu
         Some(path) => {
             let (roots, skipped) = read_roots(path, args.chess960)?;
             for skip in &skipped {
-                eprintln!("{}: {} skipped: {}", path.display(), skip.source, skip.error);
+                eprintln!("{}: {} skipped: {}", printable_path(path), skip.source, skip.error);
             }
             if roots.is_empty() {
                 return Err(format!("{}: no root to grow", path.display()).into());
@@ -64,10 +64,11 @@ pub fn run(db: Option<&Path>, config: &Config, args: AnalyzeArgs) -> CommandResu
         }
         None => (Vec::new(), Vec::new()),
     };
-    if let Some(path) = &args.games {
-        // A PGN that cannot be read is refused before the store is created.
-        readable_file(path)?;
-    }
+    // A PGN with no game that plays is refused before the store is created: it is read up to its first such game.
+    let games = match &args.games {
+        Some(path) => Some(report::first_game(path)?),
+        None => None,
+    };
     if args.cover || args.cover_deepen.is_some() {
         eprintln!(
             "--cover: games from the roots are followed (the one growth of --roots with a clock){}",
@@ -102,9 +103,9 @@ pub fn run(db: Option<&Path>, config: &Config, args: AnalyzeArgs) -> CommandResu
         seeds.push(sources::single_root(line.clone(), follow));
     }
     seeds.extend(sources::book(book, follow));
-    if let Some(path) = &args.games {
+    if let (Some(path), Some(games)) = (&args.games, games) {
         let at = targets.unwrap_or_else(|| Targets::flat(u32::from(DEFAULT_PLAY_DEPTH)));
-        let found = report::exits_of(&store, path, &params, &at, &args, out)?;
+        let found = report::exits_of(&store, path, games, &params, &at, &args, out)?;
         seeds.extend(played::seeds(&found));
     }
     let mut tasks: Vec<Option<Task>> = vec![None; seeds.len()];
@@ -298,16 +299,6 @@ fn params_of(config: &Config, args: &AnalyzeArgs, time: Option<Duration>) -> Par
     let budget = time.is_some() || args.nodes.is_some() || args.tasks;
     let default_max = if budget { u8::MAX - 1 } else { 4 };
     Params::from(config).with_max_depth(args.max_depth.unwrap_or(default_max)).with_time(time).with_nodes(args.nodes)
-}
-
-/// A file that can be opened and is not a directory.
-fn readable_file(path: &Path) -> Result<(), String> {
-    let file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    match file.metadata() {
-        Ok(meta) if meta.is_dir() => Err(format!("{}: is a directory", path.display())),
-        Ok(_) => Ok(()),
-        Err(e) => Err(format!("{}: {e}", path.display())),
-    }
 }
 
 /// Deep Blue's split: the share of the node or time budget the direct search spends first.

@@ -75,11 +75,11 @@ pub fn run(db: Option<&Path>, config: &Config, args: StatsArgs) -> CommandResult
         }
         println!("{value}");
     } else {
-        println!("tree       {}", store.dir().display());
+        println!("tree       {}", crate::game::printable_path(store.dir()));
         println!("positions  {}", stats.positions);
         println!("edges      {}", stats.edges);
         println!("bytes      {} ({:.1} MiB)", stats.bytes, stats.bytes as f64 / 1048576.0);
-        println!("engine     {}", engine.as_deref().unwrap_or("(none recorded)"));
+        println!("engine     {}", engine.as_deref().map_or("(none recorded)".into(), crate::game::printable));
         if !per_engine.is_empty() {
             println!("evaluations stored in the tree, by engine (analyze's 'stored'):");
         }
@@ -91,7 +91,8 @@ pub fn run(db: Option<&Path>, config: &Config, args: StatsArgs) -> CommandResult
             } else {
                 String::new()
             };
-            println!("engine {:<3} {:>10} evaluations  {}{methods}", engine.id, engine.evaluations, engine.name);
+            let name = crate::game::printable(engine.name);
+            println!("engine {:<3} {:>10} evaluations  {name}{methods}", engine.id, engine.evaluations);
         }
         if unrecorded > 0 {
             println!("no engine  {unrecorded:>10} evaluations (imported, or stored before engines were recorded)");

@@ -1,6 +1,6 @@
 //! The `import`, `export` and `merge` commands.
 
-use crate::game::Line;
+use crate::game::{Line, printable_path};
 use std::{
     fs::File,
     io::{BufReader, BufWriter, Write},
@@ -135,7 +135,7 @@ impl MergeArgs {
 /// every game or line skipped.
 pub fn import(open: impl FnOnce() -> Result<Store, StoreError>, args: &ImportArgs) -> Result<(), InteropError> {
     let input = open_input(&args.file)?;
-    let file = args.file.display();
+    let file = printable_path(&args.file);
     let open = || open().map_err(InteropError::from);
     // A problem of the file as a whole names it.
     let named = |e: InteropError| match e {
@@ -354,7 +354,7 @@ pub fn export(store: &Store, args: &ExportArgs) -> Result<(), InteropError> {
     let depth = args.depth.unwrap_or(DEFAULT_TREE_DEPTH);
     let destination = destination(&args.file)?;
     let to_stdout = destination == Destination::Stdout;
-    let file = args.file.display().to_string();
+    let file = printable_path(&args.file);
     let (value, text) = match args.format {
         ExportFormat::Pgn => {
             let s = write_output(&args.file, &destination, |out| {
@@ -394,8 +394,9 @@ pub fn export(store: &Store, args: &ExportArgs) -> Result<(), InteropError> {
 
 /// Runs `deeptree merge`.
 pub fn merge(store: &Store, args: &MergeArgs, options: &StoreOptions) -> Result<(), InteropError> {
+    let dir = printable_path(&args.dir);
     let summary = merge::merge_store(store, &args.dir, options, |key, reason| {
-        eprintln!("{}: position {key} not merged: {reason}", args.dir.display())
+        eprintln!("{dir}: position {key} not merged: {reason}")
     })?;
     report(
         args.json,
@@ -403,7 +404,7 @@ pub fn merge(store: &Store, args: &MergeArgs, options: &StoreOptions) -> Result<
         format!(
             "{} records merged from {}: {} new positions, {} new edges{}",
             summary.records,
-            args.dir.display(),
+            dir,
             summary.new_nodes,
             summary.new_edges,
             if summary.refused > 0 { format!(", {} refused", summary.refused) } else { String::new() }

@@ -50,7 +50,7 @@ use crate::{
 use super::{
     InteropError,
     pgn_export::wrap,
-    pgn_read::GameReader,
+    pgn_read::{GameReader, RawGame},
     roots::{SkippedRoot, Source, main_line},
 };
 
@@ -104,6 +104,65 @@ pub struct Exits {
     pub skipped: Vec<SkippedRoot>,
 }
 
+/// The games of a PGN file, read one at a time: those whose main line cannot be played are counted as skipped.
+/// [`Games::first`] reads up to the first game that plays, so that a file with none is refused before a store is
+/// opened for it (`analyze --games`).
+pub struct Games<R: Read> {
+    reader: GameReader<R>,
+    /// A game read ahead by [`Games::first`], not yet handed out.
+    ahead: Option<(RawGame, Line)>,
+    /// Games read, skipped ones included.
+    read: u64,
+    skipped: Vec<SkippedRoot>,
+}
+
+impl<R: Read> Games<R> {
+    pub fn new(pgn: R) -> Games<R> {
+        Games { reader: GameReader::new(pgn), ahead: None, read: 0, skipped: Vec::new() }
+    }
+
+    /// Reads up to the first game whose main line plays, keeping it for the next [`Games::next_line`]. An error when
+    /// the file has none: no game at all, or every game skipped (how many is said); the games skipped on the way
+    /// are in [`Games::skipped`] either way.
+    pub fn first(&mut self) -> Result<(), InteropError> {
+        if self.ahead.is_none() {
+            self.ahead = self.read_line()?;
+        }
+        match (self.ahead.is_some(), self.read) {
+            (true, _) => Ok(()),
+            (false, 0) => Err(InteropError::Invalid("no game in it".into())),
+            (false, _) => Err(InteropError::Invalid(format!("no game could be read ({} skipped)", self.skipped.len()))),
+        }
+    }
+
+    /// The games skipped so far, and why.
+    pub fn skipped(&self) -> &[SkippedRoot] {
+        &self.skipped
+    }
+
+    /// The next game whose main line plays, with its line; `None` at the end of the file.
+    fn next_line(&mut self) -> Result<Option<(RawGame, Line)>, InteropError> {
+        match self.ahead.take() {
+            Some(game) => Ok(Some(game)),
+            None => self.read_line(),
+        }
+    }
+
+    fn read_line(&mut self) -> Result<Option<(RawGame, Line)>, InteropError> {
+        while let Some(game) =
+            self.reader.next_game().map_err(|e| InteropError::Invalid(format!("reading PGN: {e}")))?
+        {
+            self.read += 1;
+            let chess960 = game.tag("Variant").is_some_and(|v| v.eq_ignore_ascii_case("chess960"));
+            match main_line(&game, chess960) {
+                Ok(line) => return Ok(Some((game, line))),
+                Err(error) => self.skipped.push(SkippedRoot { source: Source::Game(game.number), error }),
+            }
+        }
+        Ok(None)
+    }
+}
+
 /// The positions where the games of `pgn` left the tree of `view`, with the learner `player` (a name in the `White`
 /// or `Black` tag, compared without case; `None`: both sides) to move, for `params`' engine depth and move distance
 /// and the target depths `targets` (a game's search reaches that deep there: the tree must know more to answer).
@@ -114,19 +173,20 @@ pub fn exits(
     targets: &Targets,
     player: Option<&str>,
 ) -> Result<Exits, InteropError> {
+    exits_of_games(view, Games::new(pgn), params, targets, player)
+}
+
+/// [`exits`] of games already opened (and perhaps read up to their first game).
+pub fn exits_of_games(
+    view: &ReadView<'_>,
+    mut games: Games<impl Read>,
+    params: &Params,
+    targets: &Targets,
+    player: Option<&str>,
+) -> Result<Exits, InteropError> {
     let mut found = Exits::default();
     let mut by_key: HashMap<PositionKey, usize> = HashMap::new();
-    let mut reader = GameReader::new(pgn);
-    while let Some(game) = reader.next_game().map_err(|e| InteropError::Invalid(format!("reading PGN: {e}")))? {
-        found.games += 1;
-        let chess960 = game.tag("Variant").is_some_and(|v| v.eq_ignore_ascii_case("chess960"));
-        let line = match main_line(&game, chess960) {
-            Ok(line) => line,
-            Err(error) => {
-                found.skipped.push(SkippedRoot { source: Source::Game(game.number), error });
-                continue;
-            }
-        };
+    while let Some((game, line)) = games.next_line()? {
         let learner: Option<Color> = match player {
             None => None,
             Some(name) => {
@@ -181,6 +241,8 @@ pub fn exits(
             }
         }
     }
+    found.games = games.read;
+    found.skipped = games.skipped;
     // Heaviest first; a stable sort keeps the games' order among equals.
     found.exits.sort_by_key(|e| std::cmp::Reverse(e.games));
     Ok(found)

@@ -75,6 +75,10 @@ pub struct SkippedRoot {
 
 /// Reads the roots of `path`, EPD or PGN (see the module documentation).
 pub fn read_roots(path: &Path, chess960: bool) -> Result<(Vec<Root>, Vec<SkippedRoot>), InteropError> {
+    // A directory opens, then fails at its first read: refused by its metadata instead (a FIFO is not opened here).
+    if std::fs::metadata(path).is_ok_and(|m| m.is_dir()) {
+        return Err(InteropError::Invalid(format!("{}: is a directory", path.display())));
+    }
     let open = || File::open(path).map_err(|e| InteropError::Invalid(format!("{}: {e}", path.display())));
     let extension = path.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase);
     let pgn = match extension.as_deref() {

@@ -1,11 +1,12 @@
 //! What `deeptree analyze` says: the rows of a root deepened alone (as before growth had sources), the lines of a
 //! growth run (each item grown with its priority and terms), the games' exits, and the JSON reports.
 
-use std::path::Path;
+use std::{fs::File, io::BufReader, path::Path};
 
 use crate::{
+    game::printable_path,
     interop::{
-        played::{Exits, exits},
+        played::{Exits, Games, exits_of_games},
         roots::SkippedRoot,
     },
     search::{
@@ -119,20 +120,40 @@ pub(super) fn save_task_progress(store: &Store, task: &Task, step: &Step<'_>) {
     }
 }
 
-/// The exits of the games of the PGN file at `path`, said one a line (with `--json` and no exit, the exits are the
-/// JSON object).
+/// The games of the PGN file at `path`, read up to the first whose main line plays: an error when it cannot be opened,
+/// is a directory, or has no such game (the games skipped on the way said first, as the import says them).
+pub(super) fn first_game(path: &Path) -> Result<Games<BufReader<File>>, Box<dyn std::error::Error>> {
+    let named = |e: &dyn std::fmt::Display| format!("{}: {e}", path.display());
+    // Opened once (a FIFO's writer is read by this open alone); a directory is refused by its metadata.
+    let file = File::open(path).map_err(|e| named(&e))?;
+    if file.metadata().map_err(|e| named(&e))?.is_dir() {
+        return Err(named(&"is a directory").into());
+    }
+    let mut games = Games::new(BufReader::new(file));
+    let first = games.first();
+    if let Err(e) = first {
+        for skip in games.skipped() {
+            eprintln!("{}: {} skipped: {}", printable_path(path), skip.source, skip.error);
+        }
+        return Err(format!("{}: {e}; nothing to grow", path.display()).into());
+    }
+    Ok(games)
+}
+
+/// The exits of the games of the PGN file at `path` (`games`, from [`first_game`]), said one a line (with `--json`
+/// and no exit, the exits are the JSON object).
 pub(super) fn exits_of(
     store: &Store,
     path: &Path,
+    games: Games<BufReader<File>>,
     params: &Params,
     targets: &Targets,
     args: &AnalyzeArgs,
     out: Out,
 ) -> Result<Exits, Box<dyn std::error::Error>> {
-    let file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let found = {
         let view = store.read()?;
-        exits(&view, std::io::BufReader::new(file), params, targets, args.player.as_deref())
+        exits_of_games(&view, games, params, targets, args.player.as_deref())
             .map_err(|e| format!("{}: {e}", path.display()))?
     };
     let extra = [(found.without_player, "without the player"), (found.through_excluded, "through an excluded move")]
@@ -167,7 +188,7 @@ pub(super) fn exits_of(
         say(out, &text);
     }
     for skip in &found.skipped {
-        eprintln!("{}: {} skipped: {}", path.display(), skip.source, skip.error);
+        eprintln!("{}: {} skipped: {}", printable_path(path), skip.source, skip.error);
     }
     if found.exits.is_empty() && out.json {
         println!("{}", serde_json::json!({ "exits": found }));
