@@ -50,7 +50,8 @@ fn a_session_records_the_games_it_played_and_not_analysis() {
         .args(["analyze", "--from-games"])
         .arg(db.join("games.pgn"))
         .args(["--player", "deeptree", "--engine", common::fake(), "--engine-depth", "4", "--play-depth", "6"])
-        .args(["--workers", "1", "--json"])
+        // Aimed at the play depth itself: without a budget the run ends once the games' positions are known to it.
+        .args(["--beyond", "0", "--workers", "1", "--json"])
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
