@@ -9,9 +9,9 @@
 //! let b = priority(Terms { reach: 0.25, known: 17, target: 14, aim: 17, exit: false });
 //! assert!((a - b).abs() < 1e-12);
 //! // Where games leave the tree, the step that brings the tree's answer counts as one ply: a position a quarter of
-//! // the games leave the tree at ranks with one half of them reach, answered at a ply short of the aim.
+//! // the games leave the tree at ranks with one half of them reach, answered at the aim.
 //! let exit = priority(Terms { reach: 0.25, known: 0, target: 14, aim: 17, exit: true });
-//! let answered = priority(Terms { reach: 0.5, known: 16, target: 14, aim: 17, exit: false });
+//! let answered = priority(Terms { reach: 0.5, known: 17, target: 14, aim: 17, exit: false });
 //! assert!((exit - answered).abs() < 1e-12 && exit > b);
 //! ```
 //!
