@@ -57,7 +57,6 @@ mod engines;
 mod error;
 pub mod fault;
 mod file;
-pub mod key;
 pub mod links;
 pub mod marks;
 mod migrations;
@@ -89,6 +88,7 @@ use self::node::Node;
 use self::open::{Hold, LOCK_FILE, new_environment, page_size, share_again, try_alone};
 pub use self::read::ReadView;
 pub use self::writer::{Receipt, StoreWriter};
+pub use crate::model::key;
 
 /// Schema of the whole store (databases and their meanings). Bumped when a migration is needed, or when data an
 /// earlier deeptree cannot read may be written. Version 2: records may carry engine numbers (record format 2), and

@@ -1,14 +1,9 @@
 //! A node's record in bytes, in the layout the module's docs give: written in the oldest format version that holds
-//! it, read back checked (any malformation is an error, never a panic), and sealed with its key's checksum as
-//! schema 5 stores it.
+//! it, read back checked (any malformation is an error, never a panic).
 
 use shakmaty::{packed::PackedUciMove, uci::UciMove};
 
-use super::super::{
-    checksum::{self, Table},
-    key::PositionKey,
-};
-use super::{Damage, DecodeError, Edge, Eval, MAX_SETUP_BYTES, Node, PackedPosition, RestBound, ScreenBound, Steering};
+use super::{DecodeError, Edge, Eval, MAX_SETUP_BYTES, Node, PackedPosition, RestBound, ScreenBound, Steering};
 use crate::score::{Bound, Score};
 
 /// The newest record layout version. A record is written in the oldest version that holds it: without a marked move as
@@ -121,19 +116,6 @@ impl Node {
                 out.extend_from_slice(&engine.to_be_bytes());
             }
         }
-    }
-
-    /// Reads the record stored at `key` (schema 5): its checksum must hold for the key and bytes, and the bytes
-    /// must decode.
-    pub fn read(key: PositionKey, value: &[u8]) -> Result<Node, Damage> {
-        Ok(Node::decode(checksum::open(Table::Nodes, &key.to_bytes(), value)?)?)
-    }
-
-    /// The record as schema 5 stores it at `key` (see [`Node::read`]), in `out` (cleared first).
-    pub fn write(&self, key: PositionKey, out: &mut Vec<u8>) {
-        out.clear();
-        self.encode_into(out);
-        checksum::seal(Table::Nodes, &key.to_bytes(), out);
     }
 
     /// Decodes a record's bytes (without its checksum); any malformation is an error.
@@ -397,25 +379,6 @@ mod tests {
             bytes[i] ^= flip;
             let _ = Node::decode(&bytes);
             let _ = Node::decode(&bytes[..i]);
-        }
-    }
-
-    /// A sealed record reads back under its own key only, and a changed byte is a checksum mismatch, never another
-    /// record.
-    #[test]
-    fn a_sealed_record_reads_back_under_its_key_only() {
-        let key = PositionKey::of(&Chess::default());
-        let mut node = Node::new(PackedPosition::of(&Chess::default()));
-        node.settled_depth = Some(4);
-        let mut value = Vec::new();
-        node.write(key, &mut value);
-        assert_eq!(value.len(), node.encode().len() + checksum::SIZE);
-        assert_eq!(Node::read(key, &value), Ok(node.clone()));
-        assert!(matches!(Node::read(PositionKey(key.0 ^ 1), &value), Err(Damage::Checksum(_))));
-        for at in 0..value.len() {
-            let mut damaged = value.clone();
-            damaged[at] ^= 0x28;
-            assert!(matches!(Node::read(key, &damaged), Err(Damage::Checksum(_))), "byte {at}");
         }
     }
 

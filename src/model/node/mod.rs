@@ -2,7 +2,7 @@
 //!
 //! ```
 //! use deeptree::score::{Bound, Score};
-//! use deeptree::store::node::{Edge, Eval, Node, PackedPosition};
+//! use deeptree::model::node::{Edge, Eval, Node, PackedPosition};
 //! use shakmaty::{Chess, uci::UciMove};
 //!
 //! let e4: UciMove = "e2e4".parse()?;
@@ -50,7 +50,7 @@
 //! A record with no screen bound is written as version 2 or 1, byte for byte as before; a deeptree that reads only
 //! those refuses a version 3 record as newer, never as corrupt.
 //!
-//! Version 4 adds the analyst's marks on moves (see [`Steering`] and [`marks`](super::marks)):
+//! Version 4 adds the analyst's marks on moves (see [`Steering`] and [`marks`](crate::store::marks)):
 //!
 //! ```text
 //! edge    bound byte | 0x10: excluded by the analyst; | 0x20: included by the analyst (never both)
@@ -61,7 +61,7 @@
 //! Integers are big-endian; scores use [`Score::to_bits`]. A record that does not parse is an error, never a panic.
 //!
 //! Schema 5 stores every record sealed ([`Node::write`], [`Node::read`]): the record as above, then its checksum
-//! for its key (see [`checksum`]). A store of schema 4 or older holds the records bare; they are
+//! for its key (see [`checksum`](crate::store::checksum)). A store of schema 4 or older holds the records bare; they are
 //! sealed when it is upgraded.
 
 mod codec;
@@ -72,20 +72,10 @@ use std::fmt;
 
 use shakmaty::{CastlingMode, Chess, EnPassantMode, FromSetup, Position, fen::Fen, packed::PackedSetup, uci::UciMove};
 
-use super::checksum;
 use crate::score::{Bound, Score};
 
 /// Largest packed setup of a legal standard chess position without move counters.
 pub const MAX_SETUP_BYTES: usize = 24;
-
-/// Why a stored value could not be read: its checksum, or (the checksum holding) its bytes.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum Damage {
-    #[error(transparent)]
-    Checksum(#[from] checksum::Mismatch),
-    #[error(transparent)]
-    Decode(#[from] DecodeError),
-}
 
 /// Why a record could not be decoded.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -179,7 +169,7 @@ pub struct Edge {
     /// The engine that searched it, as [`Eval::engine`]; `None` for an imported move or one stored before engines
     /// were recorded.
     pub engine: Option<u16>,
-    /// The analyst's mark on the move, if any (see [`marks`](super::marks)).
+    /// The analyst's mark on the move, if any (see [`marks`](crate::store::marks)).
     pub steering: Option<Steering>,
 }
 
