@@ -22,8 +22,8 @@ use shakmaty::{Chess, Position, uci::UciMove};
 
 pub use crate::notation::play_uci;
 use crate::{
+    model::key::PositionKey,
     notation::{canonical, parse_position, start_position},
-    store::key::PositionKey,
 };
 
 /// A root as UCI gives it: a start position and moves played from it. The last position is the root; the earlier

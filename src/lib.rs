@@ -14,14 +14,18 @@
 //! - [`score`], [`notation`], [`logger`]: scores and bounds, the stored and written forms of moves (castling,
 //!   Chess960), logging, and the status line a command shows on stderr (handed to the search as a `Progress`,
 //!   so the search writes no terminal codes). No chess engine, no store.
-//! - [`engine`]: inner-engine processes. `process` owns one engine (the handle and its watchdog), `jobs` is the job
-//!   board, `worker` runs one engine's loop, `pool` hands jobs to workers. Takes its options as an `EngineConfig`.
-//! - [`store`]: keys, the record codecs, the LMDB environment, its transactions and the one writer. It knows bytes
-//!   and records, not what they are worth: the writer runs an [`Upkeep`](store::upkeep::Upkeep) handed to it at
-//!   open inside every transaction, over the records the transaction changed; a bulk load's records wait in memory
-//!   and are committed with their values by one pass. Takes its options as a `StoreOptions`.
+//! - [`model`]: the records the tree is made of: the key of a position (`model::key`), and the node and edge records
+//!   with their byte layout (`model::node`). No LMDB: the store reads, seals and writes them (and re-exports both
+//!   modules as `store::key` and `store::node`).
 //! - [`game`]: a game as UCI and PGN give it: a start position and moves ([`Line`](game::Line)), the errors of
 //!   setting one up, playing a move, quoting user input in messages.
+//! - [`engine`]: inner-engine processes. `process` owns one engine (the handle and its watchdog), `jobs` is the job
+//!   board, `worker` runs one engine's loop, `pool` hands jobs to workers. Takes its options as an `EngineConfig`.
+//! - [`store`]: the LMDB environment over the records of [`model`], the checksums that seal them, its transactions
+//!   and the one writer. It knows bytes and records, not what they are worth: the writer runs an
+//!   [`Upkeep`](store::upkeep::Upkeep) handed to it at open inside every transaction, over the records the
+//!   transaction changed; a bulk load's records wait in memory and are committed with their values by one pass. Takes
+//!   its options as a `StoreOptions`.
 //! - [`values`]: what the tree is worth. The graph view of the store (`values::graph`), the path-independent idea
 //!   value of every node with its cycle handling and its propagation up the parent links (`values::idea`), and the
 //!   upkeep the store's writer runs (`values::upkeep`), where `Store::open` is defined: it opens a store with that
@@ -49,6 +53,7 @@ pub mod engine;
 pub mod game;
 pub mod interop;
 pub mod logger;
+pub mod model;
 pub mod notation;
 pub mod score;
 pub mod search;

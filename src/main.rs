@@ -1,5 +1,5 @@
 //! The `deeptree` command line. With no command it speaks UCI; see `deeptree --help`. Each command's arguments
-//! and body are in `deeptree::commands` (and `deeptree::interop::cli`); this file parses and dispatches.
+//! and body are in `deeptree::commands`; this file parses and dispatches.
 
 use std::{path::PathBuf, process::ExitCode};
 
@@ -7,12 +7,11 @@ use clap::{Parser, Subcommand};
 
 use deeptree::{
     commands::{
-        self, analyze::AnalyzeArgs, bench::BenchCommand, bench::FillArgs, open_existing_store, open_store,
-        serve::ServeArgs, show::ShowArgs, stats::StatsArgs,
+        self, analyze::AnalyzeArgs, bench::BenchCommand, bench::FillArgs, export::ExportArgs, import::ImportArgs,
+        merge::MergeArgs, open_existing_store, open_store, serve::ServeArgs, show::ShowArgs, stats::StatsArgs,
     },
     config::Config,
     game::printable,
-    interop::cli::{ExportArgs, ImportArgs, MergeArgs},
     store::StoreError,
 };
 
@@ -134,13 +133,13 @@ fn run(cli: Cli, config: &Config) -> commands::CommandResult {
         // A command that cannot do its work fails before the store is created.
         Some(Command::Import(args)) => {
             args.check()?;
-            deeptree::interop::cli::import(|| open_store(db, config), &args)?
+            commands::import::import(|| open_store(db, config), &args)?
         }
-        Some(Command::Export(args)) => deeptree::interop::cli::export(&open_existing_store(db, config)?, &args)?,
+        Some(Command::Export(args)) => commands::export::export(&open_existing_store(db, config)?, &args)?,
         Some(Command::Merge(args)) => {
             args.check()?;
             let store = open_store(db, config)?;
-            deeptree::interop::cli::merge(&store, &args, &deeptree::store::StoreOptions::from(config))?
+            commands::merge::merge(&store, &args, &deeptree::store::StoreOptions::from(config))?
         }
         Some(Command::Stats(args)) => commands::stats::run(db, config, args)?,
         Some(Command::Serve(args)) => commands::serve::run(db, config, args)?,

@@ -1,5 +1,5 @@
 //! The commands of the `deeptree` binary, one module each: their arguments and their bodies. `main.rs` parses the
-//! command line and dispatches here; `import`, `export` and `merge` live in [`crate::interop::cli`].
+//! command line and dispatches here.
 //!
 //! Commands that write open the store, creating it when absent ([`open_store`]); commands that only read open an
 //! existing one read-only ([`open_existing_store`]) and never create or write one.
@@ -8,7 +8,10 @@ pub mod analyze;
 pub mod bench;
 pub mod check;
 pub mod compact;
+pub mod export;
+pub mod import;
 pub mod mark;
+pub mod merge;
 pub mod serve;
 pub mod show;
 pub mod stats;
@@ -19,6 +22,7 @@ use std::path::Path;
 use crate::{
     config::Config,
     game::{Line, LineError},
+    interop::InteropError,
     store::{Store, StoreError, StoreOptions},
 };
 
@@ -61,4 +65,14 @@ pub fn open_existing_store(db: Option<&Path>, config: &Config) -> Result<Store, 
     let dir = config.tree_dir(db);
     log::info!("tree store in {} (read-only)", dir.display());
     Store::open_read_only(&dir, &StoreOptions::from(config))
+}
+
+/// Prints what a command did: one JSON object (`--json`), or `text`. Shared by `import`, `export` and `merge`.
+fn report(json: bool, value: &impl serde::Serialize, text: String) -> Result<(), InteropError> {
+    if json {
+        println!("{}", serde_json::to_string(value).map_err(|e| InteropError::Invalid(e.to_string()))?);
+    } else {
+        println!("{text}");
+    }
+    Ok(())
 }

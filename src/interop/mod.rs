@@ -28,7 +28,6 @@
 //! store's merge lets it replace the placeholder while keeping the imported flag. Once the child position has an
 //! evaluation, the move is valued from it like any other.
 
-pub mod cli;
 pub mod epd;
 pub mod html;
 pub mod lines;

@@ -1,7 +1,7 @@
 //! Position keys: shakmaty's `Zobrist64` with `EnPassantMode::Legal`, the Polyglot book key.
 //!
 //! ```
-//! use deeptree::store::key::PositionKey;
+//! use deeptree::model::key::PositionKey;
 //! use shakmaty::Chess;
 //!
 //! let key = PositionKey::of(&Chess::default());
