@@ -369,7 +369,11 @@ impl Setting {
                     Ok(number) => number,
                     Err(_) if min == -1 && value.eq_ignore_ascii_case("off") => -1,
                     Err(_) => {
-                        return Err(format!("{key} takes a number {min}..{max}, not '{}'", printable_value(value)));
+                        let off = if min == -1 { " or off" } else { "" };
+                        return Err(format!(
+                            "{key} takes a number {min}..{max}{off}, not '{}'",
+                            printable_value(value)
+                        ));
                     }
                 };
                 if !(min..=max).contains(&number) {

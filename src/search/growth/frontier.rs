@@ -11,15 +11,14 @@
 //! searched) the position is on the frontier, with the reach of the games that arrive there (transpositions add up)
 //! and the depth it is known to. Where the tree answers, the position is on the frontier too, to be known a ply
 //! deeper (depth past the target is what a tree answer gains over the search it replaces): up to the aim, and past
-//! it within a time or node budget. A seed that is only
-//! itself (a root to deepen, a task, a session's position) is on the frontier as long as it is known less deep than
-//! its target.
+//! it within a time or node budget. A seed that is only itself (a root to deepen, a task, a session's position) is
+//! on the frontier as long as it is known less deep than its target.
 //!
 //! An item is grown by the settle-then-deepen search of `super::super::analysis` ([`Item::settle`]): a position of
 //! the tree's side to the software depth that brings its target (0, one search, where the engine depth is enough),
 //! one of the opponent's to software depth 1 (its replies searched at the engine depth), one the tree answers to the
-//! software depth a ply past what it is known to, a seed that is only itself
-//! to its next software depth (or, alone in its run, to its target at once: nothing competes for the engines).
+//! software depth a ply past what it is known to, a seed that is only itself to its next software depth (or, alone
+//! in its run, to its target at once: nothing competes for the engines).
 
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
