@@ -283,6 +283,18 @@ pub fn walk(view: &ReadView<'_>, seeds: &[Seed], policy: &Policy, skip: &Skip<'_
                 // is taken, never searched again shallower).
                 let eval_depth = node.as_ref().and_then(|n| n.eval.as_ref()).map_or(0, |e| e.depth);
                 let engine_depth = seed.engine_depth.unwrap_or(policy.params.engine_depth).max(eval_depth);
+                let item = |kind: Kind, terms: Terms, settle: u8| Item {
+                    kind,
+                    line: line.clone(),
+                    key,
+                    seed: index,
+                    ply,
+                    ours,
+                    terms,
+                    priority: priority(terms),
+                    engine_depth,
+                    settle,
+                };
                 let next: Option<Vec<(UciMove, f64)>> = if ours {
                     match tree_move(view, &line, policy, target, aim)? {
                         // The tree answers: the position is also grown a ply past what it is known to; past the
@@ -291,19 +303,8 @@ pub fn walk(view: &ReadView<'_>, seeds: &[Seed], policy: &Policy, skip: &Skip<'_
                         BookMove::Plays(uci, known) if known >= aim && !policy.budgeted() => Some(vec![(uci, 1.0)]),
                         BookMove::Plays(uci, known) => {
                             let terms = Terms { reach: reach / total, known, target, aim, exit: false };
-                            let item = Item {
-                                kind: Kind::Deeper,
-                                line: line.clone(),
-                                key,
-                                seed: index,
-                                ply,
-                                ours,
-                                terms,
-                                priority: priority(terms),
-                                engine_depth,
-                                settle: clamp_u8((known + 1).saturating_sub(u32::from(engine_depth))),
-                            };
-                            add(&mut found, item, skip);
+                            let settle = clamp_u8((known + 1).saturating_sub(u32::from(engine_depth)));
+                            add(&mut found, item(Kind::Deeper, terms, settle), skip);
                             Some(vec![(uci, 1.0)])
                         }
                         BookMove::Unknown => None,
@@ -339,19 +340,8 @@ pub fn walk(view: &ReadView<'_>, seeds: &[Seed], policy: &Policy, skip: &Skip<'_
                         };
                         let settle = if ours { clamp_u8(target.saturating_sub(u32::from(engine_depth))) } else { 1 };
                         let terms = Terms { reach: reach / total, known, target, aim, exit: true };
-                        let item = Item {
-                            kind: if ours { Kind::TreeMove } else { Kind::Replies },
-                            line: line.clone(),
-                            key,
-                            seed: index,
-                            ply,
-                            ours,
-                            terms,
-                            priority: priority(terms),
-                            engine_depth,
-                            settle,
-                        };
-                        add(&mut found, item, skip);
+                        let kind = if ours { Kind::TreeMove } else { Kind::Replies };
+                        add(&mut found, item(kind, terms, settle), skip);
                     }
                 }
             }
