@@ -296,6 +296,46 @@ fn submodules_do_not_import_each_other() {
     assert!(errors.is_empty(), "{} submodule import cycle(s):\n{}", errors.len(), errors.join("\n"));
 }
 
+/// The layers inside `uci`, from the "From the bottom up" list of `src/uci/mod.rs`'s docs: one bullet a level, its
+/// submodules named in backticks before the bullet's first `:`. The `go` decision (`policy`) sits above the executors
+/// it hands a move to (`answer`, `direct`, `growth`), and none of them calls back up into it or into each other's
+/// higher neighbours.
+fn sublayers(module_docs: &str) -> Vec<Vec<String>> {
+    let docs = module_docs.lines().map(str::trim_start).take_while(|l| l.starts_with("//!") || l.is_empty());
+    let list = docs.skip_while(|l| !l.contains("From the bottom up")).skip(1);
+    let mut out = Vec::new();
+    for line in list.take_while(|l| l.starts_with("//!") && !l.starts_with("//! #")) {
+        let Some(bullet) = line.strip_prefix("//! - ") else { continue };
+        let head = bullet.split(':').next().unwrap_or_default();
+        out.push(head.split('`').skip(1).step_by(2).map(str::to_string).collect());
+    }
+    out
+}
+
+#[test]
+fn uci_submodules_use_only_lower_layers() {
+    let mod_rs = include_str!("../src/uci/mod.rs");
+    let layers = sublayers(mod_rs);
+    let level: BTreeMap<&str, usize> =
+        layers.iter().enumerate().flat_map(|(i, names)| names.iter().map(move |n| (n.as_str(), i))).collect();
+    let mut errors = Vec::new();
+    for m in declared(mod_rs).iter().filter(|m| !level.contains_key(m.as_str())) {
+        errors.push(format!("src/uci/mod.rs declares `{m}`, which its \"From the bottom up\" list leaves out"));
+    }
+    for (at, module, abs) in references() {
+        let (Some(own), Some(other)) = (module.get(1), abs.get(1)) else { continue };
+        if module[0] != "uci" || abs[0] != "uci" || own == other {
+            continue;
+        }
+        let (Some(&i), Some(&j)) = (level.get(own.as_str()), level.get(other.as_str())) else { continue };
+        if j > i {
+            errors.push(format!("{at}: uci::{own} (level {i}) uses uci::{other} (level {j})"));
+        }
+    }
+    errors.dedup();
+    assert!(errors.is_empty(), "{} layering violation(s) inside uci:\n{}", errors.len(), errors.join("\n"));
+}
+
 /// The terminal is the command layer's: the status line it hands the search (`logger::StatusLine`) is the one place
 /// that writes terminal escape codes; the search says what a progress line holds, never how it is drawn.
 #[test]

@@ -251,3 +251,21 @@ pub struct Context {
     /// Moves go to the GUI as king takes rook (`UCI_Chess960`, or a Chess960 position).
     pub chess960: bool,
 }
+
+impl Context {
+    /// Whether the tree cannot grow because the store takes no more writes: a write failed on its disk (no space, an
+    /// I/O error). Growth (background analysis, `go infinite`, `ThinkMode tree`) then pauses for the rest of the
+    /// session, and games go on with direct searches. The first caller to find it says it, once per store, in an
+    /// `info string error: tree growth paused: ...` (and the log). `false` without a store.
+    pub fn growth_paused(&self) -> bool {
+        let Some(store) = &self.store else { return false };
+        if store.write_failure().is_none() {
+            return false;
+        }
+        if let Some(failure) = store.write_failure_notice() {
+            log::error!("tree growth paused: {failure}");
+            self.out.error(format!("tree growth paused: {failure}"));
+        }
+        true
+    }
+}

@@ -400,7 +400,7 @@ impl Aftermath {
 
     pub fn run(self, ctx: &Context, line: &Line) {
         // A store whose disk failed takes nothing more: said once, and nothing is tried.
-        if ctx.store.as_ref().is_some_and(|store| super::growth::growth_paused(ctx, store)) {
+        if ctx.growth_paused() {
             return;
         }
         if self.game_line {

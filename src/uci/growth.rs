@@ -19,8 +19,11 @@ use shakmaty::{Position, uci::UciMove};
 
 use super::{
     answer::{Outcome, answer_of},
+    command::Go,
     control::{Context, Control, Woke},
+    depth::{DepthModel, Phase},
     message::{Info, Note},
+    time::share,
 };
 use crate::{
     engine::{EngineConfig, EngineError, EnginePool},
@@ -97,7 +100,7 @@ pub fn grow_tree(
     let Growth { params, until_ponderhit, reporting, searchmoves } = growth;
     let nothing = Grown { ended_alone: true, ..Grown::default() };
     let Some(store) = ctx.store.clone() else { return nothing };
-    if growth_paused(ctx, &store) {
+    if ctx.growth_paused() {
         return nothing;
     }
     if let Err(e) = TreePool::ensure(pool, &ctx.config_tree) {
@@ -161,7 +164,7 @@ pub fn grow_tree(
             Ok(report) => report.evaluations,
             // The store's disk failed in this growth: said once, as growth pauses.
             Err(AnalysisError::Store(e)) if e.stops_writes() => {
-                growth_paused(ctx, store);
+                ctx.growth_paused();
                 0
             }
             // A damaged tree is told once per session; the search's answer comes from a direct search.
@@ -180,6 +183,81 @@ pub fn grow_tree(
         let ended_alone = listener.join().unwrap_or(true);
         Grown { evaluations, nodes: searched_now(), ended_alone }
     })
+}
+
+/// Leaf searches a tree search of one move is planned for: the engine depth is chosen so that about this many
+/// complete in the move's time share (see [`tree_engine_depth`]).
+pub const PLANNED_LEAVES: f64 = 32.0;
+
+/// The engine depth of a tree search of one move: the depth the inner engine reaches, by this game's depth model, in
+/// the nodes one leaf search may spend, when `workers` single-threaded workers share the budget among
+/// [`PLANNED_LEAVES`] searches. The model is fitted to the direct engine, which runs `threads` threads: one worker
+/// searches `1 / threads` of its nodes a second. At least 4, at most the `EngineDepth` option.
+pub fn tree_engine_depth(
+    model: &DepthModel,
+    phase: Phase,
+    budget: std::time::Duration,
+    workers: usize,
+    threads: u32,
+    max_depth: u8,
+) -> u8 {
+    let worker_nps = model.nps() / f64::from(threads.max(1));
+    let leaf_nodes = budget.as_secs_f64() * workers.max(1) as f64 / PLANNED_LEAVES * worker_nps;
+    let depth = model.depth_for_nodes(phase, leaf_nodes.clamp(1.0, u64::MAX as f64) as u64).floor();
+    (depth as u8).clamp(4.min(max_depth), max_depth.max(1))
+}
+
+/// What `ThinkMode tree`'s growth for one move came to ([`grow_for_move`]).
+pub enum MoveGrowth {
+    /// Nothing grown: the store takes no more writes, or the `go` gives the move no time share.
+    NotGrown,
+    /// The tree's move after the growth (`None` where nothing was valued at the deadline), and the note of the
+    /// searches answered, which the move's batch of `info` lines carries.
+    Grown { answer: Option<Box<Outcome>>, note: Info },
+}
+
+/// `ThinkMode tree`: the tree is grown from the game's position for the move's time share (what the direct engine
+/// would spend, by the depth model), with all the tree's workers, reporting as `go infinite` does; its best move by
+/// alpha, with the game's history, is the answer. What one move grew stays in the store for the next; the search's
+/// evaluations merge into the stored ones as every analysis' do (a deeper evaluation is never replaced by a
+/// shallower one). Where nothing is valued at the deadline, the answer is `None` (the policy then has a depth-1 search
+/// of the direct engine answer, and says so).
+pub fn grow_for_move(
+    ctx: &Context,
+    pool: &mut Option<TreePool>,
+    line: &Line,
+    go: &Go,
+    searchmoves: &[UciMove],
+    control: &mut Control,
+) -> MoveGrowth {
+    let root = line.root();
+    // A store whose disk failed cannot grow (said once): the move is the direct engine's, with its whole share.
+    let paused = ctx.growth_paused();
+    let Some(share) = share(go, root.turn().is_white()).filter(|_| !paused) else { return MoveGrowth::NotGrown };
+    let budget = if go.movetime.is_some() { share } else { ctx.depth_model.expected_time(share) };
+    // Whatever was spent before the search began (storing the game's moves, starting workers) counts.
+    let budget = budget.saturating_sub(control.received.elapsed());
+    let workers = ctx.config_tree.len();
+    let depth = tree_engine_depth(
+        &ctx.depth_model,
+        Phase::of(root),
+        budget,
+        workers,
+        ctx.options.threads,
+        ctx.options.config.engine_depth,
+    );
+    // The game's moves first: the tree then knows the repetitions of this game.
+    super::answer::store_game_line(ctx, line);
+    ctx.out.send(Info::string(format!(
+        "think tree: {:.0} ms on {workers} workers at engine depth {depth}",
+        budget.as_secs_f64() * 1e3
+    )));
+    let params = ctx.options.analysis_params().with_engine_depth(depth).with_time(Some(budget));
+    let growth = Growth { params, until_ponderhit: false, reporting: true, searchmoves: searchmoves.to_vec() };
+    let grown = grow_tree(ctx, pool, line, control, growth);
+    let note = Info::string(format!("think tree: {} searches answered", grown.evaluations));
+    let answer = grown_answer(ctx, line, searchmoves, control.received, grown, vec![note.clone()]).map(Box::new);
+    MoveGrowth::Grown { answer, note }
 }
 
 /// Writes the tree's batch of `info` lines for the growth's root now: its candidate moves (MultiPV) with the nodes
@@ -224,21 +302,6 @@ pub fn grown_answer(
         super::answer::tree_unreadable(ctx, &e);
         None
     })
-}
-
-/// Whether the tree cannot grow because the store takes no more writes: a write failed on its disk (no space, an I/O
-/// error). Growth (background analysis, `go infinite`, `ThinkMode tree`) then pauses for the rest of the session,
-/// and games go on with direct searches. The first caller to find it says it, once per store, in an
-/// `info string error: tree growth paused: ...` (and the log).
-pub fn growth_paused(ctx: &Context, store: &Store) -> bool {
-    if store.write_failure().is_none() {
-        return false;
-    }
-    if let Some(failure) = store.write_failure_notice() {
-        log::error!("tree growth paused: {failure}");
-        ctx.out.error(format!("tree growth paused: {failure}"));
-    }
-    true
 }
 
 /// A batch of the tree's `info` lines: since when the search runs, the nodes the engines searched for this growth so

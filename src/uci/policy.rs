@@ -21,7 +21,7 @@ use super::{
     control::{Context, Control},
     depth::{DepthModel, Phase},
     direct::{Aftermath, DirectSlot, direct, limit_of},
-    growth::{Growth, TreePool, grow_tree, grown_answer, report},
+    growth::{Growth, MoveGrowth, TreePool, grow_for_move, grow_tree, grown_answer, report},
     message::Info,
     time::share,
 };
@@ -42,14 +42,12 @@ pub struct Lent {
 
 /// A search's work for one `go`: its one outcome (which the session writes), and what it stores after.
 pub fn think(ctx: &Context, lent: &mut Lent, line: &Line, go: &Go, control: &mut Control) -> (Outcome, Aftermath) {
-    let started = control.received;
     let root = line.root().clone();
-    let released_only = go.infinite || go.ponder;
     if root.legal_moves().is_empty() {
         // Mated, or stalemated: from the side to move's point of view, a loss now or a draw.
         let score = if root.is_check() { Score::MATED_NOW } else { Score::cp(0) };
         ctx.out.send(Info { depth: Some(0), score: Some((score, Bound::Exact)), ..Info::default() });
-        if released_only {
+        if go.infinite || go.ponder {
             control.wait_until_told(go.ponder);
         }
         return (Outcome::no_move(Vec::new()), Aftermath::NONE);
@@ -61,15 +59,97 @@ pub fn think(ctx: &Context, lent: &mut Lent, line: &Line, go: &Go, control: &mut
         ctx.out.error("go searchmoves: some moves are not legal here and were left out");
     }
     let searchmoves = without_excluded(ctx, &root, searchmoves);
-    if !released_only {
-        return play(ctx, lent, line, go, &searchmoves, control);
-    }
-    if relays_ponder(ctx, line, go, &searchmoves) {
+    let decision = decide(ctx, line, go, &searchmoves, control.received);
+    carry_out(ctx, lent, line, go, &searchmoves, control, decision)
+}
+
+/// What a `go` does. [`decide`] is the one place it is decided; [`carry_out`] hands it to the executors below this
+/// module, which decide nothing of it: `answer` (the tree's move), `direct` (the direct engine), `growth` (the tree
+/// grown, for the GUI or for one move).
+enum Decision {
+    /// The tree's move, played at once: it knows the position at least as deep as this move's search would see.
+    TreeMove(Box<(Outcome, Aftermath)>),
+    /// The direct engine searches (or ponders on a clock), exactly as the bare engine would; the `info string` to
+    /// send first, where there is one.
+    Relay(Option<&'static str>),
+    /// `go infinite`, or `go ponder` where the tree would answer after `ponderhit`: the tree grows until the GUI
+    /// ends it.
+    Grow,
+    /// `ThinkMode tree` on a clock: the tree's own search for the move's time share.
+    ThinkTree,
+}
+
+/// The `go` decision: grow where the GUI releases the engine only by `stop` or `ponderhit` (unless a direct ponder
+/// serves the move better); else the tree's move where it knows more than the search would find; else the direct
+/// engine, or the tree's own search where `ThinkMode tree` asks for it.
+fn decide(ctx: &Context, line: &Line, go: &Go, searchmoves: &[UciMove], received: Instant) -> Decision {
+    if go.infinite || go.ponder {
         // A position the tree would not answer: the direct engine ponders on it, as the bare engine would, and
         // `ponderhit` (or `stop`) reaches it through the control. Growing the tree here instead would cost the move
         // the engine's pondering.
-        return direct(ctx, &mut lent.direct, line, go, &searchmoves, control);
+        return if relays_ponder(ctx, line, go, searchmoves) { Decision::Relay(None) } else { Decision::Grow };
     }
+    let expected = expected_here(ctx, line, go);
+    if let Some((outcome, aftermath)) = tree_move(ctx, line, expected, searchmoves, received) {
+        return Decision::TreeMove(Box::new((outcome, aftermath)));
+    }
+    let (_, timed) = expected;
+    match ctx.options.config.think_mode {
+        ThinkMode::Tree if timed => Decision::ThinkTree,
+        ThinkMode::Auto if timed => Decision::Relay(Some(
+            "think mode auto: direct (docs/duel.md names no budget at which the tree's own search wins)",
+        )),
+        _ => Decision::Relay(None),
+    }
+}
+
+/// Carries out the decision with the engines the search borrowed: its one outcome, and what is stored after.
+fn carry_out(
+    ctx: &Context,
+    lent: &mut Lent,
+    line: &Line,
+    go: &Go,
+    searchmoves: &[UciMove],
+    control: &mut Control,
+    decision: Decision,
+) -> (Outcome, Aftermath) {
+    match decision {
+        Decision::TreeMove(answer) => *answer,
+        Decision::Relay(note) => {
+            if let Some(note) = note {
+                ctx.out.send(Info::string(note));
+            }
+            direct(ctx, &mut lent.direct, line, go, searchmoves, control)
+        }
+        Decision::Grow => grow_until_told(ctx, lent, line, go, searchmoves, control),
+        Decision::ThinkTree => match grow_for_move(ctx, &mut lent.pool, line, go, searchmoves, control) {
+            // No growth (the store takes no writes, or no time share): the direct engine's move, with its whole share.
+            MoveGrowth::NotGrown => direct(ctx, &mut lent.direct, line, go, searchmoves, control),
+            MoveGrowth::Grown { answer: Some(outcome), .. } => (*outcome, Aftermath::NONE),
+            MoveGrowth::Grown { answer: None, note } => {
+                ctx.out.send(note);
+                ctx.out.send(Info::string("think tree: nothing valued at the deadline; fallback: a depth-1 search"));
+                let quick = Go { depth: Some(1), ..Go::default() };
+                let (mut outcome, aftermath) =
+                    direct(ctx, &mut lent.direct, line, &quick, searchmoves, &mut control.quiet());
+                outcome.tree_fallback = true;
+                (outcome, aftermath)
+            }
+        },
+    }
+}
+
+/// `go infinite` or `go ponder` where the tree grows: it grows around the position, reporting as it grows, until
+/// `stop` (or `ponderhit`); then the tree's move, or after `ponderhit` the move decided as any timed `go`'s.
+fn grow_until_told(
+    ctx: &Context,
+    lent: &mut Lent,
+    line: &Line,
+    go: &Go,
+    searchmoves: &[UciMove],
+    control: &mut Control,
+) -> (Outcome, Aftermath) {
+    let started = control.received;
     // No clock runs yet: the game's moves are stored first, so the tree knows its repetitions.
     super::answer::store_game_line(ctx, line);
     // Grow the tree around the position, reporting as it grows, until stop (or ponderhit); then wait for the GUI
@@ -78,30 +158,32 @@ pub fn think(ctx: &Context, lent: &mut Lent, line: &Line, go: &Go, control: &mut
         params: ctx.options.analysis_params(),
         until_ponderhit: go.ponder,
         reporting: true,
-        searchmoves: searchmoves.clone(),
+        searchmoves: searchmoves.to_vec(),
     };
     let grown = grow_tree(ctx, &mut lent.pool, line, control, growth);
     // Growth ended before the GUI ended it (everything settled): the GUI sees the tree as it stays while it waits.
     if grown.ended_alone
         && let Some(store) = &ctx.store
     {
-        report(ctx, store, line, &searchmoves, started, grown.nodes);
+        report(ctx, store, line, searchmoves, started, grown.nodes);
     }
     control.wait_until_told(go.ponder);
     if go.ponder && control.ponderhit() {
-        // The opponent played the expected move: the clock runs now. The GUI's node count goes on from the growth's.
+        // The opponent played the expected move: the clock runs now, and the move is decided as any timed `go`'s.
+        // The GUI's node count goes on from the growth's.
         let timed = Go { ponder: false, ..go.clone() };
         control.received = Instant::now();
         ctx.out.count_from(grown.nodes);
-        return play(ctx, lent, line, &timed, &searchmoves, control);
+        let decision = decide(ctx, line, &timed, searchmoves, control.received);
+        return carry_out(ctx, lent, line, &timed, searchmoves, control, decision);
     }
     // After stop: answer with the tree's best move after the final batch (or, if it has none, a quick direct search).
-    if let Some(outcome) = grown_answer(ctx, line, &searchmoves, started, grown, Vec::new()) {
+    if let Some(outcome) = grown_answer(ctx, line, searchmoves, started, grown, Vec::new()) {
         return (outcome, Aftermath::NONE);
     }
     // The GUI's stop is spent: the quick search hears no more signals.
     let quick = Go { depth: Some(1), ..Go::default() };
-    direct(ctx, &mut lent.direct, line, &quick, &searchmoves, &mut control.quiet())
+    direct(ctx, &mut lent.direct, line, &quick, searchmoves, &mut control.quiet())
 }
 
 /// `searchmoves` (every legal move when empty) less the moves the analyst excluded at `root` (see
@@ -180,110 +262,6 @@ fn tree_move(
         }
     }
     None
-}
-
-/// A move to play: from the tree when it knows more than a search would find, else by the direct engine.
-fn play(
-    ctx: &Context,
-    lent: &mut Lent,
-    line: &Line,
-    go: &Go,
-    searchmoves: &[UciMove],
-    control: &mut Control,
-) -> (Outcome, Aftermath) {
-    let expected = expected_here(ctx, line, go);
-    if let Some(answer) = tree_move(ctx, line, expected, searchmoves, control.received) {
-        return answer;
-    }
-    let (_, timed) = expected;
-    match ctx.options.config.think_mode {
-        ThinkMode::Tree if timed => think_with_tree(ctx, lent, line, go, searchmoves, control),
-        ThinkMode::Auto if timed => {
-            ctx.out.send(Info::string(
-                "think mode auto: direct (docs/duel.md names no budget at which the tree's own search wins)",
-            ));
-            direct(ctx, &mut lent.direct, line, go, searchmoves, control)
-        }
-        _ => direct(ctx, &mut lent.direct, line, go, searchmoves, control),
-    }
-}
-
-/// Leaf searches a tree search of one move is planned for: the engine depth is chosen so that about this many
-/// complete in the move's time share (see [`tree_engine_depth`]).
-pub const PLANNED_LEAVES: f64 = 32.0;
-
-/// The engine depth of a tree search of one move: the depth the inner engine reaches, by this game's depth model, in
-/// the nodes one leaf search may spend, when `workers` single-threaded workers share the budget among
-/// [`PLANNED_LEAVES`] searches. The model is fitted to the direct engine, which runs `threads` threads: one worker
-/// searches `1 / threads` of its nodes a second. At least 4, at most the `EngineDepth` option.
-pub fn tree_engine_depth(
-    model: &DepthModel,
-    phase: Phase,
-    budget: std::time::Duration,
-    workers: usize,
-    threads: u32,
-    max_depth: u8,
-) -> u8 {
-    let worker_nps = model.nps() / f64::from(threads.max(1));
-    let leaf_nodes = budget.as_secs_f64() * workers.max(1) as f64 / PLANNED_LEAVES * worker_nps;
-    let depth = model.depth_for_nodes(phase, leaf_nodes.clamp(1.0, u64::MAX as f64) as u64).floor();
-    (depth as u8).clamp(4.min(max_depth), max_depth.max(1))
-}
-
-/// `ThinkMode tree`: the tree is grown from the game's position for the move's time share (what the direct engine
-/// would spend, by the depth model), with all the tree's workers, reporting as `go infinite` does; then its best move
-/// by alpha, with the game's history, is played. What one move grew stays in the store for the next; the search's
-/// evaluations merge into the stored ones as every analysis' do (a deeper evaluation is never replaced by a
-/// shallower one). Where nothing is valued at the deadline, a depth-1 search of the direct engine answers, and the
-/// `info string` says so.
-fn think_with_tree(
-    ctx: &Context,
-    lent: &mut Lent,
-    line: &Line,
-    go: &Go,
-    searchmoves: &[UciMove],
-    control: &mut Control,
-) -> (Outcome, Aftermath) {
-    let root = line.root();
-    // A store whose disk failed cannot grow (said once): the move is the direct engine's, with its whole share.
-    let paused = ctx.store.as_ref().is_some_and(|store| super::growth::growth_paused(ctx, store));
-    let Some(share) = share(go, root.turn().is_white()).filter(|_| !paused) else {
-        return direct(ctx, &mut lent.direct, line, go, searchmoves, control);
-    };
-    let budget = if go.movetime.is_some() { share } else { ctx.depth_model.expected_time(share) };
-    // Whatever was spent before the search began (storing the game's moves, starting workers) counts.
-    let budget = budget.saturating_sub(control.received.elapsed());
-    let workers = ctx.config_tree.len();
-    let depth = tree_engine_depth(
-        &ctx.depth_model,
-        Phase::of(root),
-        budget,
-        workers,
-        ctx.options.threads,
-        ctx.options.config.engine_depth,
-    );
-    // The game's moves first: the tree then knows the repetitions of this game.
-    super::answer::store_game_line(ctx, line);
-    ctx.out.send(Info::string(format!(
-        "think tree: {:.0} ms on {workers} workers at engine depth {depth}",
-        budget.as_secs_f64() * 1e3
-    )));
-    let params = ctx.options.analysis_params().with_engine_depth(depth).with_time(Some(budget));
-    let growth = Growth { params, until_ponderhit: false, reporting: true, searchmoves: searchmoves.to_vec() };
-    let grown = grow_tree(ctx, &mut lent.pool, line, control, growth);
-    let note = Info::string(format!("think tree: {} searches answered", grown.evaluations));
-    match grown_answer(ctx, line, searchmoves, control.received, grown, vec![note.clone()]) {
-        Some(outcome) => (outcome, Aftermath::NONE),
-        None => {
-            ctx.out.send(note);
-            ctx.out.send(Info::string("think tree: nothing valued at the deadline; fallback: a depth-1 search"));
-            let quick = Go { depth: Some(1), ..Go::default() };
-            let (mut outcome, aftermath) =
-                direct(ctx, &mut lent.direct, line, &quick, searchmoves, &mut control.quiet());
-            outcome.tree_fallback = true;
-            (outcome, aftermath)
-        }
-    }
 }
 
 /// Whether the tree knows `line`'s root deep enough for a move in `expected` plies, though its own settled depth says
