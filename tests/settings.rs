@@ -1,7 +1,7 @@
 //! Each setting is declared once (`config::SETTINGS`): the settings file, `analyze`'s flags and the UCI options take
 //! the same ranges, an out-of-range value, a bad name or an unknown key is refused by each with the key and the
-//! range (exit status 2 for the file and the command line), and `analyze --help`, README's option table, `uci`'s
-//! option list and configs/deeptree.toml cannot disagree with the table.
+//! range (exit status 2 for the file and the command line), and `analyze --help`, the option table of
+//! docs/reference/uci-options.md, `uci`'s option list and configs/deeptree.toml cannot disagree with the table.
 
 use std::{collections::BTreeSet, path::Path, process::Command};
 
@@ -12,7 +12,7 @@ use deeptree::{
 
 mod common;
 
-const README: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/README.md");
+const UCI_OPTIONS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/reference/uci-options.md");
 const SHIPPED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/configs/deeptree.toml");
 
 fn deeptree(args: &[&str]) -> std::process::Output {
@@ -136,11 +136,11 @@ fn the_uci_options_refuse_what_is_out_of_range_and_keep_their_value() {
     assert!(again.iter().any(|l| l.starts_with("option name ThinkMode type combo default direct")), "{again:?}");
 }
 
-/// The option names of README's table of UCI options (the first cell's names in backticks, but "every other
+/// The option names of docs/reference/uci-options.md's table (the first cell's names in backticks, but "every other
 /// option of the inner engine").
-fn readme_options() -> BTreeSet<String> {
-    let readme = std::fs::read_to_string(README).unwrap();
-    let table = readme.split("| option | meaning |").nth(1).expect("README has its option table");
+fn documented_options() -> BTreeSet<String> {
+    let page = std::fs::read_to_string(UCI_OPTIONS).unwrap();
+    let table = page.split("| option | meaning |").nth(1).expect("the page has its option table");
     table
         .lines()
         .skip(2)
@@ -152,9 +152,9 @@ fn readme_options() -> BTreeSet<String> {
         .collect()
 }
 
-/// `uci`'s list, README's table, `analyze --help` and the shipped settings file say what the table says.
+/// `uci`'s list, the reference page's table, `analyze --help` and the shipped settings file say what the table says.
 #[test]
-fn help_readme_uci_and_the_shipped_file_agree_with_the_table() {
+fn help_the_reference_uci_and_the_shipped_file_agree_with_the_table() {
     let dir = tempfile::tempdir().unwrap();
     let mut uci = common::Uci::deeptree(&dir.path().join("tree"));
     uci.send("uci");
@@ -172,7 +172,7 @@ fn help_readme_uci_and_the_shipped_file_agree_with_the_table() {
         }
     }
     assert!(own.is_subset(&declared), "uci declares every one: {declared:?}");
-    assert_eq!(readme_options(), own, "README's option table and deeptree's options");
+    assert_eq!(documented_options(), own, "docs/reference/uci-options.md's table and deeptree's options");
 
     let help = String::from_utf8_lossy(&deeptree(&["analyze", "--help"]).stdout).into_owned();
     for setting in SETTINGS {
