@@ -63,9 +63,9 @@ pub fn think(ctx: &Context, lent: &mut Lent, line: &Line, go: &Go, control: &mut
     carry_out(ctx, lent, line, go, &searchmoves, control, decision)
 }
 
-/// What a `go` does. [`decide`] is the one place it is decided; [`carry_out`] hands it to the executors below this
-/// module, which decide nothing of it: `answer` (the tree's move), `direct` (the direct engine), `growth` (the tree
-/// grown, for the GUI or for one move).
+/// What a `go` does. It is decided here alone ([`decide`], [`decide_move`]); [`carry_out`] hands it to the executors
+/// below this module, which decide nothing of it: `answer` (the tree's move), `direct` (the direct engine), `growth`
+/// (the tree grown, for the GUI or for one move).
 enum Decision {
     /// The tree's move, played at once: it knows the position at least as deep as this move's search would see.
     TreeMove(Box<(Outcome, Aftermath)>),
@@ -80,8 +80,7 @@ enum Decision {
 }
 
 /// The `go` decision: grow where the GUI releases the engine only by `stop` or `ponderhit` (unless a direct ponder
-/// serves the move better); else the tree's move where it knows more than the search would find; else the direct
-/// engine, or the tree's own search where `ThinkMode tree` asks for it.
+/// serves the move better); else a move to play now ([`decide_move`]).
 fn decide(ctx: &Context, line: &Line, go: &Go, searchmoves: &[UciMove], received: Instant) -> Decision {
     if go.infinite || go.ponder {
         // A position the tree would not answer: the direct engine ponders on it, as the bare engine would, and
@@ -89,6 +88,13 @@ fn decide(ctx: &Context, line: &Line, go: &Go, searchmoves: &[UciMove], received
         // the engine's pondering.
         return if relays_ponder(ctx, line, go, searchmoves) { Decision::Relay(None) } else { Decision::Grow };
     }
+    decide_move(ctx, line, go, searchmoves, received)
+}
+
+/// The decision for a move to play now (a `go` with a clock or limits, or a ponder that `ponderhit` turned into
+/// one): the tree's move where it knows more than the search would find; else the direct engine, or the tree's own
+/// search where `ThinkMode tree` asks for it.
+fn decide_move(ctx: &Context, line: &Line, go: &Go, searchmoves: &[UciMove], received: Instant) -> Decision {
     let expected = expected_here(ctx, line, go);
     if let Some((outcome, aftermath)) = tree_move(ctx, line, expected, searchmoves, received) {
         return Decision::TreeMove(Box::new((outcome, aftermath)));
@@ -174,7 +180,7 @@ fn grow_until_told(
         let timed = Go { ponder: false, ..go.clone() };
         control.received = Instant::now();
         ctx.out.count_from(grown.nodes);
-        let decision = decide(ctx, line, &timed, searchmoves, control.received);
+        let decision = decide_move(ctx, line, &timed, searchmoves, control.received);
         return carry_out(ctx, lent, line, &timed, searchmoves, control, decision);
     }
     // After stop: answer with the tree's best move after the final batch (or, if it has none, a quick direct search).
