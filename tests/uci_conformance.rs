@@ -334,6 +334,14 @@ fn a_games_go_ponder_off_the_tree_is_the_engines_own_ponder_and_ponderhit_or_sto
     uci.send("ponderhit");
     let lines = uci.until("bestmove", PATIENCE);
     assert!(lines.last().is_some_and(|l| l.starts_with("bestmove")), "{lines:?}");
+    // `go ponder infinite` too: after `ponderhit` the move is decided as a move to play now (the tree, which grew
+    // the position while pondering, answers it), not grown again until a `stop` that never comes.
+    uci.send("position startpos moves d2d4 d7d5");
+    uci.send("go ponder infinite");
+    std::thread::sleep(Duration::from_millis(300));
+    uci.send("ponderhit");
+    let lines = uci.until("bestmove", PATIENCE);
+    assert!(lines.last().is_some_and(|l| l.starts_with("bestmove")), "go ponder infinite, ponderhit: {lines:?}");
     assert_eq!(gos_pondering(&log), 2, "{:?}", fake_log(&log));
 }
 

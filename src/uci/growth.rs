@@ -1,4 +1,5 @@
-//! Tree growth from the UCI face: `go infinite`, `go ponder` and background analysis when idle.
+//! Tree growth from the UCI face: `go infinite`, `go ponder`, `ThinkMode tree`'s growth for one move ([`grow_for_move`])
+//! and background analysis when idle.
 //!
 //! Growth runs the one growth loop of `search::growth` on the session's position (a seed deepened itself), with the
 //! single-threaded workers of the pool (as many as `Threads`) as its one group; the

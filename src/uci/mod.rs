@@ -11,7 +11,7 @@
 //! - `direct`: the direct engine, which searches what the tree does not answer, relayed at no cost.
 //! - `growth`: tree growth in `go infinite`, `go ponder`, `ThinkMode tree` and background analysis.
 //! - `policy`: the `go` decision, made in one place (`decide`): the tree's move, the direct engine, or growth; it
-//!   hands the move to the executors above (`answer`, `direct`, `growth`), which decide nothing of it.
+//!   hands the move to the executors below it (`answer`, `direct`, `growth`), which decide nothing of it.
 //! - `learn`: what a finished game teaches the store.
 //! - `session`: the protocol loop; owns the state, lends the engines to a search and writes its answer, so that every
 //!   `go` gets exactly one `bestmove`.
