@@ -173,8 +173,10 @@ macro_rules! setting {
 /// The names `log_level` takes.
 pub const LOG_LEVELS: [&str; 6] = ["off", "error", "warn", "info", "debug", "trace"];
 
-/// Every setting, in the order `uci` declares those that are UCI options. Adding a setting is adding a field to
-/// [`Config`], its default, and a row here (and its line in configs/deeptree.toml, which a test holds to this table).
+/// Every setting, in the order `uci` declares those that are UCI options. Adding a setting touches this file alone
+/// (a field of [`Config`], its default, and a row here) and one doc: `DEEPTREE_BLESS=1 cargo test --test docs` writes
+/// docs/reference/settings.md's table and docs/reference/uci-options.md's list of `uci`'s options again from it, and
+/// tests/settings.rs and tests/docs.rs hold every source (the file, the flags, the options, `--help`, the pages) to it.
 pub const SETTINGS: &[Setting] = &[
     setting!(
         tree_path,

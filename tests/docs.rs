@@ -4,7 +4,8 @@
 //! other, docs/reference/settings.md holds the table generated from `config::SETTINGS`, docs/reference/uci-options.md
 //! lists what `uci` declares, and docs/reference/exit-status.md gives the status each kind of ending returns.
 //!
-//! `DEEPTREE_BLESS=1 cargo test --test docs` writes the generated table of docs/reference/settings.md again.
+//! `DEEPTREE_BLESS=1 cargo test --test docs` writes the generated parts again: docs/reference/settings.md's table
+//! and docs/reference/uci-options.md's block of what `uci` declares.
 
 use std::{
     collections::{BTreeMap, BTreeSet},
@@ -351,25 +352,47 @@ fn declared() -> Vec<String> {
         .collect()
 }
 
+/// The `option name` lines `uci` declares for deeptree's own options, as the page's block shows them (the tree's
+/// directory as the user's data directory).
+fn declared_block() -> String {
+    let own: BTreeSet<&str> = options().iter().map(|row| row.name).chain(MARK_ACTIONS).collect();
+    let lines: Vec<String> = declared()
+        .into_iter()
+        .filter(|l| {
+            l.strip_prefix("option name ").and_then(|l| l.split(" type ").next()).is_some_and(|n| own.contains(n))
+        })
+        .map(|l| match l.split_once(" default ") {
+            Some((head, _)) if head == "option name TreePath type string" => {
+                format!("{head} default ~/.local/share/deeptree/tree")
+            }
+            _ => l,
+        })
+        .collect();
+    lines.join("\n") + "\n"
+}
+
 #[test]
 fn the_uci_options_page_lists_what_uci_declares() {
+    if std::env::var_os("DEEPTREE_BLESS").is_some() {
+        let path = Path::new(ROOT).join("docs/reference/uci-options.md");
+        let page = std::fs::read_to_string(&path).unwrap();
+        let start = page.find("```\noption name ").expect("the page's block of `uci`'s lines") + 4;
+        let end = start + page[start..].find("```").expect("the block ends");
+        std::fs::write(&path, format!("{}{}{}", &page[..start], declared_block(), &page[end..])).unwrap();
+        return;
+    }
     let page = read("docs/reference/uci-options.md");
     let own: BTreeSet<&str> = options().iter().map(|row| row.name).chain(MARK_ACTIONS).collect();
     let block: Vec<&str> = page.lines().filter(|l| l.starts_with("option name ")).collect();
     let listed: BTreeSet<&str> =
         block.iter().filter_map(|l| l.strip_prefix("option name ")?.split(" type ").next()).collect();
     assert_eq!(listed, own, "the page's `uci` block lists deeptree's own options");
-    let declared = declared();
-    for line in &block {
-        // The tree's directory is the user's data directory; elsewhere, the option as `uci` declares it.
-        let expected = if line.starts_with("option name TreePath ") {
-            let (head, _) = line.split_once(" default ").unwrap();
-            declared.iter().find(|d| d.starts_with(head)).cloned()
-        } else {
-            declared.iter().find(|d| d == line).cloned()
-        };
-        assert!(expected.is_some(), "`uci` does not declare `{line}`: {declared:?}");
-    }
+    // The tree's directory is the user's data directory; elsewhere, each option as `uci` declares it, in its order.
+    assert_eq!(
+        block.join("\n") + "\n",
+        declared_block(),
+        "the page's block is not what `uci` declares: DEEPTREE_BLESS=1"
+    );
 }
 
 /// The statuses of docs/reference/exit-status.md's table.

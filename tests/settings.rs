@@ -172,7 +172,13 @@ fn help_the_reference_uci_and_the_shipped_file_agree_with_the_table() {
         }
     }
     assert!(own.is_subset(&declared), "uci declares every one: {declared:?}");
-    assert_eq!(documented_options(), own, "docs/reference/uci-options.md's table and deeptree's options");
+    // The page's table describes the session's own options, each of them; an option that is a setting is described
+    // by docs/reference/settings.md's generated table (with its option's name) and may have a row here too.
+    let documented = documented_options();
+    let of_settings: BTreeSet<String> = SETTINGS.iter().filter_map(|s| s.option).map(str::to_owned).collect();
+    let session: BTreeSet<String> = own.difference(&of_settings).cloned().collect();
+    assert!(documented.is_subset(&own), "docs/reference/uci-options.md's table names only deeptree's options");
+    assert!(session.is_subset(&documented), "docs/reference/uci-options.md's table describes {session:?}");
 
     let help = String::from_utf8_lossy(&deeptree(&["analyze", "--help"]).stdout).into_owned();
     for setting in SETTINGS {
@@ -192,6 +198,8 @@ fn help_the_reference_uci_and_the_shipped_file_agree_with_the_table() {
         .filter(|l| !l.trim_start().starts_with('#'))
         .filter_map(|l| l.split_once('=').map(|(k, _)| k.trim()))
         .collect();
+    // The shipped file is an example: every key it states is a setting (with its default, checked where it loads);
+    // docs/reference/settings.md, generated from the table, lists every setting.
     let table: BTreeSet<&str> = SETTINGS.iter().map(|s| s.key).collect();
-    assert_eq!(keys, table, "configs/deeptree.toml states every setting, and only those");
+    assert!(keys.is_subset(&table), "configs/deeptree.toml states only settings: {:?}", keys.difference(&table));
 }
