@@ -9,9 +9,7 @@
 
 use std::{
     collections::{BTreeMap, BTreeSet},
-    io::Write,
     path::{Path, PathBuf},
-    process::{Command, Output, Stdio},
 };
 
 use deeptree::{
@@ -21,20 +19,15 @@ use deeptree::{
     uci::options::{MARK_ACTIONS, options},
 };
 
+mod common;
+
+use common::{Uci, deeptree};
+
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 const README_MOST_LINES: usize = 200;
 
 fn read(path: &str) -> String {
     std::fs::read_to_string(Path::new(ROOT).join(path)).unwrap_or_else(|e| panic!("{path}: {e}"))
-}
-
-fn deeptree(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_deeptree"))
-        .args(args)
-        .env_remove("DEEPTREE_DB")
-        .env_remove("DEEPTREE_CONFIG")
-        .output()
-        .expect("deeptree runs")
 }
 
 #[test]
@@ -333,23 +326,15 @@ fn declared() -> Vec<String> {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("empty.toml");
     std::fs::write(&config, "").unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_deeptree"))
-        .args(["--config", config.to_str().unwrap(), "--db", dir.path().join("tree").to_str().unwrap()])
-        .env_remove("DEEPTREE_DB")
-        .env_remove("DEEPTREE_CONFIG")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(b"uci\nquit\n").unwrap();
-    let output = child.wait_with_output().unwrap();
-    String::from_utf8(output.stdout)
-        .unwrap()
-        .lines()
-        .filter(|l| l.starts_with("option name "))
-        .map(str::to_owned)
-        .collect()
+    let db = dir.path().join("tree");
+    let mut uci = Uci::start(
+        Path::new(env!("CARGO_BIN_EXE_deeptree")),
+        &["--config", config.to_str().unwrap(), "--db", db.to_str().unwrap()],
+    );
+    uci.send("uci");
+    let declared = uci.until("uciok", common::PATIENCE);
+    assert_eq!(declared.last().map(String::as_str), Some("uciok"), "{declared:?}");
+    declared.into_iter().filter(|l| l.starts_with("option name ")).collect()
 }
 
 /// The `option name` lines `uci` declares for deeptree's own options, as the page's block shows them (the tree's

@@ -3,7 +3,7 @@
 //! range (exit status 2 for the file and the command line), and `analyze --help`, the option table of
 //! docs/reference/uci-options.md, `uci`'s option list and configs/deeptree.toml cannot disagree with the table.
 
-use std::{collections::BTreeSet, path::Path, process::Command};
+use std::{collections::BTreeSet, path::Path};
 
 use deeptree::{
     config::{Kind, SETTINGS},
@@ -12,17 +12,10 @@ use deeptree::{
 
 mod common;
 
+use common::deeptree;
+
 const UCI_OPTIONS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/reference/uci-options.md");
 const SHIPPED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/configs/deeptree.toml");
-
-fn deeptree(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_deeptree"))
-        .args(args)
-        .env_remove("DEEPTREE_DB")
-        .env_remove("DEEPTREE_CONFIG")
-        .output()
-        .expect("deeptree runs")
-}
 
 /// A settings file holding `text`, and `stats` run with it on a store of one position (made once).
 fn with_settings(dir: &Path, text: &str) -> (Option<i32>, String) {

@@ -135,9 +135,7 @@ fn carry_out(
             MoveGrowth::Grown { answer: None, note } => {
                 ctx.out.send(note);
                 ctx.out.send(Info::string("think tree: nothing valued at the deadline; fallback: a depth-1 search"));
-                let quick = Go { depth: Some(1), ..Go::default() };
-                let (mut outcome, aftermath) =
-                    direct(ctx, &mut lent.direct, line, &quick, searchmoves, &mut control.quiet());
+                let (mut outcome, aftermath) = quick_direct(ctx, lent, line, searchmoves, control);
                 outcome.tree_fallback = true;
                 (outcome, aftermath)
             }
@@ -187,7 +185,18 @@ fn grow_until_told(
     if let Some(outcome) = grown_answer(ctx, line, searchmoves, started, grown, Vec::new()) {
         return (outcome, Aftermath::NONE);
     }
-    // The GUI's stop is spent: the quick search hears no more signals.
+    quick_direct(ctx, lent, line, searchmoves, control)
+}
+
+/// The direct engine's depth-1 search: the move where the time is spent and the tree has none. The GUI's signals are
+/// spent too (its `stop` came, or its deadline passed): the quick search hears none.
+fn quick_direct(
+    ctx: &Context,
+    lent: &mut Lent,
+    line: &Line,
+    searchmoves: &[UciMove],
+    control: &mut Control,
+) -> (Outcome, Aftermath) {
     let quick = Go { depth: Some(1), ..Go::default() };
     direct(ctx, &mut lent.direct, line, &quick, searchmoves, &mut control.quiet())
 }

@@ -5,13 +5,24 @@
 use std::{
     io::{BufRead, BufReader, Write},
     path::Path,
-    process::{Child, ChildStdin, Command, Stdio},
+    process::{Child, ChildStdin, Command, Output, Stdio},
     sync::mpsc::{Receiver, channel},
     time::Duration,
 };
 
 /// Long enough for any answer here; the tests assert what comes, never how fast.
 pub const PATIENCE: Duration = Duration::from_secs(60);
+
+/// deeptree run with `args` to its end, the user's store and settings out of reach (`DEEPTREE_DB` and
+/// `DEEPTREE_CONFIG` removed).
+pub fn deeptree(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_deeptree"))
+        .args(args)
+        .env_remove("DEEPTREE_DB")
+        .env_remove("DEEPTREE_CONFIG")
+        .output()
+        .expect("deeptree runs")
+}
 
 /// A UCI program on pipes, its output read on a thread.
 pub struct Uci {
