@@ -1,11 +1,13 @@
 """The lab's charts, as SVG written by hand (no plotting library): Elo against CPU-minutes of growth
-(scripts/elo-chart), the duel's mean verdict against the budget (scripts/duel report --svg), and the host's speed-up
-against its workers (scripts/host-scaling).
+(scripts/elo-chart), Elo against the opponent's depth a move with its fitted line (scripts/elo-depth), the duel's
+mean verdict against the budget (scripts/duel report --svg), and the host's speed-up against its workers
+(scripts/host-scaling).
 """
 
 import json
 import math
 import sys
+from collections import namedtuple
 
 COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf", "#7f7f7f",
            "#bcbd22"]
@@ -168,3 +170,94 @@ def host_scaling(runs, scores):
     svg.append("</svg>")
     lines = [f"{w:>3} workers: speed-up {s:6.2f}, utilization {u:.2f}" for w, s, u in points]
     return "\n".join(svg) + "\n", lines
+
+
+def read_elo_depth(path):
+    """The points of a JSON-lines file of the curve (label, sf_depth, elo, low, high, games, ...); a line that cannot
+    be read is reported on stderr with its number and skipped."""
+    points = []
+    with open(path) as f:
+        for number, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+                points.append((str(row["label"]), float(row["sf_depth"]), float(row["elo"]), float(row["low"]),
+                               float(row["high"]), int(row["games"])))
+            except (ValueError, KeyError, TypeError) as e:
+                print(f"{path}:{number}: skipped: {e}", file=sys.stderr)
+    return points
+
+
+Fit = namedtuple("Fit", "intercept slope zero")
+Fit.__doc__ = ("Elo = intercept + slope x depth, fitted; zero: the depth at which the fitted gain reaches 0 (None "
+               "where the slope is not below 0: the gain does not shrink with depth).")
+
+
+def fit_elo_depth(points):
+    """The line through the points (label, depth, elo, low, high, games) by least squares, each weighted by the
+    inverse variance of its Elo (the interval's half-width over the normal quantile, squared). One point, or points
+    at a single depth, give no line: None."""
+    rows = []
+    for _, depth, elo, low, high, _ in points:
+        sigma = max((high - low) / 2 / 1.959964, 1e-9)
+        rows.append((depth, elo, 1 / sigma ** 2))
+    weight = sum(w for _, _, w in rows)
+    if len({d for d, _, _ in rows}) < 2:
+        return None
+    mean_x = sum(w * d for d, _, w in rows) / weight
+    mean_y = sum(w * e for _, e, w in rows) / weight
+    sxx = sum(w * (d - mean_x) ** 2 for d, _, w in rows)
+    sxy = sum(w * (d - mean_x) * (e - mean_y) for d, e, w in rows)
+    slope = sxy / sxx
+    intercept = mean_y - slope * mean_x
+    zero = -intercept / slope if slope < 0 else None
+    return Fit(intercept, slope, zero)
+
+
+def elo_depth(points):
+    """The SVG of Elo against the opponent's mean depth a move: points (label, depth, elo, low, high, games) with
+    their 95 % intervals, the weighted line of fit_elo_depth and the depth where it reaches 0."""
+    fit = fit_elo_depth(points)
+    width, height, pad = 640, 400, 64
+    xs = [p[1] for p in points] + ([fit.zero] if fit and fit.zero is not None else [])
+    ys = [p[3] for p in points] + [p[4] for p in points] + [0]
+    x0, x1 = math.floor(min(xs)) - 1, math.ceil(max(xs)) + 1
+    y0, y1 = math.floor(min(ys) / 10) * 10 - 5, math.ceil(max(ys) / 10) * 10 + 5
+
+    def px(x):
+        return pad + (x - x0) / (x1 - x0) * (width - 2 * pad)
+
+    def py(y):
+        return height - pad - (y - y0) / (y1 - y0) * (height - 2 * pad)
+
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" '
+             f'font-size="12"><rect width="100%" height="100%" fill="white"/>',
+             f'<line x1="{pad}" y1="{py(0):.1f}" x2="{width - pad}" y2="{py(0):.1f}" stroke="#999" '
+             f'stroke-dasharray="4"/>',
+             f'<text x="{width / 2}" y="{height - 15}" text-anchor="middle">Stockfish\'s mean depth a move (plies)'
+             f'</text>',
+             f'<text x="15" y="{height / 2}" transform="rotate(-90 15 {height / 2})" text-anchor="middle">Elo against '
+             f'Stockfish, 95 % interval</text>']
+    for tick in range(int(y0) + (-int(y0)) % 10, int(y1) + 1, 10):
+        parts.append(f'<text x="{pad - 8}" y="{py(tick) + 4:.1f}" text-anchor="end">{tick:+d}</text>')
+    for tick in range(int(x0), int(x1) + 1):
+        parts.append(f'<text x="{px(tick):.1f}" y="{height - pad + 18}" text-anchor="middle">{tick}</text>')
+    if fit:
+        ends = [(x, fit.intercept + fit.slope * x) for x in (x0, x1)]
+        parts.append(f'<line x1="{px(ends[0][0]):.1f}" y1="{py(ends[0][1]):.1f}" x2="{px(ends[1][0]):.1f}" '
+                     f'y2="{py(ends[1][1]):.1f}" stroke="#d62728" stroke-dasharray="6 3"/>')
+        said = f"fit: {fit.intercept:+.1f} {fit.slope:+.2f} x depth"
+        if fit.zero is not None:
+            parts.append(f'<circle cx="{px(fit.zero):.1f}" cy="{py(0):.1f}" r="4" fill="none" stroke="#d62728"/>')
+            said += f"; 0 at {fit.zero:.1f} plies"
+        parts.append(f'<text x="{pad + 10}" y="20" fill="#d62728">{said}</text>')
+    for label, depth, elo, low, high, games in points:
+        x = px(depth)
+        parts.append(f'<line x1="{x:.1f}" y1="{py(low):.1f}" x2="{x:.1f}" y2="{py(high):.1f}" stroke="#1f77b4" '
+                     f'stroke-width="2"/>')
+        parts.append(f'<circle cx="{x:.1f}" cy="{py(elo):.1f}" r="4" fill="#1f77b4"><title>{label}: {elo:+.1f} '
+                     f'({low:+.1f} to {high:+.1f}) over {games} games, Stockfish {depth:.1f} plies</title></circle>')
+        parts.append(f'<text x="{x + 7:.1f}" y="{py(elo) - 6:.1f}" fill="#1f77b4">{label}</text>')
+    parts.append("</svg>")
+    return "\n".join(parts) + "\n"

@@ -30,6 +30,30 @@ class Charts(unittest.TestCase):
         self.assertEqual(lines[0], "  1 workers: speed-up   1.00, utilization 1.00")
         self.assertEqual(lines[2], "  8 workers: speed-up   7.20, utilization 0.90")
 
+    def test_elo_depth_fit_weights_each_point_by_its_interval(self):
+        # On a line: the fit is the line, and it crosses 0 where the line does.
+        on_line = [(f"p{d}", d, 100 - 5 * d, 100 - 5 * d - 20, 100 - 5 * d + 20, 400) for d in (14.0, 17.0, 20.0)]
+        fit = charts.fit_elo_depth(on_line)
+        self.assertAlmostEqual(fit.slope, -5.0)
+        self.assertAlmostEqual(fit.intercept, 100.0)
+        self.assertAlmostEqual(fit.zero, 20.0)
+        # A point with a narrow interval pulls the line four times as hard as one with an interval twice as wide.
+        pulled = [("a", 10.0, 0.0, -10.0, 10.0, 400), ("b", 10.0, 10.0, -10.0, 30.0, 100), ("c", 20.0, 0.0, -10.0,
+                                                                                           10.0, 400)]
+        fit = charts.fit_elo_depth(pulled)
+        self.assertAlmostEqual(fit.intercept + fit.slope * 10, 2.0)
+        # A gain that grows with depth never reaches 0; one depth gives no line.
+        self.assertIsNone(charts.fit_elo_depth([("a", 14.0, 0.0, -5, 5, 9), ("b", 18.0, 10.0, 5, 15, 9)]).zero)
+        self.assertIsNone(charts.fit_elo_depth([("a", 14.0, 0.0, -5, 5, 9), ("b", 14.0, 10.0, 5, 15, 9)]))
+
+    def test_elo_depth_draws_each_point_and_the_fit(self):
+        points = [("2+0.02", 17.8, 40.0, 20.0, 60.0, 400), ("10+0.1", 21.5, 5.0, -15.0, 25.0, 400)]
+        svg = ElementTree.fromstring(charts.elo_depth(points))
+        # Two points and the circle where the fit crosses 0: the line through both, 40 - 35 / 3.7 (depth - 17.8).
+        self.assertEqual(len(svg.findall(f"{SVG}circle")), 3)
+        texts = [t.text for t in svg.findall(f"{SVG}text")]
+        self.assertIn("fit: +208.4 -9.46 x depth; 0 at 22.0 plies", texts)
+
 
 if __name__ == "__main__":
     unittest.main()
