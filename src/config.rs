@@ -268,7 +268,7 @@ pub const SETTINGS: &[Setting] = &[
         Some("LearnFromGames"),
         None,
         Kind::Check,
-        "Record the games played in the store's folder as games.pgn, for `analyze --games` (UCI mode)."
+        "Record the games played in the store's folder as games.pgn, for `analyze --games`, and learn from tree moves refuted in play: searched again at `ucinewgame` and added as tasks for `analyze --tasks` (with store_searches; UCI mode)."
     ),
     setting!(
         tree_depth_margin,

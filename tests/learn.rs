@@ -66,9 +66,9 @@ fn a_session_records_the_games_it_played_and_not_analysis() {
 /// A tree of the start position (engine depth 30, software depth 1: every first move valued -20 by the fake
 /// engine, which scores the first move of every position +20), a session whose fake engine scores the positions of
 /// `script`, and one game: the tree plays its move at once, the game's next search scores -100 there (a drop of 80
-/// centipawns two plies later), and the game ends. Returns the tree's first move in each of two games and the
-/// searches the engine was asked for.
-fn refuted_then_replayed(refute: bool, settings: &[&str]) -> (String, String, Vec<String>) {
+/// centipawns two plies later), and the game ends. Returns the tree's first move in each of two games, the
+/// searches the engine was asked for and the tasks the store holds after (`task list --json`).
+fn refuted_then_replayed(refute: bool, settings: &[&str]) -> (String, String, Vec<String>, serde_json::Value) {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("tree");
     let grown = Command::new(env!("CARGO_BIN_EXE_deeptree"))
@@ -132,24 +132,36 @@ fn refuted_then_replayed(refute: bool, settings: &[&str]) -> (String, String, Ve
     assert!(lines.iter().any(|l| l.starts_with("info string tree move")), "the tree answers again: {lines:?}");
     drop(uci);
     let searches = common::fake_log(&log).into_iter().filter(|c| c.starts_with("go")).collect();
-    (first, again, searches)
+    let listed = common::deeptree(&["--db", db.to_str().unwrap(), "task", "list", "--json"]);
+    assert!(listed.status.success(), "{}", String::from_utf8_lossy(&listed.stderr));
+    let tasks = serde_json::from_slice(&listed.stdout).unwrap();
+    (first, again, searches, tasks)
 }
 
 /// A tree move refuted in play, whose deeper search confirms the refutation, is not played again at the same
 /// budget.
 #[test]
 fn a_refuted_tree_move_is_searched_again_deeper_and_not_played_again() {
-    let (first, again, searches) = refuted_then_replayed(true, &[]);
+    let (first, again, searches, tasks) = refuted_then_replayed(true, &[]);
     // The tree's depth there is 31 (30 + 1), the move's child 30; the refuting search 20: again at 30 + 2, and the
     // position after the game's reply one ply shallower.
     assert_eq!(searches, ["go depth 20", "go depth 32", "go depth 31"], "{searches:?}");
     assert_ne!(again, first, "the refuted move {first} was played again");
+    // The refutation is a source of growth: one task, at the position where the tree played the move (the start), to
+    // a ply past the search again there (33, at the session's engine depth 18: software depth 15).
+    let tasks = tasks.as_array().unwrap();
+    assert_eq!(tasks.len(), 1, "{tasks:?}");
+    let task = &tasks[0];
+    assert_eq!((task["fen"].clone(), task["moves"].clone()), (serde_json::Value::Null, serde_json::json!([])));
+    assert_eq!((task["priority"].as_u64(), task["max_depth"].as_u64()), (Some(2), Some(15)), "{task}");
+    let label = task["label"].as_str().unwrap();
+    assert!(label.starts_with("refuted in play: ") && label.contains("at depth 31"), "{label}");
 }
 
 /// A tree move refuted in play, whose deeper search does not confirm the refutation, is still played.
 #[test]
 fn a_tree_move_the_deeper_search_confirms_is_still_played() {
-    let (first, again, searches) = refuted_then_replayed(false, &[]);
+    let (first, again, searches, _) = refuted_then_replayed(false, &[]);
     assert_eq!(searches, ["go depth 20", "go depth 32", "go depth 31"], "{searches:?}");
     assert_eq!(again, first);
 }
@@ -158,6 +170,7 @@ fn a_tree_move_the_deeper_search_confirms_is_still_played() {
 /// write to the tree).
 #[test]
 fn with_store_searches_off_a_refuted_move_is_not_searched_again() {
-    let (_, _, searches) = refuted_then_replayed(true, &["StoreSearches value false"]);
+    let (_, _, searches, tasks) = refuted_then_replayed(true, &["StoreSearches value false"]);
     assert_eq!(searches, ["go depth 20"], "{searches:?}");
+    assert_eq!(tasks, serde_json::json!([]), "nor made a task");
 }

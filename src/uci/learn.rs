@@ -14,6 +14,11 @@
 //! the depth the search saw it, down to the tree's engine depth. Stored records never lose depth, so the tree's minimax takes the deeper verdict: a refutation
 //! the search confirms lowers the move's value and the tree plays another move; one it does not confirm leaves the
 //! move where it was.
+//!
+//! A refutation is also a source of growth: each becomes one of the analyst's tasks ([`refutation_task`], shown by
+//! `deeptree task list`), the position where the tree played the move, to be deepened past the depth that refuted it
+//! by the next `analyze --tasks` on the growth's frontier. The task is added at every game end, with or without a
+//! search again (a game of 2+0.02 leaves no time for one), once per position: an open task there already grows it.
 
 use crate::game::play_uci;
 use std::time::{Duration, Instant};
@@ -25,8 +30,14 @@ use crate::{
     interop::played::Refutation,
     score::Score,
     search::split::store_spine,
-    store::Store,
+    store::{Store, key::PositionKey, marks::MarkSource, tasks::NewTask},
 };
+
+/// The priority of a refutation's task: two software depths ahead of a task of priority 0 (the analyst's default).
+pub const REFUTATION_TASK_PRIORITY: u8 = 2;
+
+/// The growth a refutation's task may spend: five minutes of the engines' time.
+pub const REFUTATION_TASK_SECONDS: f64 = 300.0;
 
 /// Plies past the deeper of the tree's and the refuting search's depths.
 pub const EXTRA_DEPTH: u32 = 2;
@@ -92,6 +103,50 @@ pub fn research_depth(refutation: &Refutation) -> u32 {
     refutation.depth.saturating_sub(1).max(refutation.later_depth) + EXTRA_DEPTH
 }
 
+/// The task that grows a refuted tree move's position: the game's line to where the tree played it, deepened to one
+/// ply more than [`research_depth`] asks of the position after the move (a software depth above the tree's engine
+/// depth `engine_depth`, at least 1), with [`REFUTATION_TASK_PRIORITY`] and [`REFUTATION_TASK_SECONDS`]; its label
+/// says the move and what refuted it.
+pub fn refutation_task(refutation: &Refutation, engine_depth: u8) -> NewTask {
+    let line = &refutation.line;
+    let fen = (line.start != crate::notation::start_position(line.chess960))
+        .then(|| shakmaty::fen::Fen::from_position(&line.start, shakmaty::EnPassantMode::Legal).to_string());
+    let target = research_depth(refutation) + 1;
+    let software = target.saturating_sub(u32::from(engine_depth)).max(1);
+    let san = crate::search::show::san_of(line.root(), &refutation.best);
+    NewTask {
+        fen,
+        moves: line.moves.iter().map(ToString::to_string).collect(),
+        chess960: line.chess960,
+        label: format!(
+            "refuted in play: {san} ({} at depth {}; the game's search {} plies later {} at depth {})",
+            refutation.score, refutation.depth, refutation.plies, refutation.later, refutation.later_depth
+        ),
+        priority: REFUTATION_TASK_PRIORITY,
+        budget_seconds: REFUTATION_TASK_SECONDS,
+        max_depth: Some(u8::try_from(software).unwrap_or(u8::MAX)),
+        source: MarkSource::Uci,
+    }
+}
+
+/// Adds [`refutation_task`] to `store` unless an open task already grows that position: the task added, or `None`.
+pub fn add_refutation_task(
+    store: &Store,
+    refutation: &Refutation,
+    engine_depth: u8,
+) -> Result<Option<crate::store::tasks::Task>, crate::store::tasks::TaskError> {
+    let here = PositionKey::of(refutation.line.root());
+    let open = store.read()?.tasks()?;
+    let grown_already = open.iter().filter(|t| !t.is_done()).any(|task| {
+        crate::game::Line::parse_in(task.fen.as_deref(), &task.moves.join(" "), task.chess960)
+            .is_ok_and(|line| PositionKey::of(line.root()) == here)
+    });
+    if grown_already {
+        return Ok(None);
+    }
+    store.add_task(refutation_task(refutation, engine_depth)).map(Some)
+}
+
 /// One search of the position after `moves` from `start`, to `depth` or until `until` (stopped then), its line
 /// stored as a spine: its score (the side to move's point of view), the depth it reached, the positions stored.
 fn search_and_store(
@@ -137,5 +192,29 @@ mod tests {
         assert_eq!(research_budget(Some(Duration::from_secs(2))), None, "2+0.02: none");
         assert_eq!(research_budget(Some(Duration::from_secs(10))), Some(Duration::from_millis(250)));
         assert_eq!(research_budget(Some(Duration::from_secs(600))), Some(RESEARCH_BUDGET));
+    }
+
+    /// A refutation's task is added once for its position: the same tree move refuted in a second game finds the open
+    /// task and adds none.
+    #[test]
+    fn a_position_refuted_twice_is_one_task() {
+        let refutation = Refutation {
+            line: crate::game::Line::parse(None, "e2e4").unwrap(),
+            best: "e7e5".parse().unwrap(),
+            reply: None,
+            score: Score::cp(10),
+            depth: 20,
+            later: Score::cp(-60),
+            later_depth: 18,
+            plies: 2,
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), &crate::store::StoreOptions::default()).unwrap();
+        let first = add_refutation_task(&store, &refutation, 18).unwrap();
+        // One ply past the search again of the position after e5 (the deeper of 20 - 1 and 18, plus 2): 22 at the
+        // engine depth 18.
+        assert_eq!(first.map(|t| (t.moves, t.max_depth)), Some((vec!["e2e4".to_owned()], Some(4))));
+        assert!(add_refutation_task(&store, &refutation, 18).unwrap().is_none());
+        assert_eq!(store.read().unwrap().tasks().unwrap().len(), 1);
     }
 }

@@ -525,8 +525,8 @@ impl Session {
     }
 
     /// Searches again, deeper, the tree moves refuted in the games that ended (`LearnFromGames`, with `StoreSearches`:
-    /// it writes to the tree), within [`learn::research_budget`] of the game's clock in all, at `ucinewgame` (see
-    /// `learn`). Not while a search holds the engines (`go infinite` across `ucinewgame`); what the budget leaves is
+    /// it writes to the tree), within [`learn::research_budget`] of the game's clock in all, at `ucinewgame`, and adds
+    /// each as a task for growth (see `learn`). Not while a search holds the engines (`go infinite` across `ucinewgame`); what the budget leaves is
     /// dropped.
     fn learn_from_refutations(&mut self) {
         let refuted = std::mem::take(&mut self.refuted);
@@ -540,6 +540,15 @@ impl Session {
         let Some(store) = self.store.clone() else { return };
         let (engine_config, overhead) = (self.direct_config(), self.overhead());
         let engine_depth = self.options.config.engine_depth;
+        // Each refutation is a source of growth too: a task the next `analyze --tasks` grows.
+        for refutation in &refuted {
+            let san = crate::search::show::san_of(refutation.line.root(), &refutation.best);
+            match learn::add_refutation_task(&store, refutation, engine_depth) {
+                Ok(Some(task)) => log::info!("tree move {san} refuted in play: task {} grows it", task.id),
+                Ok(None) => log::info!("tree move {san} refuted in play: an open task grows its position already"),
+                Err(e) => log::warn!("tree move {san} refuted in play: no task added: {e}"),
+            }
+        }
         let Some(budget) = learn::research_budget(self.game_clock) else {
             log::info!("{} refuted tree moves left unsearched: the game's clock is too short to wait", refuted.len());
             return;
