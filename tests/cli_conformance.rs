@@ -499,7 +499,7 @@ fn a_line_over_its_bound_is_an_error_and_dev_zero_is_read_in_bounded_memory() {
         (&["import", "epd", "/dev/zero"][..], "1 MiB", 1),
         (&["--config", "/dev/zero", "stats"][..], "1 MiB", 2),
         (&["analyze", "--roots", "/dev/zero", "--workers", "1"][..], "1 MiB", 1),
-        (&["analyze", "--from-games", "/dev/zero", "--workers", "1"][..], "16 MiB", 1),
+        (&["analyze", "--games", "/dev/zero", "--workers", "1"][..], "16 MiB", 1),
     ] {
         let (status, stderr, peak_kib) = run_measured(&db, args);
         assert_eq!(status, code, "{args:?}: {stderr}");

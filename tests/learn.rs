@@ -56,6 +56,7 @@ fn a_session_records_the_games_it_played_and_not_analysis() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{stderr}");
+    assert!(stderr.contains("--from-games: read as --games"), "the former name says what it means now: {stderr}");
     assert!(stderr.contains("1 games: 1 left the tree at 1 positions"), "{stderr}");
     let report: serde_json::Value =
         serde_json::from_str(String::from_utf8_lossy(&output.stdout).lines().last().unwrap_or("null")).unwrap();

@@ -40,10 +40,14 @@ use report::{Out, say};
 
 /// Runs `deeptree analyze` on the store in `db` (created when absent). Everything that can be refused is refused
 /// before anything starts: the arguments, the roots, the budget, the engines, then the store.
-pub fn run(db: Option<&Path>, config: &Config, args: AnalyzeArgs) -> CommandResult {
+pub fn run(db: Option<&Path>, config: &Config, mut args: AnalyzeArgs) -> CommandResult {
     // The time budget counts from here: starting the engines is part of it.
     let started = Instant::now();
     let config = &args.over(config);
+    if let Some(path) = args.from_games.take() {
+        eprintln!("--from-games: read as --games, the games' exits grown and the games followed on");
+        args.games = Some(path);
+    }
     check_args(&args)?;
     let time = time_budget(args.time)?;
     let engines = Engines::check(config, args.insist_workers)?;
@@ -198,6 +202,9 @@ pub fn run(db: Option<&Path>, config: &Config, args: AnalyzeArgs) -> CommandResu
 fn check_args(args: &AnalyzeArgs) -> Result<(), Box<dyn std::error::Error>> {
     if args.nodes == Some(0) {
         return Err("--nodes 0: give a positive number of nodes".into());
+    }
+    if args.player.is_some() && args.games.is_none() {
+        return Err("--player names the side of --games' games to grow for: give --games too".into());
     }
     match args.split {
         Some(share) if !(share > 0.0 && share < 1.0) => {

@@ -17,8 +17,11 @@ pub struct AnalyzeArgs {
     /// Games: grow where the games of this PGN file left the tree (the first position of each game, with the player to
     /// move, where the tree knows less than the target), weighted by the games that left there, and follow them on.
     /// A UCI session records the games it plays in the store's folder as games.pgn (the `LearnFromGames` option).
-    #[arg(long, value_name = "PGN", alias = "from-games", conflicts_with_all = ["fen", "moves", "nodes", "split"])]
+    #[arg(long, value_name = "PGN", conflicts_with_all = ["fen", "moves", "nodes", "split"])]
     pub games: Option<std::path::PathBuf>,
+    /// Kept for scripts: --games under its former name, said when used.
+    #[arg(long, value_name = "PGN", hide = true, conflicts_with_all = ["games", "fen", "moves", "nodes", "split"])]
+    pub from_games: Option<std::path::PathBuf>,
     /// Grow the analyst's tasks (`deeptree task add`): every open task, a task of priority k as 2^k roots, each within
     /// what is left of its own budget and up to its own depth; each task's progress is saved after every step.
     #[arg(long, conflicts_with_all = ["fen", "moves", "nodes", "split"])]
@@ -41,7 +44,7 @@ pub struct AnalyzeArgs {
     #[arg(long, value_name = "PLIES", value_parser = clap::value_parser!(u32).range(0..=40))]
     pub beyond: Option<u32>,
     /// With --games: the side of each game to grow for, by a name in its White or Black tag (default: both sides).
-    #[arg(long, value_name = "NAME", requires = "games")]
+    #[arg(long, value_name = "NAME")]
     pub player: Option<String>,
     /// Centipawns an opponent's reply may score below its best for its probability to fall by a factor e (default 20).
     #[arg(long, value_name = "CP", alias = "cover-temperature")]
