@@ -355,6 +355,15 @@ pub fn walk(view: &ReadView<'_>, seeds: &[Seed], policy: &Policy, skip: &Skip<'_
         })
         .filter(|item| item.priority > 0.0)
         .collect();
+    rank(&mut items);
+    let expected_answers = if followed > 0.0 { answered / followed } else { 0.0 };
+    let answered_share = if met > 0.0 { answered / met } else { 0.0 };
+    Ok(Frontier { items, expected_answers, answered_share })
+}
+
+/// Puts the frontier in the order growth takes it: the highest [`priority`] first; among equals the nearer its seed
+/// first, then by seed, position and side (the tree's first), so that a walk's order never depends on a map's.
+pub fn rank(items: &mut [Item]) {
     items.sort_by(|a, b| {
         b.priority
             .total_cmp(&a.priority)
@@ -363,9 +372,6 @@ pub fn walk(view: &ReadView<'_>, seeds: &[Seed], policy: &Policy, skip: &Skip<'_
             .then(a.key.cmp(&b.key))
             .then(b.ours.cmp(&a.ours))
     });
-    let expected_answers = if followed > 0.0 { answered / followed } else { 0.0 };
-    let answered_share = if met > 0.0 { answered / met } else { 0.0 };
-    Ok(Frontier { items, expected_answers, answered_share })
 }
 
 /// Adds `item`, or its reach to the item of the same position and side found by another way (a transposition,
@@ -540,6 +546,57 @@ mod tests {
         assert!((p("e2e4") + p("d2d4") - 1.0).abs() < 1e-9);
         // 20 cp worse at temperature 20: e times less likely.
         assert!((p("e2e4") / p("d2d4") - std::f64::consts::E).abs() < 1e-9);
+    }
+
+    proptest::proptest! {
+        /// A hand-made frontier, ranked, is in the order docs/design.md §6.1 states: by log2(reach) + lack, the
+        /// larger first (lack 1 at an exit, aim - known where the tree answers), the nearer its seed first among
+        /// equals; no item with no reach is ranked above one with some.
+        #[test]
+        fn a_hand_made_frontier_ranks_by_reach_and_lack(
+            made in proptest::collection::vec((0u32..6, 0u32..30, proptest::bool::ANY, 0usize..12), 1..40),
+            target in 10u32..20, beyond in 0u32..5,
+        ) {
+            let aim = target + beyond;
+            let line = Line::parse(None, "").unwrap();
+            let mut items: Vec<Item> = made
+                .iter()
+                .enumerate()
+                .map(|(i, &(halvings, known, exit, ply))| {
+                    // Reach in powers of 2 (1 down to 1/32, and 0 for the last kind): the order is then exact.
+                    let reach = if halvings == 5 { 0.0 } else { 0.5f64.powi(halvings as i32) };
+                    let terms = Terms { reach, known, target, aim, exit };
+                    Item {
+                        kind: if exit { Kind::TreeMove } else { Kind::Deeper },
+                        line: line.clone(),
+                        key: PositionKey(i as u64),
+                        seed: 0,
+                        ply,
+                        ours: true,
+                        terms,
+                        priority: priority(terms),
+                        engine_depth: 16,
+                        settle: 1,
+                    }
+                })
+                .collect();
+            rank(&mut items);
+            let stated = |item: &Item| {
+                let lack = if item.terms.exit { 1 } else { i64::from(aim) - i64::from(item.terms.known) };
+                item.terms.reach.log2() + lack as f64
+            };
+            for pair in items.windows(2) {
+                let (a, b) = (&pair[0], &pair[1]);
+                if a.terms.reach == 0.0 {
+                    proptest::prop_assert_eq!(b.terms.reach, 0.0, "nothing reached ranks last");
+                } else if b.terms.reach > 0.0 {
+                    proptest::prop_assert!(stated(a) >= stated(b), "{:?} before {:?}", a.terms, b.terms);
+                    if stated(a) == stated(b) {
+                        proptest::prop_assert!(a.ply <= b.ply, "the nearer first among equals");
+                    }
+                }
+            }
+        }
     }
 
     #[test]
