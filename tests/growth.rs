@@ -822,6 +822,10 @@ fn growth_for_a_clock_reads_its_target_from_the_depth_model() {
     assert_eq!(json["grown_for"]["clock"], "2+0.02", "{json}");
     let shown = deeptree(&["show", "--fen", ROOT]);
     assert!(shown.contains(&format!("a game needs depth {} at this position", target[0])), "{shown}");
+    let shown: serde_json::Value = serde_json::from_str(&deeptree(&["show", "--fen", ROOT, "--json"])).unwrap();
+    assert_eq!(shown["grown_for"]["clock"], "2+0.02", "{shown}");
+    assert_eq!(shown["grown_for"]["target_here"], target[0], "{shown}");
+    assert!(shown["grown_for"]["answered_share"].is_number(), "{shown}");
     // A clock that cannot be read is refused before anything starts.
     let output = Command::new(env!("CARGO_BIN_EXE_deeptree"))
         .arg("--db")

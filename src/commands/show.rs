@@ -37,15 +37,26 @@ pub fn run(db: Option<&Path>, config: &Config, args: ShowArgs) -> CommandResult 
     let view = store.read()?;
     let mut tree = show::tree(&view, line.root(), &line.history_keys(), depth)?;
     tree.known_depth = known_depth(&view, &line, config, tree.settled_depth)?;
+    let root = line.root();
+    // The clock the store was grown for, and the depth a game at it needs here.
+    let grown = view.grown_for()?.map(|grown| {
+        let target = grown.targets[crate::uci::fit::phase_index(root.board().occupied().count())];
+        (grown, target)
+    });
     if json {
-        println!("{}", serde_json::to_string(&tree)?);
+        let mut shown = serde_json::to_value(&tree)?;
+        if let (Some((grown, target)), Some(object)) = (grown, shown.as_object_mut()) {
+            let mut grown = serde_json::to_value(grown)?;
+            if let Some(fields) = grown.as_object_mut() {
+                fields.insert("target_here".to_owned(), target.into());
+            }
+            object.insert("grown_for".to_owned(), grown);
+        }
+        println!("{shown}");
     } else {
-        let root = line.root();
         let ply = (root.fullmoves().get() as usize - 1) * 2 + usize::from(root.turn().is_black());
         print!("{}", show::render_text(&tree, ply, root.turn().is_white()));
-        if let Some(grown) = view.grown_for()? {
-            let men = root.board().occupied().count();
-            let target = grown.targets[crate::uci::fit::phase_index(men)];
+        if let Some((grown, target)) = grown {
             println!(
                 "grown for {}: a game needs depth {target} at this position",
                 super::stats::grown_for_line(&grown)
