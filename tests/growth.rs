@@ -885,3 +885,36 @@ fn a_book_of_roots_deepened_grows_evenly_on_the_loop() {
     assert!(high - low <= 2, "settled depths {depths:?}, steps {:?}", settled.into_inner().unwrap());
     assert_eq!(report.steps, 9);
 }
+
+/// A root given more than once is of the weight of its count, and a root of weight 2^k runs k depths ahead: the
+/// Sicilian given four times in a PGN of roots is settled two depths deeper than the French, given once (and first,
+/// so that it wins every tie), where equal weights would keep them level.
+#[test]
+fn a_root_given_four_times_runs_two_depths_ahead() {
+    let pgn = "1. e4 e6 *\n\n1. e4 c5 *\n\n1. e4 c5 *\n\n1. e4 c5 *\n\n1. e4 c5 *\n";
+    let (roots, skipped) = deeptree::interop::roots::parse_pgn_roots(pgn.as_bytes(), false).unwrap();
+    assert!(skipped.is_empty(), "{skipped:?}");
+    let book = roots.into_iter().map(|r| (r.line, r.source.to_string(), f64::from(r.weight))).collect();
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), &StoreOptions::default()).unwrap();
+    let mut growth = Growth::new(
+        deeptree::search::growth::sources::book(book, false),
+        Policy::new(u32::from(ENGINE_DEPTH) + 8, Params::new(ENGINE_DEPTH, 20)),
+    );
+    growth.max_steps = Some(4);
+    let grown = Mutex::new(Vec::new());
+    let report = grow(
+        &store,
+        vec![ScriptedEvaluator::new(1, 21)],
+        growth,
+        |step| grown.lock().unwrap().push((step.item.seed, step.item.settle)),
+        |_, _| {},
+    )
+    .unwrap();
+    // Seed 0 is the French (a fifth of the weight), seed 1 the Sicilian (four fifths). Each first evaluated (software
+    // depth 0, the engine depth known), the heavier first; then the Sicilian twice, as four times the reach is worth
+    // two plies: the next step would be the French's, at a tie.
+    assert_eq!(grown.into_inner().unwrap(), [(1, 0), (0, 0), (1, 1), (1, 2)]);
+    let depths: Vec<Option<u8>> = report.roots.iter().map(|r| r.settled_depth).collect();
+    assert_eq!(depths, [Some(0), Some(2)]);
+}

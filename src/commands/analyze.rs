@@ -64,7 +64,14 @@ pub fn run(db: Option<&Path>, config: &Config, mut args: AnalyzeArgs) -> Command
             if roots.is_empty() {
                 return Err(format!("{}: no root to grow", path.display()).into());
             }
-            (roots.into_iter().map(|r| (r.line, r.source.to_string())).collect(), skipped)
+            let repeated = roots.iter().filter(|r| r.weight > 1).count();
+            if repeated > 0 {
+                eprintln!(
+                    "{}: {repeated} roots given more than once, each of the weight of its count",
+                    printable_path(path)
+                );
+            }
+            (roots.into_iter().map(|r| (r.line, r.source.to_string(), f64::from(r.weight))).collect(), skipped)
         }
         None => (Vec::new(), Vec::new()),
     };
@@ -239,7 +246,7 @@ fn clock_targets(
     config: &Config,
     clock: &fit::Clock,
     args: &AnalyzeArgs,
-    book: &[(Line, String)],
+    book: &[(Line, String, f64)],
     line: Option<&Line>,
     out: Out,
 ) -> Result<Targets, Box<dyn std::error::Error>> {
@@ -250,7 +257,7 @@ fn clock_targets(
             DepthModel::from_fit(&fit)
         }
         _ => {
-            let mut positions: Vec<shakmaty::Chess> = book.iter().map(|(l, _)| l.root().clone()).collect();
+            let mut positions: Vec<shakmaty::Chess> = book.iter().map(|(l, _, _)| l.root().clone()).collect();
             positions.extend(line.map(|l| l.root().clone()));
             if positions.is_empty() {
                 positions.push(shakmaty::Chess::default());

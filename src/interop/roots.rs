@@ -17,12 +17,23 @@
 //!
 //! The format is told by the file's extension (`.pgn`; anything else is EPD), or, for a file without one, by its
 //! first line that is not blank (a `[` tag or a move number means PGN). EPD operations (`bm`, `ce`, `id` ...) are
-//! ignored: use `import` to store them. A line or game that cannot be read is reported with its number and skipped;
-//! a root met again (the same position reached by the same line) is reported and skipped.
+//! ignored: use `import` to store them. A line or game that cannot be read is reported with its number and skipped.
+//! A root met again (the same position reached by the same line) adds to its weight: a root given n times is of
+//! weight n, as n games from it would be (a PGN of games played counts each opening as often as it was played).
+//!
+//! ```
+//! use deeptree::interop::roots::parse_pgn_roots;
+//!
+//! let pgn = "1. e4 c5 *\n\n1. d4 d5 *\n\n1. e4 c5 *\n";
+//! let (roots, skipped) = parse_pgn_roots(pgn.as_bytes(), false)?;
+//! assert_eq!(roots.iter().map(|r| r.weight).collect::<Vec<_>>(), [2, 1]);
+//! assert!(skipped.is_empty());
+//! # Ok::<_, Box<dyn std::error::Error>>(())
+//! ```
 
 use crate::game::{Line, quote};
 use std::{
-    collections::HashSet,
+    collections::HashMap,
     fmt,
     fs::File,
     io::{BufRead, BufReader, Read},
@@ -63,7 +74,10 @@ impl fmt::Display for Source {
 #[derive(Debug, Clone)]
 pub struct Root {
     pub line: Line,
+    /// Where it was first given.
     pub source: Source,
+    /// How many times it was given (at least 1).
+    pub weight: u32,
 }
 
 /// A line or game left out, and why.
@@ -191,17 +205,20 @@ struct Roots {
     roots: Vec<Root>,
     skipped: Vec<SkippedRoot>,
     /// The roots so far, by their position and the positions before them (the same position by another line is
-    /// another root: its repetitions differ).
-    seen: HashSet<Vec<PositionKey>>,
+    /// another root: its repetitions differ), with their place in `roots`.
+    seen: HashMap<Vec<PositionKey>, usize>,
 }
 
 impl Roots {
+    /// A root, or one more of its weight where it was given before.
     fn add(&mut self, line: Line, source: Source) {
         let keys: Vec<PositionKey> = line.positions.iter().map(PositionKey::of).collect();
-        if self.seen.insert(keys) {
-            self.roots.push(Root { line, source });
-        } else {
-            self.skip(source, "the same root as an earlier one".to_owned());
+        match self.seen.get(&keys) {
+            Some(&i) => self.roots[i].weight += 1,
+            None => {
+                self.seen.insert(keys, self.roots.len());
+                self.roots.push(Root { line, source, weight: 1 });
+            }
         }
     }
 
@@ -227,8 +244,9 @@ mod tests {
         let (roots, skipped) = parse_epd_roots(text.as_bytes(), false).unwrap();
         assert_eq!(roots.iter().map(|r| r.source).collect::<Vec<_>>(), [Source::Line(3), Source::Line(6)]);
         assert!(roots.iter().all(|r| r.line.moves.is_empty() && r.line.positions.len() == 1));
-        let skipped: Vec<_> = skipped.iter().map(|s| (s.source, s.error.contains("same root"))).collect();
-        assert_eq!(skipped, [(Source::Line(4), true), (Source::Line(5), false)]);
+        // The same position again adds to its weight; the line that is no position is skipped.
+        assert_eq!(roots.iter().map(|r| r.weight).collect::<Vec<_>>(), [2, 1]);
+        assert_eq!(skipped.iter().map(|s| s.source).collect::<Vec<_>>(), [Source::Line(5)]);
     }
 
     #[test]

@@ -10,7 +10,7 @@ pub struct AnalyzeArgs {
     #[arg(long)]
     pub fen: Option<String>,
     /// Roots of a book: an EPD file (every line a root) or a PGN file (every game's final position a root, its main
-    /// line the way there). With a clock (--for or --play-depth) games from the roots are followed, both sides; without
+    /// line the way there); a root given n times is of weight n. With a clock (--for or --play-depth) games from the roots are followed, both sides; without
     /// one, each root is deepened itself, the shallowest first.
     #[arg(long, value_name = "FILE", conflicts_with_all = ["fen", "moves"])]
     pub roots: Option<std::path::PathBuf>,

@@ -441,12 +441,17 @@ impl<S: Fn(&Step<'_>) + Sync, I: Fn(&Item, &Iteration) + Sync> Loop<'_, S, I> {
             let held_back = |s: &State, item: &Item| {
                 item.kind == frontier::Kind::Seed && s.seeds_in_flight.iter().any(|p| item.priority * 2.0 < *p)
             };
+            // A seed deepened itself is ranked against the others by a walk that follows every step ended: one step
+            // halves a seed's priority, so a seed of half the weight of another is taken only after the other's
+            // second step (a root of weight 2^k runs k depths ahead). A walk of seeds alone is a few reads.
+            let stale = |s: &State, item: &Item| item.kind == frontier::Kind::Seed && s.steps > s.walked_at;
             // Grown meanwhile (the walk that found it read the tree before that step ended): not taken again.
             let open = |s: &State, item: &Item| {
                 !s.in_flight.contains(&item.key)
                     && !s.grown.contains(&item.id())
                     && !s.closed[item.seed]
                     && !held_back(s, item)
+                    && !stale(s, item)
             };
             if let Some(at) = state.queue.iter().position(|item| open(&state, item)) {
                 let item = state.queue.remove(at);

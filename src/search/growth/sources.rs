@@ -6,10 +6,12 @@
 //! use deeptree::game::Line;
 //! use deeptree::search::growth::sources::book;
 //!
-//! let roots = vec![(Line::parse(None, "e2e4 c7c5")?, "Sicilian".to_owned())];
+//! let roots = vec![(Line::parse(None, "e2e4 c7c5")?, "Sicilian".to_owned(), 2.0)];
 //! // With a clock to grow for, games from the roots are followed; without one, each root is deepened itself.
 //! assert!(book(roots.clone(), true)[0].follow);
-//! assert!(!book(roots, false)[0].follow);
+//! assert!(!book(roots.clone(), false)[0].follow);
+//! // A root given twice is of weight 2 either way: twice the games, or a depth ahead.
+//! assert!(book(roots.clone(), true)[0].weight == 2.0 && book(roots, false)[0].weight == 2.0);
 //! # Ok::<_, Box<dyn std::error::Error>>(())
 //! ```
 
@@ -29,12 +31,21 @@ pub fn single_root(line: Line, follow: bool) -> Seed {
     if follow { Seed::games_from(line, label, 1.0) } else { Seed::root(line, label) }
 }
 
-/// A book's roots, each of weight 1: followed where a clock is given, else each deepened itself (the shallowest
-/// first, as the priority ranks a seed that lacks more).
-pub fn book(roots: Vec<(Line, String)>, follow: bool) -> Vec<Seed> {
+/// A book's roots, each of its weight (the times it was given): followed where a clock is given, else each deepened
+/// itself (the shallowest first, as the priority ranks a seed that lacks more; a root of weight 2^k runs k depths
+/// ahead).
+pub fn book(roots: Vec<(Line, String, f64)>, follow: bool) -> Vec<Seed> {
     roots
         .into_iter()
-        .map(|(line, label)| if follow { Seed::games_from(line, label, 1.0) } else { Seed::root(line, label) })
+        .map(|(line, label, weight)| {
+            if follow {
+                Seed::games_from(line, label, weight)
+            } else {
+                let mut seed = Seed::root(line, label);
+                seed.weight = weight;
+                seed
+            }
+        })
         .collect()
 }
 
