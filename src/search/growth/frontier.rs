@@ -242,6 +242,7 @@ pub fn walk(view: &ReadView<'_>, seeds: &[Seed], policy: &Policy, skip: &Skip<'_
     let mut answered = 0.0;
     // The reach of the positions of the tree's side met, answered or not.
     let mut met = 0.0;
+    // As `next_of_seed` counts them.
     let total: f64 = seeds.iter().map(|s| s.weight.max(0.0)).sum::<f64>().max(f64::MIN_POSITIVE);
     let followed: f64 = seeds.iter().filter(|s| s.follow).map(|s| s.weight.max(0.0)).sum();
     // A seed alone in its run is grown to its target in one step; but one with a budget of its own (a task) a depth a
@@ -364,14 +365,32 @@ pub fn walk(view: &ReadView<'_>, seeds: &[Seed], policy: &Policy, skip: &Skip<'_
 /// Puts the frontier in the order growth takes it: the highest [`priority`] first; among equals the nearer its seed
 /// first, then by seed, position and side (the tree's first), so that a walk's order never depends on a map's.
 pub fn rank(items: &mut [Item]) {
-    items.sort_by(|a, b| {
-        b.priority
-            .total_cmp(&a.priority)
-            .then(a.ply.cmp(&b.ply))
-            .then(a.seed.cmp(&b.seed))
-            .then(a.key.cmp(&b.key))
-            .then(b.ours.cmp(&a.ours))
-    });
+    items.sort_by(ranked_before);
+}
+
+/// The order of [`rank`]: `Less` where `a` is taken before `b`.
+pub fn ranked_before(a: &Item, b: &Item) -> std::cmp::Ordering {
+    b.priority
+        .total_cmp(&a.priority)
+        .then(a.ply.cmp(&b.ply))
+        .then(a.seed.cmp(&b.seed))
+        .then(a.key.cmp(&b.key))
+        .then(b.ours.cmp(&a.ours))
+}
+
+/// The next item of seed `index` (deepened itself) as a walk would find it now, at its priority: after a step of a
+/// seed it is put in the queue at its rank, so that seeds of different weights are ranked against each other at
+/// every step (a walk's batch holds each seed's next step only once). `None` where the seed lacks nothing.
+pub fn next_of_seed(
+    view: &ReadView<'_>,
+    seeds: &[Seed],
+    index: usize,
+    policy: &Policy,
+) -> Result<Option<Item>, StoreError> {
+    let Some(seed) = seeds.get(index) else { return Ok(None) };
+    let total: f64 = seeds.iter().map(|s| s.weight.max(0.0)).sum::<f64>().max(f64::MIN_POSITIVE);
+    let alone = seeds.len() == 1 && seeds.iter().all(|s| s.budget.is_none());
+    Ok(seed_item(view, seed, index, policy, seed.weight / total, alone)?.filter(|item| item.priority > 0.0))
 }
 
 /// Adds `item`, or its reach to the item of the same position and side found by another way (a transposition,

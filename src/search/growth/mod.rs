@@ -441,19 +441,14 @@ impl<S: Fn(&Step<'_>) + Sync, I: Fn(&Item, &Iteration) + Sync> Loop<'_, S, I> {
             let held_back = |s: &State, item: &Item| {
                 item.kind == frontier::Kind::Seed && s.seeds_in_flight.iter().any(|p| item.priority * 2.0 < *p)
             };
-            // A seed deepened itself is ranked against the others by a walk that follows every step ended: one step
-            // halves a seed's priority, so a seed of half the weight of another is taken only after the other's
-            // second step (a root of weight 2^k runs k depths ahead). A walk of seeds alone is a few reads.
-            let stale = |s: &State, item: &Item| item.kind == frontier::Kind::Seed && s.steps > s.walked_at;
             // Grown meanwhile (the walk that found it read the tree before that step ended): not taken again.
             let open = |s: &State, item: &Item| {
-                !s.in_flight.contains(&item.key)
-                    && !s.grown.contains(&item.id())
-                    && !s.closed[item.seed]
-                    && !held_back(s, item)
-                    && !stale(s, item)
+                !s.in_flight.contains(&item.key) && !s.grown.contains(&item.id()) && !s.closed[item.seed]
             };
-            if let Some(at) = state.queue.iter().position(|item| open(&state, item)) {
+            // An item held back is still taken where nothing else is open: an engine is not left idle for evenness.
+            let at = state.queue.iter().position(|item| open(&state, item) && !held_back(&state, item));
+            let at = at.or_else(|| state.queue.iter().position(|item| open(&state, item)));
+            if let Some(at) = at {
                 let item = state.queue.remove(at);
                 state.in_flight.insert(item.key);
                 if item.kind == frontier::Kind::Seed {
@@ -464,8 +459,8 @@ impl<S: Fn(&Step<'_>) + Sync, I: Fn(&Item, &Iteration) + Sync> Loop<'_, S, I> {
                 self.trace_choice(number, &item);
                 return Some((item, number));
             }
-            if state.walking || state.queue.iter().any(|item| held_back(&state, item)) {
-                // A walk under way may bring items; one held back waits for the seed ahead of it to be grown.
+            if state.walking {
+                // A walk under way may bring items.
                 self.changed.wait_for(&mut state, Duration::from_millis(100));
                 continue;
             }
@@ -631,6 +626,12 @@ impl<S: Fn(&Step<'_>) + Sync, I: Fn(&Item, &Iteration) + Sync> Loop<'_, S, I> {
                     entry.stuck = true;
                 }
                 state.grown.insert(item.id());
+                // The seed's next depth, at its rank now: one step halves a seed's priority, so a seed of half the
+                // weight of another is taken after the other's second step (a root of weight 2^k runs k depths
+                // ahead). A walk's batch held each seed's next step once, and seeds of any weight grew in lockstep.
+                if item.kind == frontier::Kind::Seed && !state.closed[item.seed] && !state.progress[item.seed].stuck {
+                    self.queue_next_of_seed(state, item.seed);
+                }
                 add(&mut state.totals, &report);
                 if let Some(progress) = self.growth.progress.as_deref()
                     && !self.alone
@@ -649,6 +650,23 @@ impl<S: Fn(&Step<'_>) + Sync, I: Fn(&Item, &Iteration) + Sync> Loop<'_, S, I> {
             Err(e) => self.fail(state, e),
         }
         self.changed.notify_all();
+    }
+
+    /// Puts seed `index`'s next item in the queue at its rank (see [`frontier::next_of_seed`]); a read that fails
+    /// leaves it to the next walk.
+    fn queue_next_of_seed(&self, state: &mut State, index: usize) {
+        let policy = Policy { floor: state.floor, ..self.growth.policy.clone() };
+        let next = self.store.read().map_err(AnalysisError::from).and_then(|view| {
+            frontier::next_of_seed(&view, &self.growth.seeds, index, &policy).map_err(AnalysisError::from)
+        });
+        match next {
+            Ok(Some(item)) if !state.grown.contains(&item.id()) && !state.queue.iter().any(|q| q.key == item.key) => {
+                let at = state.queue.partition_point(|q| frontier::ranked_before(q, &item).is_lt());
+                state.queue.insert(at, item);
+            }
+            Ok(_) => {}
+            Err(e) => log::debug!("the next depth of a seed is left to the next walk: {e}"),
+        }
     }
 
     /// Ends the run with `e`: `stop` is set, so that the other groups' searches end now.
