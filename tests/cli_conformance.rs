@@ -703,6 +703,7 @@ fn user_text_is_printed_with_control_characters_escaped() {
             priority: 0,
             budget_seconds: 5.0,
             max_depth: None,
+            engine_depth: None,
             source: MarkSource::Serve,
         };
         store.add_task(new).unwrap();

@@ -149,12 +149,14 @@ fn a_refuted_tree_move_is_searched_again_deeper_and_not_played_again() {
     assert_eq!(searches, ["go depth 20", "go depth 32", "go depth 31"], "{searches:?}");
     assert_ne!(again, first, "the refuted move {first} was played again");
     // The refutation is a source of growth: one task, at the position where the tree played the move (the start), to
-    // a ply past the search again there (33, at the session's engine depth 18: software depth 15).
+    // a ply past the search again there (33, at the session's engine depth 18, which it keeps: software depth 15), of
+    // the analyst's default priority.
     let tasks = tasks.as_array().unwrap();
     assert_eq!(tasks.len(), 1, "{tasks:?}");
     let task = &tasks[0];
     assert_eq!((task["fen"].clone(), task["moves"].clone()), (serde_json::Value::Null, serde_json::json!([])));
-    assert_eq!((task["priority"].as_u64(), task["max_depth"].as_u64()), (Some(2), Some(15)), "{task}");
+    let depths = (task["priority"].as_u64(), task["max_depth"].as_u64(), task["engine_depth"].as_u64());
+    assert_eq!(depths, (Some(0), Some(15), Some(18)), "{task}");
     let label = task["label"].as_str().unwrap();
     assert!(label.starts_with("refuted in play: ") && label.contains("at depth 31"), "{label}");
 }

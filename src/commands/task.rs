@@ -70,6 +70,7 @@ pub fn run(db: Option<&Path>, config: &Config, args: TaskArgs) -> CommandResult 
                 priority,
                 budget_seconds: time,
                 max_depth,
+                engine_depth: None,
                 source: MarkSource::Cli,
             };
             let task = store.add_task(new)?;

@@ -299,6 +299,7 @@ pub fn task(store: &Store, line: &Line, request: &TaskRequest) -> Result<Value, 
         priority: request.priority,
         budget_seconds: request.budget_seconds,
         max_depth: request.max_depth,
+        engine_depth: None,
         source: MarkSource::Serve,
         chess960: line.chess960,
     };

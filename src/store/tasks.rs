@@ -14,6 +14,7 @@
 //!     priority: 2,
 //!     budget_seconds: 600.0,
 //!     max_depth: Some(12),
+//!     engine_depth: None,
 //!     source: MarkSource::Cli,
 //! })?;
 //! assert_eq!(task.id, 1);
@@ -57,6 +58,10 @@ pub struct Task {
     pub budget_seconds: f64,
     /// The deepest software depth it asks for; `None`: as deep as its budget goes.
     pub max_depth: Option<u8>,
+    /// The engine depth its searches are made at; `None`: the run's (a task the UCI session adds for a refutation
+    /// names the session's, which its `max_depth` counts from). Absent from tasks stored before it was added.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine_depth: Option<u8>,
     /// Seconds of growth spent on it so far.
     pub spent_seconds: f64,
     /// Engine searches answered for it so far.
@@ -96,6 +101,8 @@ pub struct NewTask {
     pub priority: u8,
     pub budget_seconds: f64,
     pub max_depth: Option<u8>,
+    /// The engine depth of its searches; `None`: the run's.
+    pub engine_depth: Option<u8>,
     pub source: MarkSource,
 }
 
@@ -110,6 +117,8 @@ pub enum TaskError {
     Priority(u8),
     #[error("no task {0}")]
     Missing(u32),
+    #[error("no number was free for the task after {ADD_ATTEMPTS} tries: other processes are adding tasks")]
+    Busy,
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -117,13 +126,16 @@ pub enum TaskError {
 /// The highest priority: 16 software depths ahead of a task of priority 0.
 pub const MAX_PRIORITY: u8 = 16;
 
+/// Tries at a free task number before adding a task fails: each loses only to another process's task.
+pub const ADD_ATTEMPTS: usize = 8;
+
 /// The largest budget: a year of growth.
 pub const MAX_BUDGET_SECONDS: f64 = 366.0 * 86_400.0;
 
 /// A change of one task, applied by the writer to the task as the store holds it in the write's transaction.
 #[derive(Debug, Clone)]
 pub enum TaskChange {
-    /// Write the task (a new one).
+    /// Write the task (a new one): never over a task stored under its number (another process added one first).
     Put(Task),
     /// Remove task `id`.
     Remove(u32),
@@ -143,7 +155,7 @@ impl TaskChange {
     /// The task's entry after this change, from the entry stored now (`None`: absent); `None`: removed.
     pub(super) fn applied(&self, stored: Option<Task>) -> Option<Task> {
         match self {
-            TaskChange::Put(task) => Some(task.clone()),
+            TaskChange::Put(task) => Some(stored.unwrap_or_else(|| task.clone())),
             TaskChange::Remove(_) => None,
             TaskChange::Progress { seconds, evaluations, settled_depth, .. } => stored.map(|mut task| {
                 task.spent_seconds += seconds;
@@ -197,25 +209,33 @@ impl Store {
         if new.priority > MAX_PRIORITY {
             return Err(TaskError::Priority(new.priority));
         }
-        let id = self.read()?.tasks()?.iter().map(|t| t.id).max().unwrap_or(0) + 1;
-        let task = Task {
-            id,
-            fen: new.fen,
-            moves: new.moves,
-            chess960: new.chess960,
-            label: new.label,
-            priority: new.priority,
-            budget_seconds: new.budget_seconds,
-            max_depth: new.max_depth,
-            spent_seconds: 0.0,
-            evaluations: 0,
-            settled_depth: None,
-            source: new.source,
-            user: super::marks::os_user(),
-            created: super::marks::now(),
-        };
-        self.writer().submit(vec![Change::Task(TaskChange::Put(task.clone()))]).wait()?;
-        Ok(task)
+        // The number is the next after the store's highest; where another process took it meanwhile, its task is
+        // kept (a put never overwrites) and this one takes the next.
+        for _ in 0..ADD_ATTEMPTS {
+            let id = self.read()?.tasks()?.iter().map(|t| t.id).max().unwrap_or(0) + 1;
+            let task = Task {
+                id,
+                fen: new.fen.clone(),
+                moves: new.moves.clone(),
+                chess960: new.chess960,
+                label: new.label.clone(),
+                priority: new.priority,
+                budget_seconds: new.budget_seconds,
+                max_depth: new.max_depth,
+                engine_depth: new.engine_depth,
+                spent_seconds: 0.0,
+                evaluations: 0,
+                settled_depth: None,
+                source: new.source,
+                user: super::marks::os_user(),
+                created: super::marks::now(),
+            };
+            self.writer().submit(vec![Change::Task(TaskChange::Put(task.clone()))]).wait()?;
+            if self.read()?.tasks()?.contains(&task) {
+                return Ok(task);
+            }
+        }
+        Err(TaskError::Busy)
     }
 
     /// Adds a run's progress on task `id` to what the store holds of it (nothing where it was removed).
@@ -252,5 +272,42 @@ impl ReadView<'_> {
             tasks.push(task);
         }
         Ok(tasks)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::StoreOptions;
+
+    fn new(label: &str) -> NewTask {
+        NewTask {
+            fen: None,
+            moves: vec!["e2e4".into()],
+            chess960: false,
+            label: label.into(),
+            priority: 0,
+            budget_seconds: 60.0,
+            max_depth: None,
+            engine_depth: None,
+            source: MarkSource::Cli,
+        }
+    }
+
+    /// Two processes that read the same highest number both put a task under the next: the one stored first stays,
+    /// and the other's `add_task` sees that and takes the number after.
+    #[test]
+    fn a_task_put_never_overwrites_another_under_its_number() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), &StoreOptions::default()).unwrap();
+        let first = store.add_task(new("first")).unwrap();
+        // Another process's task under number 2, put as add_task puts it.
+        let other = Task { id: 2, label: "another process's".into(), ..first.clone() };
+        store.writer().submit(vec![Change::Task(TaskChange::Put(other.clone()))]).wait().unwrap();
+        let late = Task { id: 2, label: "late".into(), ..first.clone() };
+        store.writer().submit(vec![Change::Task(TaskChange::Put(late))]).wait().unwrap();
+        let stored = store.read().unwrap().tasks().unwrap();
+        assert_eq!(stored.iter().map(|t| t.label.as_str()).collect::<Vec<_>>(), ["first", "another process's"]);
+        assert_eq!(store.add_task(new("third")).unwrap().id, 3);
     }
 }

@@ -17,8 +17,10 @@
 //!
 //! A refutation is also a source of growth: each becomes one of the analyst's tasks ([`refutation_task`], shown by
 //! `deeptree task list`), the position where the tree played the move, to be deepened past the depth that refuted it
-//! by the next `analyze --tasks` on the growth's frontier. The task is added at every game end, with or without a
-//! search again (a game of 2+0.02 leaves no time for one), once per position: an open task there already grows it.
+//! by the next `analyze --tasks` on the growth's frontier. The task is added at every game end (and at `quit`), with
+//! or without a search again (a game of 2+0.02 leaves no time for one), once per position and depth: a task there
+//! already, open or done to at least that depth, stands for it; and at most [`MAX_OPEN_REFUTATION_TASKS`] are open at
+//! once, so that a bot's thousands of games leave a list the analyst can read and budgets `--tasks` can spend.
 
 use crate::game::play_uci;
 use std::time::{Duration, Instant};
@@ -33,8 +35,14 @@ use crate::{
     store::{Store, key::PositionKey, marks::MarkSource, tasks::NewTask},
 };
 
-/// The priority of a refutation's task: two software depths ahead of a task of priority 0 (the analyst's default).
-pub const REFUTATION_TASK_PRIORITY: u8 = 2;
+/// The priority of a refutation's task: that of the analyst's own by default, so as not to go ahead of them.
+pub const REFUTATION_TASK_PRIORITY: u8 = 0;
+
+/// The most tasks of refutations open at once: one found with as many open is left out (and logged).
+pub const MAX_OPEN_REFUTATION_TASKS: usize = 32;
+
+/// How a refutation's task's label begins: how they are told from the analyst's own.
+pub const REFUTATION_LABEL: &str = "refuted in play: ";
 
 /// The growth a refutation's task may spend: five minutes of the engines' time.
 pub const REFUTATION_TASK_SECONDS: f64 = 300.0;
@@ -104,9 +112,9 @@ pub fn research_depth(refutation: &Refutation) -> u32 {
 }
 
 /// The task that grows a refuted tree move's position: the game's line to where the tree played it, deepened to one
-/// ply more than [`research_depth`] asks of the position after the move (a software depth above the tree's engine
-/// depth `engine_depth`, at least 1), with [`REFUTATION_TASK_PRIORITY`] and [`REFUTATION_TASK_SECONDS`]; its label
-/// says the move and what refuted it.
+/// ply more than [`research_depth`] asks of the position after the move (a software depth above `engine_depth`, the
+/// session's, at least 1; the task keeps that engine depth), with [`REFUTATION_TASK_PRIORITY`] and
+/// [`REFUTATION_TASK_SECONDS`]; its label says the move and what refuted it.
 pub fn refutation_task(refutation: &Refutation, engine_depth: u8) -> NewTask {
     let line = &refutation.line;
     let fen = (line.start != crate::notation::start_position(line.chess960))
@@ -119,32 +127,53 @@ pub fn refutation_task(refutation: &Refutation, engine_depth: u8) -> NewTask {
         moves: line.moves.iter().map(ToString::to_string).collect(),
         chess960: line.chess960,
         label: format!(
-            "refuted in play: {san} ({} at depth {}; the game's search {} plies later {} at depth {})",
+            "{REFUTATION_LABEL}{san} ({} at depth {}; the game's search {} plies later {} at depth {})",
             refutation.score, refutation.depth, refutation.plies, refutation.later, refutation.later_depth
         ),
         priority: REFUTATION_TASK_PRIORITY,
         budget_seconds: REFUTATION_TASK_SECONDS,
         max_depth: Some(u8::try_from(software).unwrap_or(u8::MAX)),
+        engine_depth: Some(engine_depth),
         source: MarkSource::Uci,
     }
 }
 
-/// Adds [`refutation_task`] to `store` unless an open task already grows that position: the task added, or `None`.
+/// What became of a refutation's task.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Tasked {
+    /// Added, with its number.
+    Added(u32),
+    /// A task at that position, open or done to at least that depth, stands for it.
+    Already(u32),
+    /// [`MAX_OPEN_REFUTATION_TASKS`] are open: left out.
+    Full,
+}
+
+/// Adds [`refutation_task`] to `store` unless a task already stands for it, or too many are open (see [`Tasked`]).
 pub fn add_refutation_task(
     store: &Store,
     refutation: &Refutation,
     engine_depth: u8,
-) -> Result<Option<crate::store::tasks::Task>, crate::store::tasks::TaskError> {
+) -> Result<Tasked, crate::store::tasks::TaskError> {
+    let new = refutation_task(refutation, engine_depth);
     let here = PositionKey::of(refutation.line.root());
-    let open = store.read()?.tasks()?;
-    let grown_already = open.iter().filter(|t| !t.is_done()).any(|task| {
+    let tasks = store.read()?.tasks()?;
+    let at_here = |task: &&crate::store::tasks::Task| {
         crate::game::Line::parse_in(task.fen.as_deref(), &task.moves.join(" "), task.chess960)
             .is_ok_and(|line| PositionKey::of(line.root()) == here)
-    });
-    if grown_already {
-        return Ok(None);
+    };
+    // Open, it grows the position on; done, it stands where it asked at least as deep at the same engine depth.
+    let deep_enough = |task: &crate::store::tasks::Task| {
+        !task.is_done() || (task.engine_depth == new.engine_depth && task.max_depth >= new.max_depth)
+    };
+    if let Some(task) = tasks.iter().filter(at_here).find(|task| deep_enough(task)) {
+        return Ok(Tasked::Already(task.id));
     }
-    store.add_task(refutation_task(refutation, engine_depth)).map(Some)
+    let open = tasks.iter().filter(|t| !t.is_done() && t.label.starts_with(REFUTATION_LABEL)).count();
+    if open >= MAX_OPEN_REFUTATION_TASKS {
+        return Ok(Tasked::Full);
+    }
+    store.add_task(new).map(|task| Tasked::Added(task.id))
 }
 
 /// One search of the position after `moves` from `start`, to `depth` or until `until` (stopped then), its line
@@ -210,11 +239,49 @@ mod tests {
         };
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path(), &crate::store::StoreOptions::default()).unwrap();
-        let first = add_refutation_task(&store, &refutation, 18).unwrap();
+        assert_eq!(add_refutation_task(&store, &refutation, 18).unwrap(), Tasked::Added(1));
         // One ply past the search again of the position after e5 (the deeper of 20 - 1 and 18, plus 2): 22 at the
-        // engine depth 18.
-        assert_eq!(first.map(|t| (t.moves, t.max_depth)), Some((vec!["e2e4".to_owned()], Some(4))));
-        assert!(add_refutation_task(&store, &refutation, 18).unwrap().is_none());
-        assert_eq!(store.read().unwrap().tasks().unwrap().len(), 1);
+        // engine depth 18, which the task keeps.
+        let task = store.read().unwrap().tasks().unwrap().remove(0);
+        assert_eq!((task.moves, task.max_depth, task.engine_depth), (vec!["e2e4".to_owned()], Some(4), Some(18)));
+        assert_eq!(add_refutation_task(&store, &refutation, 18).unwrap(), Tasked::Already(1));
+        // Done (its budget spent), it still stands for the same depth; a deeper refutation there is a new task.
+        store.add_task_progress(1, REFUTATION_TASK_SECONDS, 10, Some(4)).unwrap();
+        assert_eq!(add_refutation_task(&store, &refutation, 18).unwrap(), Tasked::Already(1));
+        let deeper = Refutation { later_depth: 24, ..refutation.clone() };
+        assert_eq!(add_refutation_task(&store, &deeper, 18).unwrap(), Tasked::Added(2));
+    }
+
+    /// No more than MAX_OPEN_REFUTATION_TASKS are open at once: a bot's games do not pile them up.
+    #[test]
+    fn refutation_tasks_open_at_once_are_few() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), &crate::store::StoreOptions::default()).unwrap();
+        // Positions one apart: a different first move from the start, then a knight's tour of shuffles.
+        let mut lines = Vec::new();
+        for first in ["e2e4", "d2d4", "c2c4", "g1f3", "b1c3", "f2f4", "g2g3", "b2b3", "a2a3", "h2h3"] {
+            for second in ["e7e5", "d7d5", "c7c5", "g8f6"] {
+                lines.push(format!("{first} {second}"));
+            }
+        }
+        let mut added = 0;
+        for moves in &lines {
+            let refutation = Refutation {
+                line: crate::game::Line::parse(None, moves).unwrap(),
+                best: "b1a3".parse().unwrap(),
+                reply: None,
+                score: Score::cp(10),
+                depth: 20,
+                later: Score::cp(-60),
+                later_depth: 18,
+                plies: 2,
+            };
+            match add_refutation_task(&store, &refutation, 18).unwrap() {
+                Tasked::Added(_) => added += 1,
+                Tasked::Full => {}
+                other => panic!("{moves}: {other:?}"),
+            }
+        }
+        assert_eq!((lines.len(), added), (40, MAX_OPEN_REFUTATION_TASKS));
     }
 }

@@ -506,7 +506,7 @@ impl Session {
         self.begin_new_game();
     }
 
-    /// Appends a game that ended to the store's games.pgn (with `LearnFromGames`), for `analyze --from-games`.
+    /// Appends a game that ended to the store's games.pgn (with `LearnFromGames`), for `analyze --games`.
     /// `quiet`: at `quit`, where nothing is written to the GUI any more (a problem is logged), and the store is not
     /// opened for it.
     fn record_game(&mut self, game: &GameRecord, quiet: bool) {
@@ -531,24 +531,21 @@ impl Session {
     fn learn_from_refutations(&mut self) {
         let refuted = std::mem::take(&mut self.refuted);
         let config = &self.options.config;
-        if refuted.is_empty() || !config.learn_from_games || !config.store_searches || self.searching() {
+        if refuted.is_empty() || !config.learn_from_games || !config.store_searches {
             return;
         }
         if !self.ensure_store() {
             return;
         }
         let Some(store) = self.store.clone() else { return };
-        let (engine_config, overhead) = (self.direct_config(), self.overhead());
         let engine_depth = self.options.config.engine_depth;
-        // Each refutation is a source of growth too: a task the next `analyze --tasks` grows.
-        for refutation in &refuted {
-            let san = crate::search::show::san_of(refutation.line.root(), &refutation.best);
-            match learn::add_refutation_task(&store, refutation, engine_depth) {
-                Ok(Some(task)) => log::info!("tree move {san} refuted in play: task {} grows it", task.id),
-                Ok(None) => log::info!("tree move {san} refuted in play: an open task grows its position already"),
-                Err(e) => log::warn!("tree move {san} refuted in play: no task added: {e}"),
-            }
+        // Each refutation is a source of growth too (a task the next `analyze --tasks` grows), also where no engine
+        // is free to search it again now.
+        task_refutations(&store, &refuted, engine_depth);
+        if self.searching() {
+            return;
         }
+        let (engine_config, overhead) = (self.direct_config(), self.overhead());
         let Some(budget) = learn::research_budget(self.game_clock) else {
             log::info!("{} refuted tree moves left unsearched: the game's clock is too short to wait", refuted.len());
             return;
@@ -618,9 +615,18 @@ impl Session {
     /// `quit` or the end of input: nothing more is written (the answer of a search not told to `stop` included), the
     /// searches are stopped and what they found is stored, the engines end.
     fn shutdown(&mut self) {
-        // Recorded quietly (nothing is written after `quit`); refuted moves are not searched again (no delay).
+        // Recorded quietly (nothing is written after `quit`); refuted moves are not searched again (no delay), but
+        // each becomes a task where the store is open (a few reads and a write).
         if let Some(ended) = self.game.take() {
+            self.refuted.extend(ended.refutations.iter().cloned());
             self.record_game(&ended, true);
+        }
+        let config = &self.options.config;
+        if config.learn_from_games
+            && config.store_searches
+            && let Some(store) = &self.store
+        {
+            task_refutations(store, &std::mem::take(&mut self.refuted), config.engine_depth);
         }
         // A search that has answered, or was told to stop, before `quit` owes its answer first; any other is ended
         // without one.
@@ -672,4 +678,20 @@ fn offered(identity: &EngineIdentity) -> Vec<EngineOption> {
         .filter(|o| options::row(&o.name).is_none() && !o.name.to_ascii_lowercase().contains("thread"))
         .cloned()
         .collect()
+}
+
+/// Each refuted tree move as a task for growth (see `learn`), what became of it logged.
+fn task_refutations(store: &Store, refuted: &[crate::interop::played::Refutation], engine_depth: u8) {
+    for refutation in refuted {
+        let san = crate::search::show::san_of(refutation.line.root(), &refutation.best);
+        match learn::add_refutation_task(store, refutation, engine_depth) {
+            Ok(learn::Tasked::Added(id)) => log::info!("tree move {san} refuted in play: task {id} grows it"),
+            Ok(learn::Tasked::Already(id)) => log::info!("tree move {san} refuted in play: task {id} stands for it"),
+            Ok(learn::Tasked::Full) => log::info!(
+                "tree move {san} refuted in play: no task added, {} of refutations are open",
+                learn::MAX_OPEN_REFUTATION_TASKS
+            ),
+            Err(e) => log::warn!("tree move {san} refuted in play: no task added: {e}"),
+        }
+    }
 }

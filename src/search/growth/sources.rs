@@ -50,8 +50,9 @@ pub fn book(roots: Vec<(Line, String, f64)>, follow: bool) -> Vec<Seed> {
 }
 
 /// The analyst's open tasks, each deepened itself: weight `2^priority` (a task of priority k settles k software
-/// depths ahead of one of priority 0), the budget left, and its deepest software depth at `engine_depth` as its
-/// target. Done tasks are left out; with each seed, its task.
+/// depths ahead of one of priority 0), the budget left, and its deepest software depth above its engine depth (its
+/// own where it names one, else the run's `engine_depth`) as its target. Done tasks are left out; with each seed,
+/// its task.
 pub fn tasks(tasks: &[Task], chess960: bool, engine_depth: u8) -> Result<Vec<(Seed, Task)>, LineError> {
     let mut seeds = Vec::new();
     for task in tasks.iter().filter(|t| !t.is_done()) {
@@ -59,6 +60,8 @@ pub fn tasks(tasks: &[Task], chess960: bool, engine_depth: u8) -> Result<Vec<(Se
         let mut seed = Seed::root(line, format!("task {}", task.id));
         seed.weight = f64::from(1u32 << task.priority.min(MAX_PRIORITY));
         seed.budget = Some(Duration::try_from_secs_f64(task.left_seconds()).unwrap_or(Duration::MAX));
+        seed.engine_depth = task.engine_depth;
+        let engine_depth = task.engine_depth.unwrap_or(engine_depth);
         seed.target = task.max_depth.map(|d| u32::from(engine_depth) + u32::from(d));
         seeds.push((seed, task.clone()));
     }
