@@ -189,9 +189,10 @@ def read_elo_depth(path):
     return points
 
 
-Fit = namedtuple("Fit", "intercept slope zero")
-Fit.__doc__ = ("Elo = intercept + slope x depth, fitted; zero: the depth at which the fitted gain reaches 0 (None "
-               "where the slope is not below 0: the gain does not shrink with depth).")
+Fit = namedtuple("Fit", "intercept slope slope_se zero")
+Fit.__doc__ = ("Elo = intercept + slope x depth, fitted; slope_se: the slope's standard error (the points' variances "
+               "as known); zero: the depth at which the fitted gain reaches 0 (None where the slope is not below 0: "
+               "the gain does not shrink with depth).")
 
 
 def fit_elo_depth(points):
@@ -212,7 +213,7 @@ def fit_elo_depth(points):
     slope = sxy / sxx
     intercept = mean_y - slope * mean_x
     zero = -intercept / slope if slope < 0 else None
-    return Fit(intercept, slope, zero)
+    return Fit(intercept, slope, math.sqrt(1 / sxx), zero)
 
 
 def elo_depth(points):

@@ -42,6 +42,9 @@ class Charts(unittest.TestCase):
                                                                                            10.0, 400)]
         fit = charts.fit_elo_depth(pulled)
         self.assertAlmostEqual(fit.intercept + fit.slope * 10, 2.0)
+        # Two points of standard error 1 a ply apart: the slope's standard error is sqrt(1 / sum(w (d - mean)^2)).
+        two = [("a", 0.0, 0.0, -1.959964, 1.959964, 9), ("b", 1.0, 0.0, -1.959964, 1.959964, 9)]
+        self.assertAlmostEqual(charts.fit_elo_depth(two).slope_se, 2 ** 0.5)
         # A gain that grows with depth never reaches 0; one depth gives no line.
         self.assertIsNone(charts.fit_elo_depth([("a", 14.0, 0.0, -5, 5, 9), ("b", 18.0, 10.0, 5, 15, 9)]).zero)
         self.assertIsNone(charts.fit_elo_depth([("a", 14.0, 0.0, -5, 5, 9), ("b", 14.0, 10.0, 5, 15, 9)]))
