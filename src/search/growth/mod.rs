@@ -443,12 +443,12 @@ impl<S: Fn(&Step<'_>) + Sync, I: Fn(&Item, &Iteration) + Sync> Loop<'_, S, I> {
             };
             // Grown meanwhile (the walk that found it read the tree before that step ended): not taken again.
             let open = |s: &State, item: &Item| {
-                !s.in_flight.contains(&item.key) && !s.grown.contains(&item.id()) && !s.closed[item.seed]
+                !s.in_flight.contains(&item.key)
+                    && !s.grown.contains(&item.id())
+                    && !s.closed[item.seed]
+                    && !held_back(s, item)
             };
-            // An item held back is still taken where nothing else is open: an engine is not left idle for evenness.
-            let at = state.queue.iter().position(|item| open(&state, item) && !held_back(&state, item));
-            let at = at.or_else(|| state.queue.iter().position(|item| open(&state, item)));
-            if let Some(at) = at {
+            if let Some(at) = state.queue.iter().position(|item| open(&state, item)) {
                 let item = state.queue.remove(at);
                 state.in_flight.insert(item.key);
                 if item.kind == frontier::Kind::Seed {
@@ -459,8 +459,8 @@ impl<S: Fn(&Step<'_>) + Sync, I: Fn(&Item, &Iteration) + Sync> Loop<'_, S, I> {
                 self.trace_choice(number, &item);
                 return Some((item, number));
             }
-            if state.walking {
-                // A walk under way may bring items.
+            if state.walking || state.queue.iter().any(|item| held_back(&state, item)) {
+                // A walk under way may bring items; one held back waits for the seed ahead of it to be grown.
                 self.changed.wait_for(&mut state, Duration::from_millis(100));
                 continue;
             }
