@@ -242,12 +242,9 @@ pub fn walk(view: &ReadView<'_>, seeds: &[Seed], policy: &Policy, skip: &Skip<'_
     let mut answered = 0.0;
     // The reach of the positions of the tree's side met, answered or not.
     let mut met = 0.0;
-    // As `next_of_seed` counts them.
-    let total: f64 = seeds.iter().map(|s| s.weight.max(0.0)).sum::<f64>().max(f64::MIN_POSITIVE);
+    let total = total_weight(seeds);
     let followed: f64 = seeds.iter().filter(|s| s.follow).map(|s| s.weight.max(0.0)).sum();
-    // A seed alone in its run is grown to its target in one step; but one with a budget of its own (a task) a depth a
-    // step, that its progress is saved after each.
-    let alone = seeds.len() == 1 && seeds.iter().all(|s| s.budget.is_none());
+    let alone = alone(seeds);
     for (index, seed) in seeds.iter().enumerate() {
         if skip.closed.is_some_and(|closed| closed.get(index).copied().unwrap_or(false)) {
             continue;
@@ -378,6 +375,17 @@ pub fn ranked_before(a: &Item, b: &Item) -> std::cmp::Ordering {
         .then(b.ours.cmp(&a.ours))
 }
 
+/// The seeds' weight in all: a position's reach is a share of it.
+fn total_weight(seeds: &[Seed]) -> f64 {
+    seeds.iter().map(|s| s.weight.max(0.0)).sum::<f64>().max(f64::MIN_POSITIVE)
+}
+
+/// A seed alone in its run is grown to its target in one step; but one with a budget of its own (a task) a depth a
+/// step, that its progress is saved after each.
+fn alone(seeds: &[Seed]) -> bool {
+    seeds.len() == 1 && seeds.iter().all(|s| s.budget.is_none())
+}
+
 /// The next item of seed `index` (deepened itself) as a walk would find it now, at its priority: after a step of a
 /// seed it is put in the queue at its rank, so that seeds of different weights are ranked against each other at
 /// every step (a walk's batch holds each seed's next step only once). `None` where the seed lacks nothing.
@@ -388,8 +396,7 @@ pub fn next_of_seed(
     policy: &Policy,
 ) -> Result<Option<Item>, StoreError> {
     let Some(seed) = seeds.get(index) else { return Ok(None) };
-    let total: f64 = seeds.iter().map(|s| s.weight.max(0.0)).sum::<f64>().max(f64::MIN_POSITIVE);
-    let alone = seeds.len() == 1 && seeds.iter().all(|s| s.budget.is_none());
+    let (total, alone) = (total_weight(seeds), alone(seeds));
     Ok(seed_item(view, seed, index, policy, seed.weight / total, alone)?.filter(|item| item.priority > 0.0))
 }
 
