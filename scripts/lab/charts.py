@@ -85,14 +85,10 @@ def elo_budget(points):
 
 
 
-def duel_verdicts(rows, form):
-    """The SVG of the duel's mean verdict against log2(budget), with its intervals: rows of scripts/duel report
-    (budget, label, mean_verdict, interval)."""
-    width, height, pad = 640, 400, 60
-    xs = [math.log2(r["budget"]) for r in rows]
-    ys = [v for r in rows for v in r["interval"]] + [0]
-    x0, x1 = min(xs) - 0.5, max(xs) + 0.5
-    y0, y1 = min(ys) - 5, max(ys) + 5
+def _frame(width, height, pad, bounds, x_label, y_label):
+    """A chart's scales and opening SVG: the mappings of data to pixels for `bounds` (x0, x1, y0, y1) inside `pad`,
+    and the parts that start it (the canvas, the dashed line at 0, the axes' labels)."""
+    x0, x1, y0, y1 = bounds
 
     def px(x):
         return pad + (x - x0) / (x1 - x0) * (width - 2 * pad)
@@ -104,9 +100,23 @@ def duel_verdicts(rows, form):
              f'font-size="12"><rect width="100%" height="100%" fill="white"/>',
              f'<line x1="{pad}" y1="{py(0):.1f}" x2="{width - pad}" y2="{py(0):.1f}" stroke="#999" '
              f'stroke-dasharray="4"/>',
-             f'<text x="{width / 2}" y="{height - 15}" text-anchor="middle">budget ({form}, log scale)</text>',
-             f'<text x="15" y="{height / 2}" transform="rotate(-90 15 {height / 2})" text-anchor="middle">'
-             f'mean verdict, cp (above 0: Stockfish better)</text>']
+             f'<text x="{width / 2}" y="{height - 15}" text-anchor="middle">{x_label}</text>',
+             f'<text x="15" y="{height / 2}" transform="rotate(-90 15 {height / 2})" text-anchor="middle">{y_label}'
+             f'</text>']
+    return px, py, parts
+
+
+def duel_verdicts(rows, form):
+    """The SVG of the duel's mean verdict against log2(budget), with its intervals: rows of scripts/duel report
+    (budget, label, mean_verdict, interval)."""
+    width, height, pad = 640, 400, 60
+    xs = [math.log2(r["budget"]) for r in rows]
+    ys = [v for r in rows for v in r["interval"]] + [0]
+    x0, x1 = min(xs) - 0.5, max(xs) + 0.5
+    y0, y1 = min(ys) - 5, max(ys) + 5
+
+    px, py, parts = _frame(width, height, pad, (x0, x1, y0, y1), f"budget ({form}, log scale)",
+                           "mean verdict, cp (above 0: Stockfish better)")
     points = []
     for r, x in zip(rows, xs):
         low, high = r["interval"]
@@ -226,20 +236,8 @@ def elo_depth(points):
     x0, x1 = math.floor(min(xs)) - 1, math.ceil(max(xs)) + 1
     y0, y1 = math.floor(min(ys) / 10) * 10 - 5, math.ceil(max(ys) / 10) * 10 + 5
 
-    def px(x):
-        return pad + (x - x0) / (x1 - x0) * (width - 2 * pad)
-
-    def py(y):
-        return height - pad - (y - y0) / (y1 - y0) * (height - 2 * pad)
-
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" '
-             f'font-size="12"><rect width="100%" height="100%" fill="white"/>',
-             f'<line x1="{pad}" y1="{py(0):.1f}" x2="{width - pad}" y2="{py(0):.1f}" stroke="#999" '
-             f'stroke-dasharray="4"/>',
-             f'<text x="{width / 2}" y="{height - 15}" text-anchor="middle">Stockfish\'s mean depth a move (plies)'
-             f'</text>',
-             f'<text x="15" y="{height / 2}" transform="rotate(-90 15 {height / 2})" text-anchor="middle">Elo against '
-             f'Stockfish, 95 % interval</text>']
+    px, py, parts = _frame(width, height, pad, (x0, x1, y0, y1), "Stockfish's mean depth a move (plies)",
+                           "Elo against Stockfish, 95 % interval")
     for tick in range(int(y0) + (-int(y0)) % 10, int(y1) + 1, 10):
         parts.append(f'<text x="{pad - 8}" y="{py(tick) + 4:.1f}" text-anchor="end">{tick:+d}</text>')
     for tick in range(int(x0), int(x1) + 1):
