@@ -837,6 +837,53 @@ fn growth_for_a_clock_reads_its_target_from_the_depth_model() {
     assert!(!dir.path().join("none").exists());
 }
 
+/// `--for` with games alone times its searches on the positions of the games' first game that plays, every 6 plies
+/// from its start (here a game from a FEN, where the start position never occurs), not on the start position.
+#[test]
+fn growth_for_a_clock_from_games_alone_times_the_games_positions() {
+    use shakmaty::{EnPassantMode, Position, fen::Fen};
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("tree");
+    let log = dir.path().join("engine.log");
+    let pgn = dir.path().join("games.pgn");
+    let fen = "r1bqkbnr/pppp1ppp/2n5/4p3/4P3/5N2/PPPP1PPP/RNBQKB1R w KQkq - 2 3";
+    let game = "1. Bb5 a6 2. Ba4 Nf6 3. O-O Be7 4. Re1 b5 5. Bb3 d6 6. c3 O-O 7. h3 *";
+    std::fs::write(
+        &pgn,
+        format!("[Event \"x\"]\n[White \"a\"]\n[Black \"b\"]\n[FEN \"{fen}\"]\n[SetUp \"1\"]\n\n{game}\n"),
+    )
+    .unwrap();
+    let engine = format!("{} --log {}", common::fake(), log.display());
+    let output = Command::new(env!("CARGO_BIN_EXE_deeptree"))
+        .arg("--db")
+        .arg(&db)
+        .args(["analyze", "--games", pgn.to_str().unwrap(), "--for", "2+0.02", "--engine", &engine])
+        .args(["--engine-depth", "3", "--workers", "1", "--time", "2"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout} {}", String::from_utf8_lossy(&output.stderr));
+    // 13 plies from the FEN: positions at plies 0, 6 and 12 are timed, three searches.
+    let timed = stdout.lines().find(|l| l.starts_with("--for 2+0.02: searches timed on 1 thread: ")).unwrap_or("");
+    assert_eq!(timed.matches("depth ").count(), 3, "{stdout}");
+    // The game's positions as FENs, the first one the game's start.
+    let mut position: shakmaty::Chess =
+        fen.parse::<Fen>().unwrap().into_position(shakmaty::CastlingMode::Standard).unwrap();
+    let mut positions = vec![Fen::from_position(&position, EnPassantMode::Legal).to_string()];
+    for san in ["Bb5", "a6", "Ba4", "Nf6", "O-O", "Be7", "Re1", "b5", "Bb3", "d6", "c3", "O-O", "h3"] {
+        let m = san.parse::<shakmaty::san::San>().unwrap().to_move(&position).unwrap();
+        position.play_unchecked(m);
+        positions.push(Fen::from_position(&position, EnPassantMode::Legal).to_string());
+    }
+    let sent = common::fake_log(&log);
+    // Growth sends its positions as a root and moves; a timed search sends the position alone.
+    for ply in [6, 12] {
+        let wanted = format!("position fen {}", positions[ply]);
+        assert!(sent.iter().any(|c| c == &wanted), "ply {ply}: {wanted} not sent: {sent:?}");
+    }
+    assert!(!sent.iter().any(|c| c == "position startpos"), "the start position was timed: {sent:?}");
+}
+
 /// An opponent's position the other side's growth searched (its own evaluation as deep as the target) still lacks
 /// the ply of its replies: it stays on the frontier for the games of the side that meets it as the opponent's.
 #[test]

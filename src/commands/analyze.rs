@@ -103,7 +103,10 @@ pub fn run(db: Option<&Path>, config: &Config, mut args: AnalyzeArgs) -> Command
     };
     let play_depth = args.play_depth.or(implied);
     let targets = match (&clock, play_depth) {
-        (Some(clock), _) => Some(clock_targets(&store, config, clock, &args, &book, line.as_ref(), out)?),
+        (Some(clock), _) => {
+            let timed_on = timing_positions(&book, line.as_ref(), games.as_ref().and_then(|g| g.first_line()));
+            Some(clock_targets(&store, config, clock, &args, timed_on, out)?)
+        }
         (None, Some(0)) => return Err("--play-depth 0: give a positive depth".into()),
         (None, Some(depth)) => Some(Targets::flat(u32::from(depth))),
         (None, None) => None,
@@ -238,16 +241,35 @@ fn time_budget(time: Option<f64>) -> Result<Option<Duration>, Box<dyn std::error
     }
 }
 
+/// Plies apart of the positions of a game that `--for` times when the sources give no root (`--games` alone): a
+/// game's first 42 plies give [`fit::time_searches`] its 8 positions, from the opening into the middlegame.
+const TIMED_PLIES_APART: usize = 6;
+
+/// The positions `--for` times searches on, where the store has no depth model: the roots (a book's, or the single
+/// root); with games alone, positions of the first game that plays, every [`TIMED_PLIES_APART`] plies from its start
+/// (the positions the games bring, not the start position they may never have had); else the start position.
+fn timing_positions(book: &[(Line, String, f64)], line: Option<&Line>, game: Option<&Line>) -> Vec<shakmaty::Chess> {
+    let mut positions: Vec<shakmaty::Chess> = book.iter().map(|(l, _, _)| l.root().clone()).collect();
+    positions.extend(line.map(|l| l.root().clone()));
+    if positions.is_empty()
+        && let Some(game) = game
+    {
+        positions.extend(game.positions.iter().step_by(TIMED_PLIES_APART).cloned());
+    }
+    if positions.is_empty() {
+        positions.push(shakmaty::Chess::default());
+    }
+    positions
+}
+
 /// The target depths for `clock`: from the store's depth model where it has one; else from searches timed at that
-/// clock on the seeds' positions (stored as the store's fit). Said, and stored as the clock the tree is grown for.
-#[allow(clippy::too_many_arguments)]
+/// clock on `positions` (stored as the store's fit). Said, and stored as the clock the tree is grown for.
 fn clock_targets(
     store: &Store,
     config: &Config,
     clock: &fit::Clock,
     args: &AnalyzeArgs,
-    book: &[(Line, String, f64)],
-    line: Option<&Line>,
+    positions: Vec<shakmaty::Chess>,
     out: Out,
 ) -> Result<Targets, Box<dyn std::error::Error>> {
     let threads = args.threads.unwrap_or(1);
@@ -257,11 +279,6 @@ fn clock_targets(
             DepthModel::from_fit(&fit)
         }
         _ => {
-            let mut positions: Vec<shakmaty::Chess> = book.iter().map(|(l, _, _)| l.root().clone()).collect();
-            positions.extend(line.map(|l| l.root().clone()));
-            if positions.is_empty() {
-                positions.push(shakmaty::Chess::default());
-            }
             let config = engine_config_of(config, false).with_option("Threads", threads);
             let pool = EnginePool::uniform(&config, 1).map_err(|e| format!("--for: cannot start the engine: {e}"))?;
             let timed = fit::time_searches(&pool, &fit::searchable(positions), clock)?;

@@ -135,6 +135,11 @@ impl<R: Read> Games<R> {
         }
     }
 
+    /// The line of the game read ahead by [`Games::first`] (the first that plays), not yet handed out.
+    pub fn first_line(&self) -> Option<&Line> {
+        self.ahead.as_ref().map(|(_, line)| line)
+    }
+
     /// The games skipped so far, and why.
     pub fn skipped(&self) -> &[SkippedRoot] {
         &self.skipped
