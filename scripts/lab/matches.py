@@ -243,6 +243,9 @@ def run_python(args, names, book, seed):
         record = clock_record[name]
         least = "n/a" if record["least"] == float("inf") else f"{record['least']:.3f} s"
         print(f"clock of {name}: {record['moves']} moves, {record['losses']} time losses, least time left {least}")
+    # The result as fastchess states it, so that match chunks played here are read back and pooled alike.
+    for line in result_lines(results):
+        print(line)
     if args.ponder:
         # The think after `ponderhit`: from the opponent's move to `bestmove`, while the engine's clock runs.
         for name in names:
@@ -254,6 +257,19 @@ def run_python(args, names, book, seed):
             print(f"moves after ponderhit of {name}: {len(times)}, median {at(0.5):.3f} s, "
                   f"p99 {at(0.99):.3f} s, max {times[-1]:.3f} s")
     return 0
+
+
+def result_lines(scores):
+    """fastchess's `Games:` and `Ptnml(0-2):` lines for the first engine's scores (1, 0.5 or 0 a game), in the order
+    played: games 2k and 2k+1 are one opening with both colours, a pair; a pair's score in half points (0 to 4) is
+    its place in the pentanomial counts. A last game without its pair is left out of the pairs."""
+    wins = sum(1 for s in scores if s == 1)
+    losses = sum(1 for s in scores if s == 0)
+    ptnml = [0] * 5
+    for first, second in zip(scores[0::2], scores[1::2]):
+        ptnml[round(2 * (first + second))] += 1
+    return [f"Games: {len(scores)}, Wins: {wins}, Losses: {losses}, Draws: {len(scores) - wins - losses}",
+            f"Ptnml(0-2): {ptnml}"]
 
 
 def fastchess_arg(text):
@@ -439,7 +455,9 @@ def chunk_arguments(match, index, games, pgn, deeptree, stockfish, tree=None, op
     else:
         first = ["--engine1", stockfish, "--name1", "stockfish-a"]
         second = ["--engine2", stockfish, "--name2", "stockfish-b"]
-    return [*first, *second, *common]
+    # Pondering: python-chess's runner plays the chunk (fastchess does not ponder).
+    ponder = ["--ponder"] if match.get("ponder") else []
+    return [*first, *second, *common, *ponder]
 
 
 def play_chunk(match, index, games, out, deeptree, stockfish):
@@ -455,9 +473,11 @@ def play_chunk(match, index, games, out, deeptree, stockfish):
             opponent = Path(scratch) / "opponent"
             shutil.copytree(match["opponent_tree"], opponent, ignore=shutil.ignore_patterns("claims"))
         arguments = chunk_arguments(match, index, games, pgn, deeptree, stockfish, tree, opponent)
+        # A pondering chunk is played by python-chess's runner, which scripts/match uses where FASTCHESS is unset.
+        env = {k: v for k, v in os.environ.items() if not (match.get("ponder") and k == "FASTCHESS")}
         with open(log, "w") as handle:
             return subprocess.run([sys.executable, str(SCRIPTS / "match"), *arguments], stdout=handle,
-                                  stderr=subprocess.STDOUT).returncode
+                                  stderr=subprocess.STDOUT, env=env).returncode
 
 
 # fastchess's summaries, read back and pooled (scripts/match-pool).

@@ -131,6 +131,9 @@ class Plans(unittest.TestCase):
                                                "/dt", "/sf", tree="/copy", opponent="/ocopy")
         self.assertIn("/dt --db /ocopy", head_to_head)
         self.assertIn("even", head_to_head)
+        self.assertNotIn("--ponder", words)
+        self.assertEqual(matches.chunk_arguments(dict(match, ponder=True), 0, 8, "c.pgn", "/dt", "/sf",
+                                                 tree="/copy")[-1], "--ponder")
 
     def test_estimate_and_done(self):
         self.assertAlmostEqual(matches.estimate_seconds("2+0.02", 8), 59.2)
@@ -151,6 +154,17 @@ class Summaries(unittest.TestCase):
             "LOS: 32.53 %",
         ])
         self.assertIsNone(matches.read_summary("no summary here"))
+
+    def test_python_runner_results_read_back(self):
+        # Pairs: win+draw (3 half points), loss+loss (0), draw+draw (2), win+win (4); a last game unpaired.
+        lines = matches.result_lines([1, 0.5, 0, 0, 0.5, 0.5, 1, 1, 0])
+        self.assertEqual(lines, ["Games: 9, Wins: 3, Losses: 3, Draws: 3", "Ptnml(0-2): [1, 0, 1, 1, 1]"])
+        self.assertEqual(matches.read_summary("\n".join(lines)), matches.Summary(3, 3, 3, [1, 0, 1, 1, 1]))
+        with tempfile.TemporaryDirectory() as tmp:
+            log = Path(tmp) / "chunk.log"
+            log.write_text("\n".join(matches.result_lines([1, 0] * 4)))
+            self.assertTrue(matches.chunk_done(log, 8))
+            self.assertFalse(matches.chunk_done(log, 10))
 
 
 if __name__ == "__main__":
