@@ -402,9 +402,19 @@ def check_plan(matches, deeptree):
             raise ValueError(f"{match['name']}: an opponent_tree needs a tree for the first player")
         if match.get("opponent_tree") and not (Path(match["opponent_tree"]) / "data.mdb").is_file():
             raise ValueError(f"{match['name']}: no tree at {match['opponent_tree']}")
+        if match.get("runner", "fastchess") not in ("fastchess", "python"):
+            raise ValueError(f"{match['name']}: runner is fastchess or python, not {match['runner']}")
+        if match.get("ponder") and match.get("runner") == "fastchess":
+            raise ValueError(f"{match['name']}: fastchess does not ponder: a pondering match runs on python")
         if match.get("tree") and not Path(deeptree).is_file():
             raise ValueError(f"no deeptree at {deeptree} (build it, or set DEEPTREE)")
     return matches
+
+
+def python_runner(match):
+    """Whether a plan's match is played by python-chess's runner rather than fastchess: one that ponders (fastchess
+    does not), or one with "runner": "python" (the same runner as a pondering match it is compared with)."""
+    return bool(match.get("ponder")) or match.get("runner") == "python"
 
 
 def chunk_games(games):
@@ -473,8 +483,9 @@ def play_chunk(match, index, games, out, deeptree, stockfish):
             opponent = Path(scratch) / "opponent"
             shutil.copytree(match["opponent_tree"], opponent, ignore=shutil.ignore_patterns("claims"))
         arguments = chunk_arguments(match, index, games, pgn, deeptree, stockfish, tree, opponent)
-        # A pondering chunk is played by python-chess's runner, which scripts/match uses where FASTCHESS is unset.
-        env = {k: v for k, v in os.environ.items() if not (match.get("ponder") and k == "FASTCHESS")}
+        # A pondering chunk (or a match that asks for it) is played by python-chess's runner, which scripts/match
+        # uses where FASTCHESS is unset.
+        env = {k: v for k, v in os.environ.items() if not (python_runner(match) and k == "FASTCHESS")}
         with open(log, "w") as handle:
             return subprocess.run([sys.executable, str(SCRIPTS / "match"), *arguments], stdout=handle,
                                   stderr=subprocess.STDOUT, env=env).returncode

@@ -118,6 +118,12 @@ class Plans(unittest.TestCase):
                 matches.check_plan([dict(self.PLAN[0], tree=os.path.join(tmp, "none"))], deeptree)
             with self.assertRaises(ValueError):
                 matches.check_plan([dict(self.PLAN[1]), dict(self.PLAN[1])], deeptree)
+            for wrong in ({"runner": "cutechess"}, {"runner": "fastchess", "ponder": True}):
+                with self.assertRaises(ValueError):
+                    matches.check_plan([dict(self.PLAN[1], **wrong)], deeptree)
+        self.assertFalse(matches.python_runner(self.PLAN[1]))
+        self.assertTrue(matches.python_runner(dict(self.PLAN[1], ponder=True)))
+        self.assertTrue(matches.python_runner(dict(self.PLAN[1], runner="python")))
 
     def test_chunk_arguments(self):
         match = dict(self.PLAN[0], book="book.epd")
