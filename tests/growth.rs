@@ -787,13 +787,15 @@ fn growth_for_a_clock_reads_its_target_from_the_depth_model() {
         assert!(output.status.success(), "{args:?}: {}", String::from_utf8_lossy(&output.stderr));
         String::from_utf8_lossy(&output.stdout).into_owned()
     };
-    let grow = || {
+    let grow_on = |threads: &str| {
         deeptree(&[
             "analyze",
             "--roots",
             epd.to_str().unwrap(),
             "--for",
             "2+0.02",
+            "--threads",
+            threads,
             "--engine",
             common::fake(),
             "--engine-depth",
@@ -804,6 +806,7 @@ fn growth_for_a_clock_reads_its_target_from_the_depth_model() {
             "3",
         ])
     };
+    let grow = || grow_on("1");
     let first = grow();
     assert!(first.contains("--for 2+0.02: searches timed on 1 thread: depth "), "{first}");
     let target: Vec<u32> = first
@@ -815,6 +818,12 @@ fn growth_for_a_clock_reads_its_target_from_the_depth_model() {
     assert!(first.contains("1 with games followed"), "{first}");
     let second = grow();
     assert!(second.contains("--for 2+0.02: the store's depth model, fitted to 1 searches"), "{second}");
+    // Another thread count times its own searches, and keeps the 1-thread fit: each count has its fit.
+    let two = grow_on("2");
+    assert!(two.contains("--for 2+0.02: searches timed on 2 threads: depth "), "{two}");
+    assert!(grow_on("2").contains("--for 2+0.02: the store's depth model"));
+    let third = grow();
+    assert!(third.contains("--for 2+0.02: the store's depth model, fitted to 1 searches"), "{third}");
     let stats = deeptree(&["stats"]);
     assert!(stats.contains("grown for  2+0.02 on 1 thread: target depth "), "{stats}");
     assert!(stats.contains("after its last run"), "{stats}");

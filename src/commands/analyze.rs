@@ -273,8 +273,8 @@ fn clock_targets(
     out: Out,
 ) -> Result<Targets, Box<dyn std::error::Error>> {
     let threads = args.threads.unwrap_or(1);
-    let model = match store.read()?.depth_fit()? {
-        Some(fit) if fit.threads == threads => {
+    let model = match store.read()?.depth_fit_for(threads)? {
+        Some(fit) => {
             say(out, &format!("--for {clock}: the store's depth model, fitted to {} searches", fit.samples));
             DepthModel::from_fit(&fit)
         }

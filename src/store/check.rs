@@ -429,7 +429,7 @@ impl Source {
                 text()
             } else if name.starts_with(super::tasks::META_TASKS) {
                 super::tasks::decode(body).is_none().then(|| "not a task".to_owned())
-            } else if name == super::clock::META_FIT || name == super::clock::META_GROWN {
+            } else if super::clock::is_clock_entry(&name) {
                 (!super::clock::readable(&name, body)).then(|| "not a clock entry".to_owned())
             } else if name.starts_with(super::marks::META_MARKS) {
                 super::marks::decode(body).is_none().then(|| "not a mark".to_owned())

@@ -9,7 +9,13 @@
 //! let fit =
 //!     DepthFit { offsets: [-5.0; 5], nps: 900_000.0, spend: 1.0, samples: 6, engine: "stockfish".into(), threads: 1 };
 //! store.put_depth_fit(&fit)?;
-//! assert_eq!(store.read()?.depth_fit()?, Some(fit));
+//! assert_eq!(store.read()?.depth_fit()?, Some(fit.clone()));
+//! // A fit of 4 threads is kept beside the 1-thread fit: each thread count reads its own.
+//! let four = DepthFit { threads: 4, nps: 3_000_000.0, ..fit.clone() };
+//! store.put_depth_fit(&four)?;
+//! assert_eq!(store.read()?.depth_fit_for(1)?, Some(fit));
+//! assert_eq!(store.read()?.depth_fit_for(4)?, Some(four));
+//! assert_eq!(store.read()?.depth_fit_for(2)?, None);
 //! let grown = GrownFor {
 //!     clock: "5+0.05".into(),
 //!     threads: 1,
@@ -25,20 +31,27 @@
 //! # Ok::<_, Box<dyn std::error::Error>>(())
 //! ```
 //!
-//! - `clock/fit` ([`DepthFit`]): the depth model a UCI session fitted to its direct searches (saved at each
-//!   `ucinewgame` where the session stores searches), or the one `analyze --for` timed: the depth a search reaches
-//!   against its nodes, by phase, the engine's speed and how it spends its share of the clock. A session starts from
-//!   it; `analyze --for` reads a clock's depth from it.
+//! - `clock/fit/N` ([`DepthFit`]): the depth model of an engine searching on N threads that a UCI session fitted to
+//!   its direct searches (saved at each `ucinewgame` where the session stores searches), or the one `analyze --for`
+//!   timed: the depth a search reaches against its nodes, by phase, the engine's speed and how it spends its share
+//!   of the clock. A session starts from the fit of its own `Threads`; `analyze --for --threads N` reads a clock's
+//!   depth from the fit of N. One entry for each thread count, so a fit of one count never replaces another's.
+//! - `clock/fit`: the last fit saved, whatever its threads (as builds before `clock/fit/N` kept their one fit; a
+//!   store of theirs is read through it where it has no `clock/fit/N` of the threads asked for).
 //! - `clock/grown` ([`GrownFor`]): the clock the last `analyze --for` grew the tree for, and the target depths it
 //!   grew to (by phase), which `stats` and `show` report.
 //!
 //! Stability: both are additive entries (a store without them is read as before, and builds that do not know them
 //! leave them alone); fields are only ever added, with defaults.
 
-use super::{Change, ReadView, Store, StoreError};
+use heed::RwTxn;
+
+use super::{Change, ReadView, Shared, Store, StoreError};
 
 /// The meta entries' names.
 pub(super) const META_FIT: &str = "clock/fit";
+/// The prefix of the fit of each thread count, `clock/fit/N`.
+pub(super) const META_FIT_OF: &str = "clock/fit/";
 pub(super) const META_GROWN: &str = "clock/grown";
 
 /// The depth model's fit: `depth = offsets[phase] + 1.6 ln(nodes)`, nodes at `nps` a second, the engine spending
@@ -92,12 +105,20 @@ pub(super) fn decode<T: serde::de::DeserializeOwned>(body: &[u8]) -> Option<T> {
     serde_json::from_slice(body).ok()
 }
 
-/// Whether `body`, the entry `name`, reads as what it should be.
+/// Whether `name` is one of these entries.
+pub(super) fn is_clock_entry(name: &str) -> bool {
+    name == META_FIT || name == META_GROWN || name.starts_with(META_FIT_OF)
+}
+
+/// Whether `body`, the entry `name`, reads as what it should be (a fit under `clock/fit/N` is one of N threads).
 pub(super) fn readable(name: &str, body: &[u8]) -> bool {
     match name {
         META_FIT => decode::<DepthFit>(body).is_some(),
         META_GROWN => decode::<GrownFor>(body).is_some(),
-        _ => false,
+        _ => match name.strip_prefix(META_FIT_OF).map(str::parse::<u32>) {
+            Some(Ok(threads)) => decode::<DepthFit>(body).is_some_and(|fit| fit.threads == threads),
+            _ => false,
+        },
     }
 }
 
@@ -109,26 +130,46 @@ pub enum ClockChange {
 }
 
 impl ClockChange {
-    pub(super) fn meta_name(&self) -> &'static str {
+    /// Writes the change: a fit under its thread count and as the last fit saved (`clock/fit`). A last fit of
+    /// other threads without an entry of its own (a store of a build that kept one fit) is first kept under its own
+    /// thread count, so that no count's fit replaces another's.
+    pub(super) fn write(&self, shared: &Shared, txn: &mut RwTxn<'_>) -> Result<(), StoreError> {
         match self {
-            ClockChange::Fit(_) => META_FIT,
-            ClockChange::Grown(_) => META_GROWN,
+            ClockChange::Fit(fit) => {
+                let last = shared.meta_value(txn, META_FIT)?.map(<[u8]>::to_vec);
+                if let Some(body) = last
+                    && let Some(older) = decode::<DepthFit>(&body)
+                    && older.threads != fit.threads
+                {
+                    let own = format!("{META_FIT_OF}{}", older.threads);
+                    if shared.meta_value(txn, &own)?.is_none() {
+                        shared.put_meta(txn, &own, &body)?;
+                    }
+                }
+                let body = serde_json::to_vec(fit).unwrap_or_default();
+                shared.put_meta(txn, &format!("{META_FIT_OF}{}", fit.threads), &body)?;
+                shared.put_meta(txn, META_FIT, &body)
+            }
+            ClockChange::Grown(grown) => {
+                shared.put_meta(txn, META_GROWN, &serde_json::to_vec(grown).unwrap_or_default())
+            }
         }
-    }
-
-    pub(super) fn body(&self) -> Vec<u8> {
-        match self {
-            ClockChange::Fit(fit) => serde_json::to_vec(fit),
-            ClockChange::Grown(grown) => serde_json::to_vec(grown),
-        }
-        .unwrap_or_default()
     }
 }
 
 impl ReadView<'_> {
-    /// The depth model's fit, where one was saved.
+    /// The last depth model's fit saved, whatever its threads, where one was.
     pub fn depth_fit(&self) -> Result<Option<DepthFit>, StoreError> {
         self.clock_entry(META_FIT)
+    }
+
+    /// The depth model's fit of an engine on `threads` threads, where one was saved: its own entry, else the last
+    /// fit saved where that one is of as many threads (a store of a build that kept one fit).
+    pub fn depth_fit_for(&self, threads: u32) -> Result<Option<DepthFit>, StoreError> {
+        if let Some(fit) = self.clock_entry::<DepthFit>(&format!("{META_FIT_OF}{threads}"))? {
+            return Ok(Some(fit));
+        }
+        Ok(self.depth_fit()?.filter(|fit| fit.threads == threads))
     }
 
     /// The clock the tree was last grown for, where it was.
@@ -136,10 +177,19 @@ impl ReadView<'_> {
         self.clock_entry(META_GROWN)
     }
 
-    fn clock_entry<T: serde::de::DeserializeOwned>(&self, name: &'static str) -> Result<Option<T>, StoreError> {
+    fn clock_entry<T: serde::de::DeserializeOwned>(&self, name: &str) -> Result<Option<T>, StoreError> {
         let shared = self.shared;
         let Some(body) = shared.meta_value(&self.txn, name)? else { return Ok(None) };
-        decode(body).map(Some).ok_or_else(|| StoreError::CorruptMeta { path: shared.data_file.clone(), entry: name })
+        decode(body).map(Some).ok_or_else(|| StoreError::CorruptMeta {
+            path: shared.data_file.clone(),
+            entry: if name == META_FIT {
+                META_FIT
+            } else if name == META_GROWN {
+                META_GROWN
+            } else {
+                "clock/fit/<threads>"
+            },
+        })
     }
 }
 
@@ -152,5 +202,79 @@ impl Store {
     /// Saves the clock the tree is grown for.
     pub fn put_grown_for(&self, grown: &GrownFor) -> Result<(), StoreError> {
         self.writer().submit(vec![Change::Clock(ClockChange::Grown(grown.clone()))]).wait()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{Record, StoreOptions};
+
+    fn fit(threads: u32) -> DepthFit {
+        DepthFit {
+            offsets: [-5.0; 5],
+            nps: 900_000.0 * f64::from(threads),
+            spend: 1.0,
+            samples: 6,
+            engine: "sf".into(),
+            threads,
+        }
+    }
+
+    /// A store of a build that kept one fit holds `clock/fit` alone: it is read for its own thread count only, and
+    /// a fit of other threads saved by this build keeps it under its own thread count.
+    #[test]
+    fn a_store_with_one_fit_is_read_for_its_threads() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), &StoreOptions::default()).unwrap();
+        let shared = &store.shared;
+        let mut txn = shared.env.write_txn().unwrap();
+        shared.put_meta(&mut txn, META_FIT, &serde_json::to_vec(&fit(2)).unwrap()).unwrap();
+        txn.commit().unwrap();
+        let view = store.read().unwrap();
+        assert_eq!(view.depth_fit_for(2).unwrap(), Some(fit(2)));
+        assert_eq!(view.depth_fit_for(1).unwrap(), None);
+        drop(view);
+        store.put_depth_fit(&fit(1)).unwrap();
+        let view = store.read().unwrap();
+        assert_eq!((view.depth_fit_for(1).unwrap(), view.depth_fit().unwrap()), (Some(fit(1)), Some(fit(1))));
+        assert_eq!(view.depth_fit_for(2).unwrap(), Some(fit(2)));
+        drop(view);
+        // A later fit of 2 threads replaces the one of 2 threads only.
+        let faster = DepthFit { nps: 5e6, ..fit(2) };
+        store.put_depth_fit(&faster).unwrap();
+        let view = store.read().unwrap();
+        assert_eq!((view.depth_fit_for(1).unwrap(), view.depth_fit_for(2).unwrap()), (Some(fit(1)), Some(faster)));
+        assert!(store.check().unwrap().is_clean());
+    }
+
+    /// `deeptree check` reads each thread count's fit: one that does not decode, or that is of other threads than
+    /// its name says, is damage.
+    #[test]
+    fn check_reads_each_thread_counts_fit() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), &StoreOptions::default()).unwrap();
+        store.put_depth_fit(&fit(4)).unwrap();
+        assert!(store.check().unwrap().is_clean());
+        let shared = &store.shared;
+        let mut txn = shared.env.write_txn().unwrap();
+        shared.put_meta(&mut txn, "clock/fit/8", &serde_json::to_vec(&fit(4)).unwrap()).unwrap();
+        shared.put_meta(&mut txn, "clock/fit/3", b"{not json").unwrap();
+        txn.commit().unwrap();
+        let damaged: Vec<String> = store
+            .check()
+            .unwrap()
+            .damaged
+            .into_iter()
+            .filter_map(|d| match d.record {
+                Record::Meta(name) => Some(name),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(damaged, ["clock/fit/3", "clock/fit/8"]);
+        assert!(matches!(
+            store.read().unwrap().depth_fit_for(3),
+            Err(StoreError::CorruptMeta { entry: "clock/fit/<threads>", .. })
+        ));
     }
 }

@@ -126,7 +126,7 @@ pub(super) fn check_batch(
                             }
                         }
                     }
-                    Change::Clock(change) => shared.put_meta(txn, change.meta_name(), &change.body())?,
+                    Change::Clock(change) => change.write(shared, txn)?,
                     Change::Mark(change) => {
                         match &change.mark {
                             Some(mark) => shared.put_meta(txn, &change.meta_name(), &marks::encode(mark))?,

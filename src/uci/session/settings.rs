@@ -157,8 +157,7 @@ impl Session {
             Ok(store) => {
                 // A fresh session starts from the depth model the last session on this store saved, of as many threads.
                 if self.depth_model.samples() == 0
-                    && let Ok(Some(fit)) = store.read().and_then(|view| view.depth_fit())
-                    && fit.threads == self.options.threads
+                    && let Ok(Some(fit)) = store.read().and_then(|view| view.depth_fit_for(self.options.threads))
                 {
                     self.depth_model = crate::uci::depth::DepthModel::from_fit(&fit);
                 }
