@@ -15,6 +15,8 @@ const FAKE: &str = env!("CARGO_BIN_EXE_deeptree-fake-engine");
 const FIXTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/store-v1");
 /// The start position's key: the root of the fixture's tree.
 const START: &str = "463b96181691fc9c";
+/// An ending no line of the fixture's tree reaches: growth there writes no record of the tree's.
+const ENDING: &str = "8/8/4k3/8/8/4K3/4P3/8 w - - 0 1";
 
 fn run(db: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_deeptree"))
@@ -87,6 +89,16 @@ fn a_damaged_node_is_an_error_in_every_command_and_a_repair_keeps_every_other_re
     let dir = tempfile::tempdir().unwrap();
     let db = store_in(dir.path(), "store");
     assert_eq!(run(&db, &["check"]).status.code(), Some(0), "the upgraded copy is clean");
+    // The analyst's task and mark, and the clock's depth fit, are meta entries a repair keeps.
+    ok(&db, &["task", "add", "--moves", "d2d4", "--label", "Queen's pawn", "--time", "60"]);
+    ok(&db, &["mark", "exclude", "e3d3", "--fen", ENDING]);
+    let timed = ok(
+        &db,
+        &["analyze", "--fen", ENDING, "--for", "2+0.02", "--engine", FAKE, "--engine-depth", "2", "--time", "2"],
+    );
+    assert!(timed.contains("searches timed on 1 thread"), "{timed}");
+    let (tasks_before, marks_before) = (ok(&db, &["task", "list"]), ok(&db, &["mark", "list"]));
+    assert!(tasks_before.contains("Queen's pawn") && marks_before.contains("e3d3"), "{tasks_before} {marks_before}");
     let e4_before = ok(&db, &["show", "--moves", "e2e4", "--depth", "2"]);
     let stats_before: Value = serde_json::from_str(&ok(&db, &["stats", "--json"])).unwrap();
     let data = db.join("data.mdb");
@@ -153,6 +165,13 @@ fn a_damaged_node_is_an_error_in_every_command_and_a_repair_keeps_every_other_re
         e4_before,
         "the rest of the tree shows as before"
     );
+    assert_eq!(ok(&repaired, &["task", "list"]), tasks_before, "the tasks are kept");
+    assert_eq!(ok(&repaired, &["mark", "list"]), marks_before, "the marks are kept");
+    let again = ok(
+        &repaired,
+        &["analyze", "--fen", ENDING, "--for", "2+0.02", "--engine", FAKE, "--engine-depth", "2", "--time", "2"],
+    );
+    assert!(again.contains("the store's depth model"), "the depth fit is kept: {again}");
     // A repair never writes over a store.
     let output = run(&db, &["check", "--repair", "--out", repaired.to_str().unwrap()]);
     assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));

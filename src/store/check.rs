@@ -584,8 +584,9 @@ impl Store {
 
     /// Writes a new store in `out` (a directory that does not exist or is empty) with every intact record of the
     /// store in `dir` (see [`Store::check`]), read page by page as the check reads them: the intact nodes as they
-    /// are, the parent links rebuilt from their edges, the intact meta entries (an engine's damaged name is replaced
-    /// by a placeholder, so that the engine numbers of evaluations keep their meaning); the cached values are then
+    /// are, the parent links rebuilt from their edges, the intact meta entries (the tasks, the marks, the clock's fits
+    /// and the engines; an engine's damaged name is replaced by a placeholder, so that the engine numbers of
+    /// evaluations keep their meaning); the cached values are then
     /// recomputed by opening the new store with `upkeep`. The store in `dir` is only read, and no store of this
     /// process may have it open. Returns what was written and what was left out.
     pub fn repair_with(dir: &Path, out: &Path, upkeep: Arc<dyn Upkeep>) -> Result<Repair, StoreError> {
@@ -661,6 +662,14 @@ impl Store {
             let mut report = CheckReport::default();
             report.links = source.check_pages(None, &mut report).len() as u64;
             source.check_meta(&mut report);
+            let damaged_meta: BTreeSet<String> = report
+                .damaged
+                .iter()
+                .filter_map(|d| match &d.record {
+                    Record::Meta(name) => Some(name.clone()),
+                    _ => None,
+                })
+                .collect();
             repair.left_out.extend(report.damaged);
             let all = links::encode_page(&all_links);
             repair.links = (all.len() / links::ENTRY) as u64;
@@ -679,18 +688,25 @@ impl Store {
             let mut engines: Vec<Option<String>> = Vec::new();
             for entry in source.entries("meta") {
                 let Ok(body) = source.meta_body(&entry) else { continue };
-                let Ok(text) = std::str::from_utf8(body) else { continue };
-                if entry.key == META_ENGINE.as_bytes() {
-                    put(&mut wtxn, META_ENGINE, body)?;
-                    repair.meta_entries += 1;
-                } else if let Some(number) = entry.key.strip_prefix(META_ENGINES.as_bytes())
-                    && let Some(number) = std::str::from_utf8(number).ok().and_then(|n| n.parse::<u16>().ok())
+                let Ok(name) = std::str::from_utf8(&entry.key) else { continue };
+                let text = std::str::from_utf8(body).ok();
+                if name == META_ENGINE {
+                    if text.is_some() {
+                        put(&mut wtxn, META_ENGINE, body)?;
+                        repair.meta_entries += 1;
+                    }
+                } else if let Some(number) = name.strip_prefix(META_ENGINES)
+                    && let Ok(number) = number.parse::<u16>()
                 {
                     let number = usize::from(number);
                     if engines.len() <= number {
                         engines.resize(number + 1, None);
                     }
-                    engines[number] = Some(text.to_owned());
+                    engines[number] = text.map(str::to_owned);
+                } else if ![META_SCHEMA, META_LINKS, META_VALUES_OWED].contains(&name) && !damaged_meta.contains(name) {
+                    // Every other intact entry as it was: the tasks, the marks and their version, the clock's fits.
+                    put(&mut wtxn, name, body)?;
+                    repair.meta_entries += 1;
                 }
             }
             for (number, name) in engines.into_iter().enumerate() {
