@@ -821,7 +821,8 @@ fn growth_for_a_clock_reads_its_target_from_the_depth_model() {
     // Another thread count times its own searches, and keeps the 1-thread fit: each count has its fit.
     let two = grow_on("2");
     assert!(two.contains("--for 2+0.02: searches timed on 2 threads: depth "), "{two}");
-    assert!(grow_on("2").contains("--for 2+0.02: the store's depth model"));
+    let two_again = grow_on("2");
+    assert!(two_again.contains("--for 2+0.02: the store's depth model"), "{two_again}");
     let third = grow();
     assert!(third.contains("--for 2+0.02: the store's depth model, fitted to 1 searches"), "{third}");
     let stats = deeptree(&["stats"]);
@@ -844,6 +845,30 @@ fn growth_for_a_clock_reads_its_target_from_the_depth_model() {
         .unwrap();
     assert!(!output.status.success() && String::from_utf8_lossy(&output.stderr).contains("give a clock"));
     assert!(!dir.path().join("none").exists());
+}
+
+/// A session that changes `Threads` keeps the depth model of its timed searches as the fit of the threads they ran
+/// on, and starts the new count from the store's fit of that count, not from the other's.
+#[test]
+fn a_session_keeps_each_thread_counts_depth_fit() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("tree");
+    let log = dir.path().join("engine.log");
+    let mut uci = common::fake_session(&db, &log, &[]);
+    for moves in ["e2e4", "d2d4", "c2c4"] {
+        uci.send(&format!("position startpos moves {moves}"));
+        let (best, lines) = uci.best("go wtime 3000 btime 3000 winc 30 binc 30");
+        assert!(!best.is_empty(), "{lines:?}");
+    }
+    uci.send("setoption name Threads value 2");
+    uci.send("ucinewgame");
+    uci.ready();
+    drop(uci);
+    let store = Store::open_read_only(&db, &StoreOptions::default()).unwrap();
+    let view = store.read().unwrap();
+    let one = view.depth_fit_for(1).unwrap();
+    assert!(one.as_ref().is_some_and(|fit| fit.samples >= 3), "the 1-thread searches' fit: {one:?}");
+    assert_eq!(view.depth_fit_for(2).unwrap(), None, "no search ran on 2 threads");
 }
 
 /// `--for` with games alone times its searches on the positions of the games' first game that plays, every 6 plies
@@ -891,6 +916,41 @@ fn growth_for_a_clock_from_games_alone_times_the_games_positions() {
         assert!(sent.iter().any(|c| c == &wanted), "ply {ply}: {wanted} not sent: {sent:?}");
     }
     assert!(!sent.iter().any(|c| c == "position startpos"), "the start position was timed: {sent:?}");
+}
+
+/// `--for` with a Chess960 game alone times its searches on an engine set up for Chess960 (castling as king takes
+/// rook), as the growth's engines are.
+#[test]
+fn growth_for_a_clock_from_a_chess960_game_times_on_a_chess960_engine() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("tree");
+    let log = dir.path().join("engine.log");
+    let pgn = dir.path().join("games.pgn");
+    let fen = "bqnbrkrn/pppppppp/8/8/8/8/PPPPPPPP/BQNBRKRN w GEge - 0 1";
+    std::fs::write(
+        &pgn,
+        format!("[Variant \"Chess960\"]\n[FEN \"{fen}\"]\n[SetUp \"1\"]\n\n1. e4 e5 2. Nd3 Nd6 3. O-O O-O *\n"),
+    )
+    .unwrap();
+    let engine = format!("{} --log {}", common::fake(), log.display());
+    let output = Command::new(env!("CARGO_BIN_EXE_deeptree"))
+        .arg("--db")
+        .arg(&db)
+        .args(["analyze", "--games", pgn.to_str().unwrap(), "--for", "2+0.02", "--engine", &engine])
+        .args(["--engine-depth", "3", "--workers", "1", "--time", "2"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout} {}", String::from_utf8_lossy(&output.stderr));
+    assert!(stdout.contains("--for 2+0.02: searches timed on 1 thread: depth "), "{stdout}");
+    // The log's lines are `PID COMMAND`: the first engine started is the one that times the searches.
+    let text = std::fs::read_to_string(&log).unwrap();
+    let first = text.lines().next().and_then(|l| l.split_once(' ')).map(|(pid, _)| pid.to_owned()).unwrap();
+    let timing: Vec<&str> =
+        text.lines().filter_map(|l| l.split_once(' ')).filter(|(pid, _)| *pid == first).map(|(_, c)| c).collect();
+    let set = timing.iter().position(|c| *c == "setoption name UCI_Chess960 value true");
+    let timed = timing.iter().position(|c| c.starts_with("position fen "));
+    assert!(set.is_some() && set < timed, "Chess960 set before the first timed search: {timing:?}");
 }
 
 /// An opponent's position the other side's growth searched (its own evaluation as deep as the target) still lacks

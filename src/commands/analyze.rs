@@ -104,8 +104,9 @@ pub fn run(db: Option<&Path>, config: &Config, mut args: AnalyzeArgs) -> Command
     let play_depth = args.play_depth.or(implied);
     let targets = match (&clock, play_depth) {
         (Some(clock), _) => {
-            let timed_on = timing_positions(&book, line.as_ref(), games.as_ref().and_then(|g| g.first_line()));
-            Some(clock_targets(&store, config, clock, &args, timed_on, out)?)
+            let (timed_on, chess960) =
+                timing_positions(&book, line.as_ref(), games.as_ref().and_then(|g| g.first_line()));
+            Some(clock_targets(&store, config, clock, &args, (timed_on, args.chess960 || chess960), out)?)
         }
         (None, Some(0)) => return Err("--play-depth 0: give a positive depth".into()),
         (None, Some(depth)) => Some(Targets::flat(u32::from(depth))),
@@ -247,29 +248,37 @@ const TIMED_PLIES_APART: usize = 6;
 
 /// The positions `--for` times searches on, where the store has no depth model: the roots (a book's, or the single
 /// root); with games alone, positions of the first game that plays, every [`TIMED_PLIES_APART`] plies from its start
-/// (the positions the games bring, not the start position they may never have had); else the start position.
-fn timing_positions(book: &[(Line, String, f64)], line: Option<&Line>, game: Option<&Line>) -> Vec<shakmaty::Chess> {
+/// (the positions the games bring, not the start position they may never have had); else the start position. With
+/// whether any of them is of Chess960 (the engine is then set up for it).
+fn timing_positions(
+    book: &[(Line, String, f64)],
+    line: Option<&Line>,
+    game: Option<&Line>,
+) -> (Vec<shakmaty::Chess>, bool) {
     let mut positions: Vec<shakmaty::Chess> = book.iter().map(|(l, _, _)| l.root().clone()).collect();
     positions.extend(line.map(|l| l.root().clone()));
+    let mut chess960 = book.iter().any(|(l, _, _)| l.chess960) || line.is_some_and(|l| l.chess960);
     if positions.is_empty()
         && let Some(game) = game
     {
         positions.extend(game.positions.iter().step_by(TIMED_PLIES_APART).cloned());
+        chess960 = game.chess960;
     }
     if positions.is_empty() {
         positions.push(shakmaty::Chess::default());
     }
-    positions
+    (positions, chess960)
 }
 
 /// The target depths for `clock`: from the store's depth model where it has one; else from searches timed at that
-/// clock on `positions` (stored as the store's fit). Said, and stored as the clock the tree is grown for.
+/// clock on `positions` (stored as the store's fit; `chess960`: the engine set up for Chess960). Said, and stored as
+/// the clock the tree is grown for.
 fn clock_targets(
     store: &Store,
     config: &Config,
     clock: &fit::Clock,
     args: &AnalyzeArgs,
-    positions: Vec<shakmaty::Chess>,
+    (positions, chess960): (Vec<shakmaty::Chess>, bool),
     out: Out,
 ) -> Result<Targets, Box<dyn std::error::Error>> {
     let threads = args.threads.unwrap_or(1);
@@ -279,7 +288,7 @@ fn clock_targets(
             DepthModel::from_fit(&fit)
         }
         _ => {
-            let config = engine_config_of(config, false).with_option("Threads", threads);
+            let config = engine_config_of(config, chess960).with_option("Threads", threads);
             let pool = EnginePool::uniform(&config, 1).map_err(|e| format!("--for: cannot start the engine: {e}"))?;
             let timed = fit::time_searches(&pool, &fit::searchable(positions), clock)?;
             let depths: Vec<String> =

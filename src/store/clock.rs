@@ -41,7 +41,7 @@
 //! - `clock/grown` ([`GrownFor`]): the clock the last `analyze --for` grew the tree for, and the target depths it
 //!   grew to (by phase), which `stats` and `show` report.
 //!
-//! Stability: both are additive entries (a store without them is read as before, and builds that do not know them
+//! Stability: all are additive entries (a store without them is read as before, and builds that do not know them
 //! leave them alone); fields are only ever added, with defaults.
 
 use heed::RwTxn;
@@ -115,10 +115,10 @@ pub(super) fn readable(name: &str, body: &[u8]) -> bool {
     match name {
         META_FIT => decode::<DepthFit>(body).is_some(),
         META_GROWN => decode::<GrownFor>(body).is_some(),
-        _ => match name.strip_prefix(META_FIT_OF).map(str::parse::<u32>) {
-            Some(Ok(threads)) => decode::<DepthFit>(body).is_some_and(|fit| fit.threads == threads),
-            _ => false,
-        },
+        // `clock/fit/N` as this build writes N (no sign, no leading zero), of a fit of N threads.
+        _ => name
+            .strip_prefix(META_FIT_OF)
+            .is_some_and(|count| decode::<DepthFit>(body).is_some_and(|fit| fit.threads.to_string() == count)),
     }
 }
 
@@ -130,9 +130,9 @@ pub enum ClockChange {
 }
 
 impl ClockChange {
-    /// Writes the change: a fit under its thread count and as the last fit saved (`clock/fit`). A last fit of
-    /// other threads without an entry of its own (a store of a build that kept one fit) is first kept under its own
-    /// thread count, so that no count's fit replaces another's.
+    /// Writes the change: a fit under its thread count and as the last fit saved (`clock/fit`). The last fit, where
+    /// it is of other threads, is first written under its own count: it is that count's newest (a build that kept
+    /// one fit writes only `clock/fit`), so that no count's fit replaces another's.
     pub(super) fn write(&self, shared: &Shared, txn: &mut RwTxn<'_>) -> Result<(), StoreError> {
         match self {
             ClockChange::Fit(fit) => {
@@ -141,10 +141,7 @@ impl ClockChange {
                     && let Some(older) = decode::<DepthFit>(&body)
                     && older.threads != fit.threads
                 {
-                    let own = format!("{META_FIT_OF}{}", older.threads);
-                    if shared.meta_value(txn, &own)?.is_none() {
-                        shared.put_meta(txn, &own, &body)?;
-                    }
+                    shared.put_meta(txn, &format!("{META_FIT_OF}{}", older.threads), &body)?;
                 }
                 let body = serde_json::to_vec(fit).unwrap_or_default();
                 shared.put_meta(txn, &format!("{META_FIT_OF}{}", fit.threads), &body)?;
@@ -163,13 +160,14 @@ impl ReadView<'_> {
         self.clock_entry(META_FIT)
     }
 
-    /// The depth model's fit of an engine on `threads` threads, where one was saved: its own entry, else the last
-    /// fit saved where that one is of as many threads (a store of a build that kept one fit).
+    /// The depth model's fit of an engine on `threads` threads, where one was saved: the last fit saved where it is
+    /// of as many threads (the newest, whichever build saved it: one that kept one fit writes only that), else the
+    /// count's own entry.
     pub fn depth_fit_for(&self, threads: u32) -> Result<Option<DepthFit>, StoreError> {
-        if let Some(fit) = self.clock_entry::<DepthFit>(&format!("{META_FIT_OF}{threads}"))? {
+        if let Some(fit) = self.depth_fit()?.filter(|fit| fit.threads == threads) {
             return Ok(Some(fit));
         }
-        Ok(self.depth_fit()?.filter(|fit| fit.threads == threads))
+        self.clock_entry::<DepthFit>(&format!("{META_FIT_OF}{threads}"))
     }
 
     /// The clock the tree was last grown for, where it was.
@@ -180,16 +178,9 @@ impl ReadView<'_> {
     fn clock_entry<T: serde::de::DeserializeOwned>(&self, name: &str) -> Result<Option<T>, StoreError> {
         let shared = self.shared;
         let Some(body) = shared.meta_value(&self.txn, name)? else { return Ok(None) };
-        decode(body).map(Some).ok_or_else(|| StoreError::CorruptMeta {
-            path: shared.data_file.clone(),
-            entry: if name == META_FIT {
-                META_FIT
-            } else if name == META_GROWN {
-                META_GROWN
-            } else {
-                "clock/fit/<threads>"
-            },
-        })
+        decode(body)
+            .map(Some)
+            .ok_or_else(|| StoreError::CorruptMeta { path: shared.data_file.clone(), entry: name.to_owned() })
     }
 }
 
@@ -240,6 +231,15 @@ mod tests {
         assert_eq!((view.depth_fit_for(1).unwrap(), view.depth_fit().unwrap()), (Some(fit(1)), Some(fit(1))));
         assert_eq!(view.depth_fit_for(2).unwrap(), Some(fit(2)));
         drop(view);
+        // An older build's later fit of 2 threads, under `clock/fit` alone, is the newest: read, and kept as 2's.
+        store.put_depth_fit(&fit(2)).unwrap();
+        let older = DepthFit { samples: 60, ..fit(2) };
+        let mut txn = shared.env.write_txn().unwrap();
+        shared.put_meta(&mut txn, META_FIT, &serde_json::to_vec(&older).unwrap()).unwrap();
+        txn.commit().unwrap();
+        assert_eq!(store.read().unwrap().depth_fit_for(2).unwrap(), Some(older.clone()));
+        store.put_depth_fit(&fit(1)).unwrap();
+        assert_eq!(store.read().unwrap().depth_fit_for(2).unwrap(), Some(older));
         // A later fit of 2 threads replaces the one of 2 threads only.
         let faster = DepthFit { nps: 5e6, ..fit(2) };
         store.put_depth_fit(&faster).unwrap();
@@ -274,7 +274,7 @@ mod tests {
         assert_eq!(damaged, ["clock/fit/3", "clock/fit/8"]);
         assert!(matches!(
             store.read().unwrap().depth_fit_for(3),
-            Err(StoreError::CorruptMeta { entry: "clock/fit/<threads>", .. })
+            Err(StoreError::CorruptMeta { entry, .. }) if entry == "clock/fit/3"
         ));
     }
 }

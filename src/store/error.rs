@@ -28,7 +28,7 @@ pub enum StoreError {
         "{}: meta entry '{entry}' is corrupt: the store is damaged (`deeptree check` lists every damaged record)",
         path.display()
     )]
-    CorruptMeta { path: PathBuf, entry: &'static str },
+    CorruptMeta { path: PathBuf, entry: String },
     /// LMDB found its own pages damaged (`MDB_CORRUPTED`, `MDB_PAGE_NOTFOUND`, a named database that is none, a meta
     /// page it cannot read): a page number, a page's header or a node's flags were changed on disk.
     #[error(

@@ -308,7 +308,7 @@ impl ReadView<'_> {
             let (name, value) = item.map_err(|e| shared.lmdb_error(e))?;
             let body = shared.meta_body(name, value)?;
             let mark = decode(body)
-                .ok_or_else(|| StoreError::CorruptMeta { path: shared.data_file.clone(), entry: "marks/" })?;
+                .ok_or_else(|| StoreError::CorruptMeta { path: shared.data_file.clone(), entry: "marks/".into() })?;
             marks.push(mark);
         }
         Ok(marks)

@@ -62,7 +62,7 @@ impl Upgrading<'_> {
     }
 
     fn corrupt(&self, entry: &'static str) -> StoreError {
-        StoreError::CorruptMeta { path: self.data_file.to_owned(), entry }
+        StoreError::CorruptMeta { path: self.data_file.to_owned(), entry: entry.into() }
     }
 }
 
@@ -141,7 +141,7 @@ fn stored_schema(env: &Env<WithoutTls>, data_file: &Path) -> Result<Option<u32>,
     let lmdb = |source| StoreError::lmdb(data_file, source);
     let rtxn = env.read_txn().map_err(lmdb)?;
     let meta: Option<Database<Str, Bytes>> = env.open_database(&rtxn, Some("meta")).map_err(lmdb)?;
-    let corrupt = || StoreError::CorruptMeta { path: data_file.to_owned(), entry: META_SCHEMA };
+    let corrupt = || StoreError::CorruptMeta { path: data_file.to_owned(), entry: META_SCHEMA.into() };
     match meta.map(|meta| meta.get(&rtxn, META_SCHEMA)).transpose().map_err(lmdb)?.flatten() {
         // deeptree writes its databases and the schema in one transaction: a `meta` without it is damaged.
         None if meta.is_some() => Err(corrupt()),

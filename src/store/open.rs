@@ -162,7 +162,7 @@ pub(super) fn read_only_databases(
     let meta: Option<Database<Str, Bytes>> = env.open_database(&rtxn, Some("meta")).map_err(lmdb)?;
     let nodes: Option<Database<Bytes, Bytes>> = env.open_database(&rtxn, Some("nodes")).map_err(lmdb)?;
     let links: Option<Database<Bytes, Bytes>> = env.open_database(&rtxn, Some("link_pages")).map_err(lmdb)?;
-    let corrupt = || StoreError::CorruptMeta { path: data.to_owned(), entry: META_SCHEMA };
+    let corrupt = || StoreError::CorruptMeta { path: data.to_owned(), entry: META_SCHEMA.into() };
     let found = match meta.map(|meta| meta.get(&rtxn, META_SCHEMA)).transpose().map_err(lmdb)?.flatten() {
         None => None,
         Some(bytes) => Some(u32::from_be_bytes(bytes.try_into().map_err(|_| corrupt())?)),

@@ -65,9 +65,10 @@ impl Store {
         let view = self.read()?;
         match self.shared.meta_value(&view.txn, META_ENGINE)? {
             None => Ok(None),
-            Some(b) => String::from_utf8(b.to_vec())
-                .map(Some)
-                .map_err(|_| StoreError::CorruptMeta { path: self.shared.data_file.clone(), entry: META_ENGINE }),
+            Some(b) => String::from_utf8(b.to_vec()).map(Some).map_err(|_| StoreError::CorruptMeta {
+                path: self.shared.data_file.clone(),
+                entry: META_ENGINE.into(),
+            }),
         }
     }
 
@@ -92,7 +93,7 @@ impl Shared {
             None => Ok(None),
             Some((key, value)) => {
                 let key = PositionKey::from_slice(key)
-                    .ok_or(StoreError::CorruptMeta { path: self.data_file.clone(), entry: "link page key" })?;
+                    .ok_or(StoreError::CorruptMeta { path: self.data_file.clone(), entry: "link page key".into() })?;
                 Ok(Some((key, self.page_from(key, value)?)))
             }
         }
@@ -117,7 +118,7 @@ impl Shared {
             Some(bytes) => bytes
                 .try_into()
                 .map(u64::from_be_bytes)
-                .map_err(|_| StoreError::CorruptMeta { path: self.data_file.clone(), entry: META_LINKS }),
+                .map_err(|_| StoreError::CorruptMeta { path: self.data_file.clone(), entry: META_LINKS.into() }),
         }
     }
 
@@ -253,13 +254,14 @@ impl Shared {
             (Damage::Decode(source), Record::Node(key) | Record::LinkPage(key)) => {
                 StoreError::Corrupt { path, key, source }
             }
-            (Damage::Decode(_), Record::Meta(_) | Record::Page(_)) => StoreError::CorruptMeta { path, entry: "meta" },
+            (Damage::Decode(_), Record::Meta(name)) => StoreError::CorruptMeta { path, entry: name },
+            (Damage::Decode(_), Record::Page(_)) => StoreError::CorruptMeta { path, entry: "meta".into() },
         }
     }
 
     /// The list of engines as `txn` sees it.
     pub(super) fn engines(&self, txn: &heed::RoTxn<'_>) -> Result<Vec<String>, StoreError> {
-        let corrupt = || StoreError::CorruptMeta { path: self.data_file.clone(), entry: META_ENGINES };
+        let corrupt = || StoreError::CorruptMeta { path: self.data_file.clone(), entry: META_ENGINES.into() };
         let mut numbered = Vec::new();
         for item in self.meta.prefix_iter(txn, META_ENGINES).map_err(|e| self.lmdb_error(e))? {
             let (key, value) = item.map_err(|e| self.lmdb_error(e))?;
@@ -339,8 +341,10 @@ impl ReadView<'_> {
                 });
             }
             previous = Some(key.to_vec());
-            let key = PositionKey::from_slice(key)
-                .ok_or_else(|| StoreError::CorruptMeta { path: self.shared.data_file.clone(), entry: "nodes key" })?;
+            let key = PositionKey::from_slice(key).ok_or_else(|| StoreError::CorruptMeta {
+                path: self.shared.data_file.clone(),
+                entry: "nodes key".into(),
+            })?;
             Ok((key, self.shared.node_from(key, bytes)?))
         }))
     }

@@ -268,7 +268,7 @@ impl ReadView<'_> {
             let (name, value) = item.map_err(|e| shared.lmdb_error(e))?;
             let body = shared.meta_body(name, value)?;
             let task = decode(body)
-                .ok_or_else(|| StoreError::CorruptMeta { path: shared.data_file.clone(), entry: META_TASKS })?;
+                .ok_or_else(|| StoreError::CorruptMeta { path: shared.data_file.clone(), entry: META_TASKS.into() })?;
             tasks.push(task);
         }
         Ok(tasks)

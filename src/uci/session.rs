@@ -588,11 +588,16 @@ impl Session {
     /// session starts from it, and `analyze --for` reads a clock's depth from it (docs/design.md §6.2).
     fn save_depth_fit(&self) {
         let config = &self.options.config;
-        if self.depth_model.samples() == 0 || !config.store_searches {
+        self.save_depth_fit_of(&config.engine, self.options.threads, config.store_searches);
+    }
+
+    /// Saves the depth model as the fit of `engine` on `threads` threads, the engine it was fitted to.
+    pub(super) fn save_depth_fit_of(&self, engine: &str, threads: u32, store_searches: bool) {
+        if self.depth_model.samples() == 0 || !store_searches {
             return;
         }
         if let Some(store) = &self.store
-            && let Err(e) = store.put_depth_fit(&self.depth_model.fit(&config.engine, self.options.threads))
+            && let Err(e) = store.put_depth_fit(&self.depth_model.fit(engine, threads))
         {
             log::warn!("the depth model was not saved: {e}");
         }

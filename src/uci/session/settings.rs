@@ -27,6 +27,19 @@ impl Session {
                 self.out.error(&e);
                 return;
             }
+            if (&before.config.engine, before.threads) != (&self.options.config.engine, self.options.threads) {
+                // The depth model is of one engine on so many threads: kept as theirs, and the new ones start from
+                // the store's fit of their thread count (or from none).
+                self.save_depth_fit_of(&before.config.engine, before.threads, before.config.store_searches);
+                self.depth_model = self
+                    .store
+                    .as_ref()
+                    .and_then(|store| store.read().and_then(|view| view.depth_fit_for(self.options.threads)).ok())
+                    .flatten()
+                    .map_or_else(crate::uci::depth::DepthModel::default, |fit| {
+                        crate::uci::depth::DepthModel::from_fit(&fit)
+                    });
+            }
             if before.config.tree_path != self.options.config.tree_path {
                 self.store = None;
                 self.store_error = None;
