@@ -406,6 +406,11 @@ def check_plan(matches, deeptree):
             raise ValueError(f"{match['name']}: runner is fastchess or python, not {match['runner']}")
         if match.get("ponder") and match.get("runner") == "fastchess":
             raise ValueError(f"{match['name']}: fastchess does not ponder: a pondering match runs on python")
+        same_seed = [m for m in matches if m is not match and m.get("seed") == match.get("seed")]
+        if any(python_runner(m) != python_runner(match) for m in same_seed):
+            # fastchess and python-chess's runner order a book differently: one seed, two orders of openings.
+            raise ValueError(f"{match['name']}: matches of one seed must share a runner (fastchess and python order "
+                             "the openings differently)")
         if match.get("tree") and not Path(deeptree).is_file():
             raise ValueError(f"no deeptree at {deeptree} (build it, or set DEEPTREE)")
     return matches

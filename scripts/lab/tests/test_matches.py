@@ -121,6 +121,12 @@ class Plans(unittest.TestCase):
             for wrong in ({"runner": "cutechess"}, {"runner": "fastchess", "ponder": True}):
                 with self.assertRaises(ValueError):
                     matches.check_plan([dict(self.PLAN[1], **wrong)], deeptree)
+            # A control of the seed of a pondering match must be played on the same runner.
+            ponder = dict(self.PLAN[0], tree=str(tree), ponder=True)
+            with self.assertRaises(ValueError):
+                matches.check_plan([dict(ponder), dict(self.PLAN[1])], deeptree)
+            matches.check_plan([dict(ponder), dict(self.PLAN[1], ponder=True)], deeptree)
+            matches.check_plan([dict(ponder), dict(self.PLAN[1], runner="python")], deeptree)
         self.assertFalse(matches.python_runner(self.PLAN[1]))
         self.assertTrue(matches.python_runner(dict(self.PLAN[1], ponder=True)))
         self.assertTrue(matches.python_runner(dict(self.PLAN[1], runner="python")))
