@@ -871,32 +871,37 @@ fn a_session_keeps_each_thread_counts_depth_fit() {
     assert_eq!(view.depth_fit_for(2).unwrap(), None, "no search ran on 2 threads");
 }
 
+/// `analyze --games` of the PGN `pgn` alone, `--for 2+0.02` on the fake engine with its log, 2 s, in `dir`: the
+/// run's standard output (the run must succeed) and the engine's log file.
+fn grow_for_games_alone(dir: &std::path::Path, pgn: &str) -> (String, std::path::PathBuf) {
+    let log = dir.join("engine.log");
+    let games = dir.join("games.pgn");
+    std::fs::write(&games, pgn).unwrap();
+    let engine = format!("{} --log {}", common::fake(), log.display());
+    let output = Command::new(env!("CARGO_BIN_EXE_deeptree"))
+        .arg("--db")
+        .arg(dir.join("tree"))
+        .args(["analyze", "--games", games.to_str().unwrap(), "--for", "2+0.02", "--engine", &engine])
+        .args(["--engine-depth", "3", "--workers", "1", "--time", "2"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(output.status.success(), "{stdout} {}", String::from_utf8_lossy(&output.stderr));
+    (stdout, log)
+}
+
 /// `--for` with games alone times its searches on the positions of the games' first game that plays, every 6 plies
 /// from its start (here a game from a FEN, where the start position never occurs), not on the start position.
 #[test]
 fn growth_for_a_clock_from_games_alone_times_the_games_positions() {
     use shakmaty::{EnPassantMode, Position, fen::Fen};
     let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("tree");
-    let log = dir.path().join("engine.log");
-    let pgn = dir.path().join("games.pgn");
     let fen = "r1bqkbnr/pppp1ppp/2n5/4p3/4P3/5N2/PPPP1PPP/RNBQKB1R w KQkq - 2 3";
     let game = "1. Bb5 a6 2. Ba4 Nf6 3. O-O Be7 4. Re1 b5 5. Bb3 d6 6. c3 O-O 7. h3 *";
-    std::fs::write(
-        &pgn,
-        format!("[Event \"x\"]\n[White \"a\"]\n[Black \"b\"]\n[FEN \"{fen}\"]\n[SetUp \"1\"]\n\n{game}\n"),
-    )
-    .unwrap();
-    let engine = format!("{} --log {}", common::fake(), log.display());
-    let output = Command::new(env!("CARGO_BIN_EXE_deeptree"))
-        .arg("--db")
-        .arg(&db)
-        .args(["analyze", "--games", pgn.to_str().unwrap(), "--for", "2+0.02", "--engine", &engine])
-        .args(["--engine-depth", "3", "--workers", "1", "--time", "2"])
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(output.status.success(), "{stdout} {}", String::from_utf8_lossy(&output.stderr));
+    let (stdout, log) = grow_for_games_alone(
+        dir.path(),
+        &format!("[Event \"x\"]\n[White \"a\"]\n[Black \"b\"]\n[FEN \"{fen}\"]\n[SetUp \"1\"]\n\n{game}\n"),
+    );
     // 13 plies from the FEN: positions at plies 0, 6 and 12 are timed, three searches.
     let timed = stdout.lines().find(|l| l.starts_with("--for 2+0.02: searches timed on 1 thread: ")).unwrap_or("");
     assert_eq!(timed.matches("depth ").count(), 3, "{stdout}");
@@ -923,25 +928,11 @@ fn growth_for_a_clock_from_games_alone_times_the_games_positions() {
 #[test]
 fn growth_for_a_clock_from_a_chess960_game_times_on_a_chess960_engine() {
     let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("tree");
-    let log = dir.path().join("engine.log");
-    let pgn = dir.path().join("games.pgn");
     let fen = "bqnbrkrn/pppppppp/8/8/8/8/PPPPPPPP/BQNBRKRN w GEge - 0 1";
-    std::fs::write(
-        &pgn,
-        format!("[Variant \"Chess960\"]\n[FEN \"{fen}\"]\n[SetUp \"1\"]\n\n1. e4 e5 2. Nd3 Nd6 3. O-O O-O *\n"),
-    )
-    .unwrap();
-    let engine = format!("{} --log {}", common::fake(), log.display());
-    let output = Command::new(env!("CARGO_BIN_EXE_deeptree"))
-        .arg("--db")
-        .arg(&db)
-        .args(["analyze", "--games", pgn.to_str().unwrap(), "--for", "2+0.02", "--engine", &engine])
-        .args(["--engine-depth", "3", "--workers", "1", "--time", "2"])
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(output.status.success(), "{stdout} {}", String::from_utf8_lossy(&output.stderr));
+    let (stdout, log) = grow_for_games_alone(
+        dir.path(),
+        &format!("[Variant \"Chess960\"]\n[FEN \"{fen}\"]\n[SetUp \"1\"]\n\n1. e4 e5 2. Nd3 Nd6 3. O-O O-O *\n"),
+    );
     assert!(stdout.contains("--for 2+0.02: searches timed on 1 thread: depth "), "{stdout}");
     // The log's lines are `PID COMMAND`: the first engine started is the one that times the searches.
     let text = std::fs::read_to_string(&log).unwrap();
