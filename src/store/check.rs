@@ -586,8 +586,7 @@ impl Store {
     /// store in `dir` (see [`Store::check`]), read page by page as the check reads them: the intact nodes as they
     /// are, the parent links rebuilt from their edges, the intact meta entries (the tasks, the marks, the clock's fits
     /// and the engines; an engine's damaged name is replaced by a placeholder, so that the engine numbers of
-    /// evaluations keep their meaning); the cached values are then
-    /// recomputed by opening the new store with `upkeep`. The store in `dir` is only read, and no store of this
+    /// evaluations keep their meaning); the cached values are then recomputed by opening the new store with `upkeep`. The store in `dir` is only read, and no store of this
     /// process may have it open. Returns what was written and what was left out.
     pub fn repair_with(dir: &Path, out: &Path, upkeep: Arc<dyn Upkeep>) -> Result<Repair, StoreError> {
         let io = |path: &Path| {

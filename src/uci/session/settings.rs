@@ -33,12 +33,9 @@ impl Session {
                 self.save_depth_fit_of(&before.config.engine, before.threads, before.config.store_searches);
                 self.depth_model = self
                     .store
-                    .as_ref()
-                    .and_then(|store| store.read().and_then(|view| view.depth_fit_for(self.options.threads)).ok())
-                    .flatten()
-                    .map_or_else(crate::uci::depth::DepthModel::default, |fit| {
-                        crate::uci::depth::DepthModel::from_fit(&fit)
-                    });
+                    .as_deref()
+                    .and_then(|store| stored_depth_model(store, self.options.threads))
+                    .unwrap_or_default();
             }
             if before.config.tree_path != self.options.config.tree_path {
                 self.store = None;
@@ -170,9 +167,9 @@ impl Session {
             Ok(store) => {
                 // A fresh session starts from the depth model the last session on this store saved, of as many threads.
                 if self.depth_model.samples() == 0
-                    && let Ok(Some(fit)) = store.read().and_then(|view| view.depth_fit_for(self.options.threads))
+                    && let Some(model) = stored_depth_model(&store, self.options.threads)
                 {
-                    self.depth_model = crate::uci::depth::DepthModel::from_fit(&fit);
+                    self.depth_model = model;
                 }
                 self.store = Some(Arc::new(store));
                 true
@@ -185,4 +182,10 @@ impl Session {
             }
         }
     }
+}
+
+/// The depth model of the store's fit for an engine on `threads` threads, where it has one that reads.
+fn stored_depth_model(store: &Store, threads: u32) -> Option<crate::uci::depth::DepthModel> {
+    let fit = store.read().and_then(|view| view.depth_fit_for(threads)).ok().flatten()?;
+    Some(crate::uci::depth::DepthModel::from_fit(&fit))
 }
