@@ -827,7 +827,7 @@ fn growth_for_a_clock_reads_its_target_from_the_depth_model() {
     assert!(third.contains("--for 2+0.02: the store's depth model, fitted to 1 searches"), "{third}");
     let stats = deeptree(&["stats"]);
     assert!(stats.contains("grown for  2+0.02 on 1 thread: target depth "), "{stats}");
-    assert!(stats.contains("after its last run"), "{stats}");
+    assert!(stats.contains("are answered (") && stats.contains("after its last run)"), "{stats}");
     let json: serde_json::Value = serde_json::from_str(&deeptree(&["stats", "--json"])).unwrap();
     assert_eq!(json["grown_for"]["clock"], "2+0.02", "{json}");
     let shown = deeptree(&["show", "--fen", ROOT]);
@@ -845,6 +845,50 @@ fn growth_for_a_clock_reads_its_target_from_the_depth_model() {
         .unwrap();
     assert!(!output.status.success() && String::from_utf8_lossy(&output.stderr).contains("give a clock"));
     assert!(!dir.path().join("none").exists());
+}
+
+/// `stats` and `show` walk the games from the seeds the tree was grown for again, on the tree as it stands: just
+/// after a `--for` run they find what the run left; after growth that is not for the clock (here a run to a play
+/// depth), the games get more tree moves than the last `--for` run left, which `stats` still reports beside them.
+#[test]
+fn stats_walks_the_seeds_games_again_on_the_tree_as_it_stands() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("tree");
+    let epd = epd_of(dir.path(), ROOT);
+    let deeptree = |args: &[&str]| {
+        let output = Command::new(env!("CARGO_BIN_EXE_deeptree")).arg("--db").arg(&db).args(args).output().unwrap();
+        assert!(output.status.success(), "{args:?}: {}", String::from_utf8_lossy(&output.stderr));
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    };
+    // An engine depth at the clock's target (12 from the fake engine's timed search): each search of the tree's
+    // side answers there.
+    let grow = |more: &[&str], seconds: &str| {
+        let mut args = vec!["analyze", "--roots", epd.to_str().unwrap(), "--engine", common::fake()];
+        args.extend(["--engine-depth", "12", "--workers", "1", "--time", seconds]);
+        args.extend(more);
+        deeptree(&args)
+    };
+    let stats = || -> serde_json::Value { serde_json::from_str(&deeptree(&["stats", "--json"])).unwrap() };
+    grow(&["--for", "2+0.02"], "1");
+    let after_for = stats();
+    let grown = &after_for["grown_for"];
+    let left = grown["expected_answers"].as_f64().unwrap();
+    assert!(left > 0.0, "{after_for}");
+    assert!(grown.get("followed").is_none(), "the seeds themselves are not printed: {grown}");
+    assert_eq!(grown["now"]["seeds"], 1, "{grown}");
+    assert!((grown["now"]["expected_answers"].as_f64().unwrap() - left).abs() < 1e-9, "{grown}");
+    assert_eq!(grown["now"]["answered_share"], grown["answered_share"], "{grown}");
+    grow(&["--play-depth", "12"], "3");
+    let after_more = stats();
+    let grown = &after_more["grown_for"];
+    assert_eq!(grown["expected_answers"].as_f64(), Some(left), "the last --for run's figure stays: {grown}");
+    let now = grown["now"]["expected_answers"].as_f64().unwrap();
+    assert!(now > left, "growth since counts: {now} against {left}: {grown}");
+    let line = deeptree(&["stats"]);
+    assert!(line.contains(&format!("{now:.2} tree moves a game expected; ")), "{line}");
+    assert!(line.contains("after its last run"), "{line}");
+    let shown: serde_json::Value = serde_json::from_str(&deeptree(&["show", "--fen", ROOT, "--json"])).unwrap();
+    assert_eq!(shown["grown_for"]["now"]["expected_answers"].as_f64(), Some(now), "{shown}");
 }
 
 /// A session that changes `Threads` keeps the depth model of its timed searches as the fit of the threads they ran

@@ -186,7 +186,8 @@ pub fn run(db: Option<&Path>, config: &Config, mut args: AnalyzeArgs) -> Command
             report::iteration_row(out, row);
         }
     };
-    let seeds_followed = growth.seeds.iter().filter(|s| s.follow).count() as u32;
+    // What `stats` walks again: the seeds games go on from, and how the walk weighs replies and aims.
+    let kept = (sources::kept(&growth.seeds), Some(growth.policy.temperature), Some(growth.policy.beyond));
     let grown = growth::grow(&store, pools, growth, on_step, on_iteration)?;
     if deepen_alone {
         let analysis = report::single_report(&store, &grown, line.as_ref())?;
@@ -201,9 +202,10 @@ pub fn run(db: Option<&Path>, config: &Config, mut args: AnalyzeArgs) -> Command
         && let Some(mut grown_for) = store.read()?.grown_for()?
     {
         // What the run leaves: said by `stats`.
-        grown_for.seeds = seeds_followed;
+        grown_for.seeds = kept.0.len() as u32;
         grown_for.expected_answers = grown.expected_answers;
         grown_for.answered_share = grown.answered_share;
+        (grown_for.followed, grown_for.temperature, grown_for.beyond) = kept;
         store.put_grown_for(&grown_for)?;
     }
     report::print_growth(out, &grown, &skipped)
@@ -318,6 +320,9 @@ fn clock_targets(
         seeds: 0,
         expected_answers: 0.0,
         answered_share: 0.0,
+        followed: Vec::new(),
+        temperature: None,
+        beyond: None,
     };
     store.put_grown_for(&grown)?;
     Ok(Targets::by_men(|men| by_phase[fit::phase_index(men)]))

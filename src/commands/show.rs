@@ -38,15 +38,19 @@ pub fn run(db: Option<&Path>, config: &Config, args: ShowArgs) -> CommandResult 
     let mut tree = show::tree(&view, line.root(), &line.history_keys(), depth)?;
     tree.known_depth = known_depth(&view, &line, config, tree.settled_depth)?;
     let root = line.root();
-    // The clock the store was grown for, and the depth a game at it needs here.
-    let grown = view.grown_for()?.map(|grown| {
-        let target = grown.targets[crate::uci::fit::phase_index(root.board().occupied().count())];
-        (grown, target)
-    });
+    // The clock the store was grown for, the depth a game at it needs here, and what games reach now.
+    let grown = match view.grown_for()? {
+        Some(grown) => {
+            let target = grown.targets[crate::uci::fit::phase_index(root.board().occupied().count())];
+            let now = super::stats::grown_now(&view, &grown, config)?;
+            Some((grown, target, now))
+        }
+        None => None,
+    };
     if json {
         let mut shown = serde_json::to_value(&tree)?;
-        if let (Some((grown, target)), Some(object)) = (grown, shown.as_object_mut()) {
-            let mut grown = serde_json::to_value(grown)?;
+        if let (Some((grown, target, now)), Some(object)) = (grown, shown.as_object_mut()) {
+            let mut grown = super::stats::grown_for_json(&grown, now.as_ref())?;
             if let Some(fields) = grown.as_object_mut() {
                 fields.insert("target_here".to_owned(), target.into());
             }
@@ -56,10 +60,10 @@ pub fn run(db: Option<&Path>, config: &Config, args: ShowArgs) -> CommandResult 
     } else {
         let ply = (root.fullmoves().get() as usize - 1) * 2 + usize::from(root.turn().is_black());
         print!("{}", show::render_text(&tree, ply, root.turn().is_white()));
-        if let Some((grown, target)) = grown {
+        if let Some((grown, target, now)) = grown {
             println!(
                 "grown for {}: a game needs depth {target} at this position",
-                super::stats::grown_for_line(&grown)
+                super::stats::grown_for_line(&grown, now.as_ref())
             );
         }
     }

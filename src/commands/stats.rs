@@ -2,7 +2,15 @@
 
 use std::path::Path;
 
-use crate::{config::Config, engine::Asked, store::StoreError};
+use crate::{
+    config::Config,
+    engine::Asked,
+    search::{
+        analysis::Params,
+        growth::{self, Policy, Skip, Targets, sources},
+    },
+    store::{ReadView, StoreError, clock::GrownFor},
+};
 
 use super::{CommandResult, open_existing_store};
 
@@ -14,20 +22,63 @@ pub struct StatsArgs {
     pub json: bool,
 }
 
-/// The clock a tree was grown for, in words: its targets, and what its last run left.
-pub fn grown_for_line(grown: &crate::store::clock::GrownFor) -> String {
+/// What games from the seeds a tree was grown for reach in the tree as it stands: walked again ([`grown_now`]).
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct GrownNow {
+    /// The seeds walked (those kept that still set up).
+    pub seeds: usize,
+    /// Seeds kept that no longer set up, left out.
+    pub left_out: usize,
+    /// The tree moves a game from them is expected to get,
+    pub expected_answers: f64,
+    /// and the share of the positions of the tree's side their games reach that the tree answers at the target.
+    pub answered_share: f64,
+}
+
+/// The walk of the growth issue's policy from the seeds `grown` keeps, on the tree as it stands: what a session with
+/// `config`'s settings would answer at the targets `grown` was grown to (growth since, by a session or another run,
+/// counts). `None` where the store keeps no seeds (a store grown by an older build: its last run's figures stand).
+pub fn grown_now(view: &ReadView<'_>, grown: &GrownFor, config: &Config) -> Result<Option<GrownNow>, StoreError> {
+    if grown.followed.is_empty() {
+        return Ok(None);
+    }
+    let (seeds, left_out) = sources::followed(&grown.followed);
+    let mut policy = Policy::new(0, Params::from(config).with_engine_depth(grown.engine_depth.max(1)));
+    policy.targets = Targets::by_men(|men| grown.targets[crate::uci::fit::phase_index(men)]);
+    policy.temperature = grown.temperature.unwrap_or(policy.temperature);
+    policy.beyond = grown.beyond.unwrap_or(policy.beyond);
+    let walked = growth::walk(view, &seeds, &policy, &Skip::default())?;
+    Ok(Some(GrownNow {
+        seeds: seeds.len(),
+        left_out,
+        expected_answers: walked.expected_answers,
+        answered_share: walked.answered_share,
+    }))
+}
+
+/// The clock a tree was grown for, in words: its targets, what its games reach now (`now`, where the seeds are
+/// kept) and what its last run left.
+pub fn grown_for_line(grown: &GrownFor, now: Option<&GrownNow>) -> String {
     let targets: Vec<String> = grown.targets.iter().map(ToString::to_string).collect();
     let threads = if grown.threads == 1 { "1 thread".to_owned() } else { format!("{} threads", grown.threads) };
-    let left = if grown.seeds > 0 {
-        format!(
-            "; after its last run, {:.1} % of the positions games from its {} seeds reach answered ({:.2} tree moves a \
-             game expected)",
+    let left = match now {
+        Some(now) => format!(
+            "; now {:.1} % of the positions games from its {} seeds reach are answered ({:.2} tree moves a game \
+             expected; {:.1} % after its last run){}",
+            100.0 * now.answered_share,
+            now.seeds,
+            now.expected_answers,
+            100.0 * grown.answered_share,
+            if now.left_out > 0 { format!("; {} seeds kept no longer set up", now.left_out) } else { String::new() }
+        ),
+        None if grown.seeds > 0 => format!(
+            "; after its last run, {:.1} % of the positions games from its {} seeds reach answered ({:.2} tree moves \
+             a game expected)",
             100.0 * grown.answered_share,
             grown.seeds,
             grown.expected_answers
-        )
-    } else {
-        String::new()
+        ),
+        None => String::new(),
     };
     format!(
         "{} on {threads}: target depth {} (27 men or more to 8 or fewer), TreeDepthMargin {}, engine depth {}{left}",
@@ -36,6 +87,19 @@ pub fn grown_for_line(grown: &crate::store::clock::GrownFor) -> String {
         grown.margin,
         grown.engine_depth
     )
+}
+
+/// The clock a tree was grown for as JSON: the entry without its seeds (their count is `seeds`), with `now` where
+/// the seeds are kept.
+pub fn grown_for_json(grown: &GrownFor, now: Option<&GrownNow>) -> Result<serde_json::Value, serde_json::Error> {
+    let mut value = serde_json::to_value(grown)?;
+    if let Some(fields) = value.as_object_mut() {
+        fields.remove("followed");
+        if let Some(now) = now {
+            fields.insert("now".to_owned(), serde_json::to_value(now)?);
+        }
+    }
+    Ok(value)
 }
 
 /// Runs `deeptree stats` on the existing store in `db`.
@@ -52,7 +116,13 @@ pub fn run(db: Option<&Path>, config: &Config, args: StatsArgs) -> CommandResult
         return Err(Box::new(StoreError::Structure { path: store.dir().join("data.mdb"), what }));
     }
     let claims = store.claims_summary()?;
-    let grown_for = store.read()?.grown_for()?;
+    let view = store.read()?;
+    let grown_for = view.grown_for()?;
+    let now = match &grown_for {
+        Some(grown) => grown_now(&view, grown, config)?,
+        None => None,
+    };
+    drop(view);
     if json {
         let mut value = serde_json::to_value(stats)?;
         value["path"] = store.dir().display().to_string().into();
@@ -71,7 +141,7 @@ pub fn run(db: Option<&Path>, config: &Config, args: StatsArgs) -> CommandResult
         value["claims"] = serde_json::to_value(&claims)?;
         // Only where a clock was grown for: a store grown otherwise reads as it always did.
         if let Some(grown) = &grown_for {
-            value["grown_for"] = serde_json::to_value(grown)?;
+            value["grown_for"] = grown_for_json(grown, now.as_ref())?;
         }
         println!("{value}");
     } else {
@@ -98,7 +168,7 @@ pub fn run(db: Option<&Path>, config: &Config, args: StatsArgs) -> CommandResult
             println!("no engine  {unrecorded:>10} evaluations (imported, or stored before engines were recorded)");
         }
         if let Some(grown) = &grown_for {
-            println!("grown for  {}", grown_for_line(grown));
+            println!("grown for  {}", grown_for_line(grown, now.as_ref()));
         }
         if let Some(claims) = claims {
             let processes: Vec<String> = claims.processes.iter().map(ToString::to_string).collect();

@@ -1,7 +1,7 @@
 //! The clock the tree is grown for, and the depth model it was read from: two meta entries, JSON.
 //!
 //! ```
-//! use deeptree::store::{Store, StoreOptions, clock::{DepthFit, GrownFor}};
+//! use deeptree::store::{Store, StoreOptions, clock::{DepthFit, FollowedSeed, GrownFor}};
 //!
 //! let dir = tempfile::tempdir()?;
 //! let store = Store::open(dir.path(), &StoreOptions::default())?;
@@ -25,6 +25,9 @@
 //!     seeds: 12,
 //!     expected_answers: 3.4,
 //!     answered_share: 0.8,
+//!     followed: vec![FollowedSeed::startpos(1.0)],
+//!     temperature: Some(20),
+//!     beyond: Some(3),
 //! };
 //! store.put_grown_for(&grown)?;
 //! assert_eq!(store.read()?.grown_for()?, Some(grown));
@@ -38,8 +41,9 @@
 //!   depth from the fit of N. One entry for each thread count, so a fit of one count never replaces another's.
 //! - `clock/fit`: the last fit saved, whatever its threads (as builds before `clock/fit/N` kept their one fit; a
 //!   store of theirs is read through it where it has no `clock/fit/N` of the threads asked for).
-//! - `clock/grown` ([`GrownFor`]): the clock the last `analyze --for` grew the tree for, and the target depths it
-//!   grew to (by phase), which `stats` and `show` report.
+//! - `clock/grown` ([`GrownFor`]): the clock the last `analyze --for` grew the tree for, the target depths it grew
+//!   to (by phase) and the seeds games go on from, which `stats` and `show` report (what games from those seeds
+//!   reach is walked again from the tree as it stands).
 //!
 //! Stability: all are additive entries (a store without them is read as before, and builds that do not know them
 //! leave them alone); fields are only ever added, with defaults.
@@ -98,6 +102,44 @@ pub struct GrownFor {
     /// and the share of the positions of the tree's side their games reach that the tree answers at the target.
     #[serde(default)]
     pub answered_share: f64,
+    /// The seeds games go on from (empty where the entry was written by an older build): what `stats` walks again.
+    #[serde(default)]
+    pub followed: Vec<FollowedSeed>,
+    /// The walk's temperature (centipawns) and its aim past the target (plies); `None` where written by an older
+    /// build (the defaults are taken).
+    #[serde(default)]
+    pub temperature: Option<u32>,
+    #[serde(default)]
+    pub beyond: Option<u32>,
+}
+
+/// A seed games go on from, as [`GrownFor::followed`] keeps it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct FollowedSeed {
+    /// The FEN of the position the moves start from.
+    pub fen: String,
+    /// The moves to the seed, in UCI notation.
+    pub moves: Vec<String>,
+    #[serde(default)]
+    pub chess960: bool,
+    /// The games it stands for.
+    pub weight: f64,
+    /// The side the tree plays for there, `white` or `black`; none for both.
+    #[serde(default)]
+    pub side: Option<String>,
+}
+
+impl FollowedSeed {
+    /// The start position, of `weight`, the tree playing both sides.
+    pub fn startpos(weight: f64) -> FollowedSeed {
+        FollowedSeed {
+            fen: "rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq - 0 1".to_owned(),
+            moves: Vec::new(),
+            chess960: false,
+            weight,
+            side: None,
+        }
+    }
 }
 
 /// The body of an entry, read back.

@@ -17,9 +17,14 @@
 
 use std::time::Duration;
 
+use shakmaty::{Color, EnPassantMode, fen::Fen};
+
 use crate::{
     game::{Line, LineError},
-    store::tasks::{MAX_PRIORITY, Task},
+    store::{
+        clock::FollowedSeed,
+        tasks::{MAX_PRIORITY, Task},
+    },
 };
 
 use super::Seed;
@@ -66,4 +71,72 @@ pub fn tasks(tasks: &[Task], chess960: bool, engine_depth: u8) -> Result<Vec<(Se
         seeds.push((seed, task.clone()));
     }
     Ok(seeds)
+}
+
+/// The seeds games go on from, as the store keeps them with the clock the tree is grown for (`clock/grown`), so that
+/// `stats` can walk the games from them again.
+pub fn kept(seeds: &[Seed]) -> Vec<FollowedSeed> {
+    seeds
+        .iter()
+        .filter(|seed| seed.follow)
+        .map(|seed| FollowedSeed {
+            fen: Fen::from_position(&seed.line.start, EnPassantMode::Legal).to_string(),
+            moves: seed.line.moves.iter().map(ToString::to_string).collect(),
+            chess960: seed.line.chess960,
+            weight: seed.weight,
+            side: seed.side.map(|side| side.fold_wb("white", "black").to_owned()),
+        })
+        .collect()
+}
+
+/// The seeds `kept` kept, games followed from each again; one that no longer sets up (an entry a user edited) is
+/// left out, with the count of those left out.
+pub fn followed(kept: &[FollowedSeed]) -> (Vec<Seed>, usize) {
+    let seeds: Vec<Seed> = kept
+        .iter()
+        .enumerate()
+        .filter_map(|(index, kept)| {
+            let line = Line::parse_in(Some(&kept.fen), &kept.moves.join(" "), kept.chess960).ok()?;
+            let mut seed = Seed::games_from(line, format!("seed {}", index + 1), kept.weight);
+            seed.side = match kept.side.as_deref() {
+                Some("white") => Some(Color::White),
+                Some("black") => Some(Color::Black),
+                _ => None,
+            };
+            Some(seed)
+        })
+        .collect();
+    let left_out = kept.len() - seeds.len();
+    (seeds, left_out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A book's roots, a game's exit for one side and a Chess960 root come back from the store as the same seeds.
+    #[test]
+    fn kept_seeds_come_back_as_they_were() {
+        let sicilian = Line::parse(None, "e2e4 c7c5 g1f3").unwrap();
+        let fen = "nrkbqrbn/pppppppp/8/8/8/8/PPPPPPPP/NRKBQRBN w FBfb - 0 1";
+        let chess960 = Line::parse_in(Some(fen), "g2g3 g7g6", true).unwrap();
+        let mut exit = Seed::games_from(Line::parse(None, "d2d4 d7d5 c2c4 e7e6").unwrap(), "game 1 ply 4", 3.0);
+        exit.side = Some(Color::Black);
+        let mut seeds = book(vec![(sicilian, "Sicilian".into(), 2.0), (chess960, "960".into(), 1.0)], true);
+        seeds.push(exit);
+        seeds.push(Seed::root(Line::start_position(), "deepened itself"));
+        let kept = kept(&seeds);
+        assert_eq!(kept.len(), 3, "only the seeds games go on from: {kept:?}");
+        let json = serde_json::to_string(&kept).unwrap();
+        let (back, left_out) = followed(&serde_json::from_str::<Vec<FollowedSeed>>(&json).unwrap());
+        assert_eq!(left_out, 0);
+        for (seed, again) in seeds.iter().zip(&back) {
+            assert_eq!(again.line.root(), seed.line.root());
+            assert_eq!(again.line.history_keys(), seed.line.history_keys());
+            assert_eq!((again.weight, again.side, again.follow), (seed.weight, seed.side, true));
+        }
+        let mut bad = kept.clone();
+        bad[0].moves.push("e1e8".into());
+        assert_eq!(followed(&bad).1, 1, "a line that no longer plays is left out, and counted");
+    }
 }
