@@ -847,9 +847,10 @@ fn growth_for_a_clock_reads_its_target_from_the_depth_model() {
     assert!(!dir.path().join("none").exists());
 }
 
-/// `stats` and `show` walk the games from the seeds the tree was grown for again, on the tree as it stands: just
-/// after a `--for` run they find what the run left; after growth that is not for the clock (here a run to a play
-/// depth), the games get more tree moves than the last `--for` run left, which `stats` still reports beside them.
+/// `stats` walks the games from the seeds the tree was grown for again, on the tree as it stands: just after a
+/// `--for` run it finds what the run left; after growth that is not for the clock (here a run to a play depth), the
+/// games get more tree moves than the last `--for` run left, which `stats` still reports beside them. A run for the
+/// same clock that fails before its end changes nothing it says.
 #[test]
 fn stats_walks_the_seeds_games_again_on_the_tree_as_it_stands() {
     let dir = tempfile::tempdir().unwrap();
@@ -862,14 +863,15 @@ fn stats_walks_the_seeds_games_again_on_the_tree_as_it_stands() {
     };
     // An engine depth at the clock's target (12 from the fake engine's timed search): each search of the tree's
     // side answers there.
-    let grow = |more: &[&str], seconds: &str| {
+    // Budgets in the fake engine's nodes (1,000 a search), so that a loaded machine grows as much as an idle one.
+    let grow = |more: &[&str], nodes: &str| {
         let mut args = vec!["analyze", "--roots", epd.to_str().unwrap(), "--engine", common::fake()];
-        args.extend(["--engine-depth", "12", "--workers", "1", "--time", seconds]);
+        args.extend(["--engine-depth", "12", "--workers", "1", "--nodes", nodes]);
         args.extend(more);
         deeptree(&args)
     };
     let stats = || -> serde_json::Value { serde_json::from_str(&deeptree(&["stats", "--json"])).unwrap() };
-    grow(&["--for", "2+0.02"], "1");
+    grow(&["--for", "2+0.02"], "20000");
     let after_for = stats();
     let grown = &after_for["grown_for"];
     let left = grown["expected_answers"].as_f64().unwrap();
@@ -878,7 +880,17 @@ fn stats_walks_the_seeds_games_again_on_the_tree_as_it_stands() {
     assert_eq!(grown["now"]["seeds"], 1, "{grown}");
     assert!((grown["now"]["expected_answers"].as_f64().unwrap() - left).abs() < 1e-9, "{grown}");
     assert_eq!(grown["now"]["answered_share"], grown["answered_share"], "{grown}");
-    grow(&["--play-depth", "12"], "3");
+    // A run for the same clock that fails before its end (its engine does not start) leaves the figures as they were.
+    let output = Command::new(env!("CARGO_BIN_EXE_deeptree"))
+        .arg("--db")
+        .arg(&db)
+        .args(["analyze", "--roots", epd.to_str().unwrap(), "--for", "2+0.02", "--engine-depth", "12"])
+        .args(["--engine", "/nonexistent/engine", "--time", "1"])
+        .output()
+        .unwrap();
+    assert!(!output.status.success(), "{}", String::from_utf8_lossy(&output.stdout));
+    assert_eq!(stats()["grown_for"], after_for["grown_for"], "a failed run changes nothing said");
+    grow(&["--play-depth", "12", "--beyond", "0"], "300000");
     let after_more = stats();
     let grown = &after_more["grown_for"];
     assert_eq!(grown["expected_answers"].as_f64(), Some(left), "the last --for run's figure stays: {grown}");
@@ -887,8 +899,10 @@ fn stats_walks_the_seeds_games_again_on_the_tree_as_it_stands() {
     let line = deeptree(&["stats"]);
     assert!(line.contains(&format!("{now:.2} tree moves a game expected; ")), "{line}");
     assert!(line.contains("after its last run"), "{line}");
+    // `show` gives the last run's figures (a walk of the whole tree for each position shown would be too slow).
     let shown: serde_json::Value = serde_json::from_str(&deeptree(&["show", "--fen", ROOT, "--json"])).unwrap();
-    assert_eq!(shown["grown_for"]["now"]["expected_answers"].as_f64(), Some(now), "{shown}");
+    assert_eq!(shown["grown_for"]["expected_answers"].as_f64(), Some(left), "{shown}");
+    assert!(shown["grown_for"].get("followed").is_none() && shown["grown_for"].get("now").is_none(), "{shown}");
 }
 
 /// A session that changes `Threads` keeps the depth model of its timed searches as the fit of the threads they ran

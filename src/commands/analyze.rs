@@ -324,7 +324,11 @@ fn clock_targets(
         temperature: None,
         beyond: None,
     };
-    store.put_grown_for(&grown)?;
+    // Growth for the clock and targets the store was last grown for keeps that run's figures and seeds until this
+    // run's replace them: a run that fails before its end (an engine that does not start) loses nothing said.
+    if !store.read()?.grown_for()?.is_some_and(|last| last.same_growth(&grown)) {
+        store.put_grown_for(&grown)?;
+    }
     Ok(Targets::by_men(|men| by_phase[fit::phase_index(men)]))
 }
 

@@ -38,15 +38,12 @@ pub fn run(db: Option<&Path>, config: &Config, args: ShowArgs) -> CommandResult 
     let mut tree = show::tree(&view, line.root(), &line.history_keys(), depth)?;
     tree.known_depth = known_depth(&view, &line, config, tree.settled_depth)?;
     let root = line.root();
-    // The clock the store was grown for, the depth a game at it needs here, and what games reach now.
-    let grown = match view.grown_for()? {
-        Some(grown) => {
-            let target = grown.targets[crate::uci::fit::phase_index(root.board().occupied().count())];
-            let now = super::stats::grown_now(&view, &grown, config)?;
-            Some((grown, target, now))
-        }
-        None => None,
-    };
+    // The clock the store was grown for, and the depth a game at it needs here. What games from its seeds reach is
+    // its last run's figure here (`stats` walks them again: a walk of the whole tree is too slow for every `show`).
+    let grown = view.grown_for()?.map(|grown| {
+        let target = grown.targets[crate::uci::fit::phase_index(root.board().occupied().count())];
+        (grown, target, None)
+    });
     if json {
         let mut shown = serde_json::to_value(&tree)?;
         if let (Some((grown, target, now)), Some(object)) = (grown, shown.as_object_mut()) {

@@ -113,6 +113,15 @@ pub struct GrownFor {
     pub beyond: Option<u32>,
 }
 
+impl GrownFor {
+    /// Whether `other` is growth for the same clock, threads, margin, engine depth and targets (its run's figures
+    /// and seeds aside).
+    pub fn same_growth(&self, other: &GrownFor) -> bool {
+        (&self.clock, self.threads, self.margin, self.engine_depth, self.targets)
+            == (&other.clock, other.threads, other.margin, other.engine_depth, other.targets)
+    }
+}
+
 /// A seed games go on from, as [`GrownFor::followed`] keeps it.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct FollowedSeed {
