@@ -774,6 +774,13 @@ fn a_sessions_growth_stops_where_it_stands() {
     uci.ready();
 }
 
+/// `deeptree --db DB ARGS`, which must succeed: its standard output.
+fn deeptree_ok(db: &Path, args: &[&str]) -> String {
+    let output = Command::new(env!("CARGO_BIN_EXE_deeptree")).arg("--db").arg(db).args(args).output().unwrap();
+    assert!(output.status.success(), "{args:?}: {}", String::from_utf8_lossy(&output.stderr));
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
 /// Growth for a clock: on a store with no depth model, `--for` times searches at that clock first, stores the fit
 /// and says the targets; the next run reads the store's model; `stats` says the clock the tree was grown for and
 /// what its last run left, and `show` the depth a game needs at a position.
@@ -782,11 +789,7 @@ fn growth_for_a_clock_reads_its_target_from_the_depth_model() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("tree");
     let epd = epd_of(dir.path(), ROOT);
-    let deeptree = |args: &[&str]| {
-        let output = Command::new(env!("CARGO_BIN_EXE_deeptree")).arg("--db").arg(&db).args(args).output().unwrap();
-        assert!(output.status.success(), "{args:?}: {}", String::from_utf8_lossy(&output.stderr));
-        String::from_utf8_lossy(&output.stdout).into_owned()
-    };
+    let deeptree = |args: &[&str]| deeptree_ok(&db, args);
     let grow_on = |threads: &str| {
         deeptree(&[
             "analyze",
@@ -856,14 +859,10 @@ fn stats_walks_the_seeds_games_again_on_the_tree_as_it_stands() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("tree");
     let epd = epd_of(dir.path(), ROOT);
-    let deeptree = |args: &[&str]| {
-        let output = Command::new(env!("CARGO_BIN_EXE_deeptree")).arg("--db").arg(&db).args(args).output().unwrap();
-        assert!(output.status.success(), "{args:?}: {}", String::from_utf8_lossy(&output.stderr));
-        String::from_utf8_lossy(&output.stdout).into_owned()
-    };
+    let deeptree = |args: &[&str]| deeptree_ok(&db, args);
     // An engine depth at the clock's target (12 from the fake engine's timed search): each search of the tree's
-    // side answers there.
-    // Budgets in the fake engine's nodes (1,000 a search), so that a loaded machine grows as much as an idle one.
+    // side answers there. Budgets in the fake engine's nodes (1,000 a search): a loaded machine grows as much as an
+    // idle one.
     let grow = |more: &[&str], nodes: &str| {
         let mut args = vec!["analyze", "--roots", epd.to_str().unwrap(), "--engine", common::fake()];
         args.extend(["--engine-depth", "12", "--workers", "1", "--nodes", nodes]);
