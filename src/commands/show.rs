@@ -42,12 +42,12 @@ pub fn run(db: Option<&Path>, config: &Config, args: ShowArgs) -> CommandResult 
     // its last run's figure here (`stats` walks them again: a walk of the whole tree is too slow for every `show`).
     let grown = view.grown_for()?.map(|grown| {
         let target = grown.targets[crate::uci::fit::phase_index(root.board().occupied().count())];
-        (grown, target, None)
+        (grown, target)
     });
     if json {
         let mut shown = serde_json::to_value(&tree)?;
-        if let (Some((grown, target, now)), Some(object)) = (grown, shown.as_object_mut()) {
-            let mut grown = super::stats::grown_for_json(&grown, now.as_ref())?;
+        if let (Some((grown, target)), Some(object)) = (grown, shown.as_object_mut()) {
+            let mut grown = super::stats::grown_for_json(&grown, None)?;
             if let Some(fields) = grown.as_object_mut() {
                 fields.insert("target_here".to_owned(), target.into());
             }
@@ -57,10 +57,10 @@ pub fn run(db: Option<&Path>, config: &Config, args: ShowArgs) -> CommandResult 
     } else {
         let ply = (root.fullmoves().get() as usize - 1) * 2 + usize::from(root.turn().is_black());
         print!("{}", show::render_text(&tree, ply, root.turn().is_white()));
-        if let Some((grown, target, now)) = grown {
+        if let Some((grown, target)) = grown {
             println!(
                 "grown for {}: a game needs depth {target} at this position",
-                super::stats::grown_for_line(&grown, now.as_ref())
+                super::stats::grown_for_line(&grown, None)
             );
         }
     }
