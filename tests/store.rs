@@ -827,3 +827,68 @@ fn one_engine_listed_twice_by_an_older_build_is_merged_at_the_first_open_that_wr
     drop(store);
     assert_eq!(stats_engines(dir.path()), vec![(by_path, 5), (other, 2)]);
 }
+
+#[test]
+fn stats_counts_the_nodes_the_position_evaluations_hold() {
+    // Three positions evaluated by an engine, a checkmate valued without one (its nodes are not engine work), and a
+    // position with a move searched but no evaluation of its own.
+    let dir = tempfile::tempdir().unwrap();
+    let start = Chess::default();
+    let play = |pos: &Chess, uci: &str| deeptree::game::play_uci(pos, &uci.parse().unwrap()).unwrap();
+    let (e4, d4, c4) = (play(&start, "e2e4"), play(&start, "d2d4"), play(&start, "c2c4"));
+    let mate = position("rnb1kbnr/pppp1ppp/8/4p3/6Pq/5P2/PPPPP2P/RNBQKBNR w KQkq - 1 3");
+    {
+        let store = Store::open(dir.path(), &StoreOptions::default()).unwrap();
+        let mut changes = Vec::new();
+        for (pos, best, nodes) in [(&start, "e2e4", 1_000), (&e4, "c7c5", 2_500), (&d4, "d7d5", 40_000)] {
+            let mut node = Node::new(PackedPosition::of(pos));
+            let best = best.parse().unwrap();
+            node.eval = Some(deeptree::store::node::Eval {
+                score: Score::cp(20),
+                bound: Bound::Exact,
+                depth: 8,
+                best: Some(best),
+                nodes,
+                engine: None,
+            });
+            node.edges.push(Edge::new(best, Score::cp(20), Bound::Exact, 8));
+            changes.push(Change::merge(pos, node).unwrap());
+        }
+        changes.push(Change::merge(&mate, deeptree::store::answer::terminal_record(&mate, 8, 777)).unwrap());
+        changes.push(Change::merge(&c4, node_with_edge(&c4, "e7e5", 10, 8)).unwrap());
+        store.writer().submit(changes).wait().unwrap();
+    }
+    let out = deeptree().arg("--db").arg(dir.path()).args(["stats", "--json"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stats: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(stats["positions"], 5, "{stats}");
+    assert_eq!(stats["engine_work"], serde_json::json!({"position_evaluations": 3, "nodes": 43_500}), "{stats}");
+    let out = deeptree().arg("--db").arg(dir.path()).arg("stats").output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("engine work 43500 nodes in the 3 position evaluations (14500 each;"), "{text}");
+}
+
+#[test]
+fn the_engine_work_stats_counts_is_part_of_what_the_engines_searched_and_grows_with_the_tree() {
+    // Real Stockfish: an analysis reports every node its searches took (`engine_nodes`), of which the position
+    // evaluations it stored hold a part; a deeper run adds at most what it searched.
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("tree");
+    let work = |max_depth: &str| {
+        let args = ["analyze", "--engine", "stockfish", "--engine-depth", "6", "--max-depth", max_depth, "--json"];
+        let out = deeptree().arg("--db").arg(&db).args(args).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let report: serde_json::Value =
+            serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().last().unwrap()).unwrap();
+        let out = deeptree().arg("--db").arg(&db).args(["stats", "--json"]).output().unwrap();
+        let stats: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let nodes = stats["engine_work"]["nodes"].as_u64().unwrap();
+        let evaluated = stats["engine_work"]["position_evaluations"].as_u64().unwrap();
+        assert!(evaluated > 0 && Some(evaluated) <= stats["positions"].as_u64(), "{stats}");
+        (nodes, report["engine_nodes"].as_u64().unwrap())
+    };
+    let (first, searched) = work("1");
+    assert!(first > 0 && first <= searched, "{first} stored of {searched} searched");
+    let (second, searched) = work("2");
+    assert!(second > first && second - first <= searched, "{first} then {second}, {searched} searched");
+}

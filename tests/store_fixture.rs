@@ -160,11 +160,17 @@ impl StoreCopy {
 
 /// `stats --json` without the fields that vary with the copy, and without the fields added since the fixture was
 /// made: each engine's `by_method` (added deliberately with the marking of answers by the way they were asked),
-/// which must count every one of the engine's evaluations.
+/// which must count every one of the engine's evaluations, and `engine_work` (added with the count of the nodes the
+/// position evaluations hold), which counts at most one evaluation a position.
 fn stable_stats(mut stats: Value) -> Value {
     let object = stats.as_object_mut().expect("stats --json prints an object");
     for field in STATS_VARYING {
         object.remove(field);
+    }
+    if let Some(work) = object.remove("engine_work") {
+        let evaluated = work["position_evaluations"].as_u64().expect("engine_work counts position evaluations");
+        assert!(work["nodes"].as_u64().is_some(), "engine_work counts nodes: {work}");
+        assert!(Some(evaluated) <= object["positions"].as_u64(), "one evaluation a position at most: {work}");
     }
     for engine in object.get_mut("engines").and_then(Value::as_array_mut).into_iter().flatten() {
         if let Some(methods) = engine.as_object_mut().and_then(|e| e.remove("by_method")) {

@@ -108,7 +108,7 @@ pub fn run(db: Option<&Path>, config: &Config, args: StatsArgs) -> CommandResult
     let store = open_existing_store(db, config)?;
     let stats = store.stats()?;
     let engine = store.engine_identity()?;
-    let (per_engine, unrecorded, records) = evaluations_by_engine(&store)?;
+    let Evaluations { per_engine, unrecorded, work, records } = evaluations_by_engine(&store)?;
     // The count of positions is the nodes database's record's: the records read must be as many.
     if records != stats.positions {
         let what =
@@ -138,6 +138,7 @@ pub fn run(db: Option<&Path>, config: &Config, args: StatsArgs) -> CommandResult
             .collect::<Vec<_>>()
             .into();
         value["evaluations_without_engine"] = unrecorded.into();
+        value["engine_work"] = serde_json::to_value(work)?;
         value["claims"] = serde_json::to_value(&claims)?;
         // Only where a clock was grown for: a store grown otherwise reads as it always did.
         if let Some(grown) = &grown_for {
@@ -166,6 +167,15 @@ pub fn run(db: Option<&Path>, config: &Config, args: StatsArgs) -> CommandResult
         }
         if unrecorded > 0 {
             println!("no engine  {unrecorded:>10} evaluations (imported, or stored before engines were recorded)");
+        }
+        if work.position_evaluations > 0 {
+            println!(
+                "engine work {} nodes in the {} position evaluations ({:.0} each; searches for alternatives keep no \
+                 count)",
+                work.nodes,
+                work.position_evaluations,
+                work.nodes as f64 / work.position_evaluations as f64
+            );
         }
         if let Some(grown) = &grown_for {
             println!("grown for  {}", grown_for_line(grown, now.as_ref()));
@@ -212,14 +222,33 @@ fn by_engine(per_engine: &[(String, u64)]) -> Vec<EngineCount<'_>> {
 }
 
 /// Evaluations per engine (name, count), those that record no engine, and the records read.
-type Evaluations = (Vec<(String, u64)>, u64, u64);
+/// What `stats` counts over the records: evaluations per engine of the store's list (name, count), those that
+/// record no engine, the engine work the position evaluations hold, and how many records were read.
+struct Evaluations {
+    per_engine: Vec<(String, u64)>,
+    unrecorded: u64,
+    work: EngineWork,
+    records: u64,
+}
+
+/// The engine work a tree holds: the nodes the inner engines reported for its positions' own evaluations. A count
+/// that does not depend on the machine, so trees grown on different machines compare by it where their CPU-seconds
+/// do not (a CPU-second of one machine searched twice the nodes of another's: docs/strength/one-growth,
+/// declared-a5.txt). The searches for alternatives keep no node count: about half of all the work of a growth.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct EngineWork {
+    /// Positions with an evaluation by an engine.
+    pub position_evaluations: u64,
+    /// The nodes the engines reported for those evaluations, all together.
+    pub nodes: u64,
+}
 
 /// Evaluations per engine of the store's list (name, count), and those that record no engine. An evaluation is one
 /// engine answer kept in the tree: a position's own evaluation, or a move searched from it (the best move of the
 /// position's own evaluation is part of that evaluation, not counted again). An analysis raises the count by the
 /// answers it stored (its report's `stored`, where they were new), not by every search it ran: searches run ahead
 /// of their turn that no pass asked for are not stored (`unasked`), and a deeper answer replaces a shallower one.
-/// Also returns how many records were read.
+/// Also returns the engine work of the position evaluations and how many records were read.
 fn evaluations_by_engine(store: &crate::store::Store) -> Result<Evaluations, StoreError> {
     let mut per_engine: Vec<(String, u64)> = store.engines()?.into_iter().map(|name| (name, 0)).collect();
     let mut unrecorded = 0u64;
@@ -229,12 +258,15 @@ fn evaluations_by_engine(store: &crate::store::Store) -> Result<Evaluations, Sto
     };
     let view = store.read()?;
     let mut records = 0u64;
+    let mut work = EngineWork::default();
     for item in view.nodes()? {
         let (_, node) = item?;
         records += 1;
         // A checkmate or stalemate is valued without an engine (no best move, no engine): not an evaluation.
         if let Some(eval) = node.eval.as_ref().filter(|e| e.best.is_some() || e.engine.is_some()) {
             count(eval.engine);
+            work.position_evaluations += 1;
+            work.nodes = work.nodes.saturating_add(eval.nodes);
         }
         for edge in &node.edges {
             let own = node.eval.as_ref().is_some_and(|e| e.best == Some(edge.uci) && e.engine == edge.engine);
@@ -244,5 +276,5 @@ fn evaluations_by_engine(store: &crate::store::Store) -> Result<Evaluations, Sto
             }
         }
     }
-    Ok((per_engine, unrecorded, records))
+    Ok(Evaluations { per_engine, unrecorded, work, records })
 }
