@@ -742,6 +742,22 @@ fn a_repair_copies_every_intact_record_of_a_large_store() {
     assert!(new.node(damaged).unwrap().is_none());
 }
 
+/// A position evaluated at depth 8 by `engine` (cp 20, `nodes` searched), with the edge of its best move.
+fn evaluated(pos: &Chess, best: &str, nodes: u64, engine: Option<u16>) -> Node {
+    let mut node = Node::new(PackedPosition::of(pos));
+    let best = best.parse().unwrap();
+    node.eval = Some(deeptree::store::node::Eval {
+        score: Score::cp(20),
+        bound: Bound::Exact,
+        depth: 8,
+        best: Some(best),
+        nodes,
+        engine,
+    });
+    node.edges.push(Edge { engine, ..Edge::new(best, Score::cp(20), Bound::Exact, 8) });
+    node
+}
+
 /// `stats --json`'s engines: (name, evaluations) in list order.
 fn stats_engines(dir: &Path) -> Vec<(String, u64)> {
     let out = deeptree().arg("--db").arg(dir).args(["stats", "--json"]).output().unwrap();
@@ -774,17 +790,7 @@ fn one_engine_listed_twice_by_an_older_build_is_merged_at_the_first_open_that_wr
         let store = Store::open(dir.path(), &StoreOptions::default()).unwrap();
         let mut changes = Vec::new();
         for (pos, engine, best, more) in written {
-            let mut node = Node::new(PackedPosition::of(pos));
-            let best = best.parse().unwrap();
-            node.eval = Some(deeptree::store::node::Eval {
-                score: Score::cp(20),
-                bound: Bound::Exact,
-                depth: 8,
-                best: Some(best),
-                nodes: 1000,
-                engine: Some(engine),
-            });
-            node.edges.push(Edge { engine: Some(engine), ..Edge::new(best, Score::cp(20), Bound::Exact, 8) });
+            let mut node = evaluated(pos, best, 1000, Some(engine));
             for (uci, engine) in more {
                 let edge = Edge::new(uci.parse().unwrap(), Score::cp(5), Bound::Exact, 8);
                 node.edges.push(Edge { engine: Some(*engine), ..edge });
@@ -841,18 +847,7 @@ fn stats_counts_the_nodes_the_position_evaluations_hold() {
         let store = Store::open(dir.path(), &StoreOptions::default()).unwrap();
         let mut changes = Vec::new();
         for (pos, best, nodes) in [(&start, "e2e4", 1_000), (&e4, "c7c5", 2_500), (&d4, "d7d5", 40_000)] {
-            let mut node = Node::new(PackedPosition::of(pos));
-            let best = best.parse().unwrap();
-            node.eval = Some(deeptree::store::node::Eval {
-                score: Score::cp(20),
-                bound: Bound::Exact,
-                depth: 8,
-                best: Some(best),
-                nodes,
-                engine: None,
-            });
-            node.edges.push(Edge::new(best, Score::cp(20), Bound::Exact, 8));
-            changes.push(Change::merge(pos, node).unwrap());
+            changes.push(Change::merge(pos, evaluated(pos, best, nodes, None)).unwrap());
         }
         changes.push(Change::merge(&mate, deeptree::store::answer::terminal_record(&mate, 8, 777)).unwrap());
         changes.push(Change::merge(&c4, node_with_edge(&c4, "e7e5", 10, 8)).unwrap());
