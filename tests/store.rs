@@ -758,11 +758,16 @@ fn evaluated(pos: &Chess, best: &str, nodes: u64, engine: Option<u16>) -> Node {
     node
 }
 
-/// `stats --json`'s engines: (name, evaluations) in list order.
-fn stats_engines(dir: &Path) -> Vec<(String, u64)> {
+/// `deeptree stats --json` on the store in `dir`, which must succeed.
+fn stats_json(dir: &Path) -> serde_json::Value {
     let out = deeptree().arg("--db").arg(dir).args(["stats", "--json"]).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let stats: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// `stats --json`'s engines: (name, evaluations) in list order.
+fn stats_engines(dir: &Path) -> Vec<(String, u64)> {
+    let stats = stats_json(dir);
     assert_eq!(stats["evaluations_without_engine"], 0, "{stats}");
     let engines = stats["engines"].as_array().unwrap();
     engines.iter().map(|e| (e["name"].as_str().unwrap().to_owned(), e["evaluations"].as_u64().unwrap())).collect()
@@ -853,9 +858,7 @@ fn stats_counts_the_nodes_the_position_evaluations_hold() {
         changes.push(Change::merge(&c4, node_with_edge(&c4, "e7e5", 10, 8)).unwrap());
         store.writer().submit(changes).wait().unwrap();
     }
-    let out = deeptree().arg("--db").arg(dir.path()).args(["stats", "--json"]).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let stats: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let stats = stats_json(dir.path());
     assert_eq!(stats["positions"], 5, "{stats}");
     assert_eq!(stats["engine_work"], serde_json::json!({"position_evaluations": 3, "nodes": 43_500}), "{stats}");
     let out = deeptree().arg("--db").arg(dir.path()).arg("stats").output().unwrap();
@@ -875,11 +878,10 @@ fn the_engine_work_stats_counts_is_part_of_what_the_engines_searched_and_grows_w
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         let report: serde_json::Value =
             serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().last().unwrap()).unwrap();
-        let out = deeptree().arg("--db").arg(&db).args(["stats", "--json"]).output().unwrap();
-        let stats: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let stats = stats_json(&db);
         let nodes = stats["engine_work"]["nodes"].as_u64().unwrap();
-        let evaluated = stats["engine_work"]["position_evaluations"].as_u64().unwrap();
-        assert!(evaluated > 0 && Some(evaluated) <= stats["positions"].as_u64(), "{stats}");
+        let positions_evaluated = stats["engine_work"]["position_evaluations"].as_u64().unwrap();
+        assert!(positions_evaluated > 0 && Some(positions_evaluated) <= stats["positions"].as_u64(), "{stats}");
         (nodes, report["engine_nodes"].as_u64().unwrap())
     };
     let (first, searched) = work("1");

@@ -35,9 +35,9 @@ pub struct GrownNow {
     pub answered_share: f64,
 }
 
-/// The growth policy's walk (docs/design.md §6.1) from the seeds `grown` keeps, on the tree as it stands: what a session with
-/// `config`'s settings would answer at the targets `grown` was grown to (growth since, by a session or another run,
-/// counts). `None` where the store keeps no seeds (a store grown by an older build: its last run's figures stand).
+/// The growth policy's walk (docs/design.md §6.1) from the seeds `grown` keeps, on the tree as it stands: what a
+/// session with `config`'s settings would answer at the targets `grown` was grown to (growth since, by a session or
+/// another run, counts). `None` where the store keeps no seeds (a store grown by an older build: its last run's figures stand).
 pub fn grown_now(view: &ReadView<'_>, grown: &GrownFor, config: &Config) -> Result<Option<GrownNow>, StoreError> {
     if grown.followed.is_empty() {
         return Ok(None);
@@ -221,7 +221,6 @@ fn by_engine(per_engine: &[(String, u64)]) -> Vec<EngineCount<'_>> {
     engines
 }
 
-/// Evaluations per engine (name, count), those that record no engine, and the records read.
 /// What `stats` counts over the records: evaluations per engine of the store's list (name, count), those that
 /// record no engine, the engine work the position evaluations hold, and how many records were read.
 struct Evaluations {
