@@ -7,7 +7,7 @@ use std::{
     path::Path,
     process::{Child, ChildStdin, Command, Output, Stdio},
     sync::mpsc::{Receiver, channel},
-    time::Duration,
+    time::{Duration, Instant},
 };
 
 /// Long enough for any answer here; the tests assert what comes, never how fast.
@@ -89,6 +89,25 @@ impl Uci {
         while let Some(left) = span.checked_sub(started.elapsed()) {
             match self.lines.recv_timeout(left) {
                 Ok(line) => seen.push((started.elapsed(), line)),
+                Err(_) => break,
+            }
+        }
+        seen
+    }
+
+    /// As [`Uci::until`], each line with when it came, counted from `since`.
+    pub fn timed_until(&self, prefix: &str, timeout: Duration, since: Instant) -> Vec<(Duration, String)> {
+        let deadline = Instant::now() + timeout;
+        let mut seen = Vec::new();
+        while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+            match self.lines.recv_timeout(left) {
+                Ok(line) => {
+                    let done = line.starts_with(prefix);
+                    seen.push((since.elapsed(), line));
+                    if done {
+                        break;
+                    }
+                }
                 Err(_) => break,
             }
         }
