@@ -64,21 +64,11 @@ impl Uci {
 
     /// Lines until one starts with `prefix` (that line last); an empty tail means the wait ran out.
     pub fn until(&self, prefix: &str, timeout: Duration) -> Vec<String> {
-        let deadline = std::time::Instant::now() + timeout;
-        let mut seen = Vec::new();
-        while let Some(left) = deadline.checked_duration_since(std::time::Instant::now()) {
-            match self.lines.recv_timeout(left) {
-                Ok(line) => {
-                    let done = line.starts_with(prefix);
-                    seen.push(line);
-                    if done {
-                        return seen;
-                    }
-                }
-                Err(_) => break,
-            }
+        let mut seen: Vec<String> =
+            self.timed_until(prefix, timeout, Instant::now()).into_iter().map(|(_, line)| line).collect();
+        if !seen.last().is_some_and(|line| line.starts_with(prefix)) {
+            seen.push(String::new());
         }
-        seen.push(String::new());
         seen
     }
 
@@ -95,7 +85,8 @@ impl Uci {
         seen
     }
 
-    /// As [`Uci::until`], each line with when it came, counted from `since`.
+    /// Lines until one starts with `prefix` (that line last, none after the wait ran out), each with when it came,
+    /// counted from `since`.
     pub fn timed_until(&self, prefix: &str, timeout: Duration, since: Instant) -> Vec<(Duration, String)> {
         let deadline = Instant::now() + timeout;
         let mut seen = Vec::new();
