@@ -37,7 +37,8 @@ pub struct GrownNow {
 
 /// The growth policy's walk (docs/design.md §6.1) from the seeds `grown` keeps, on the tree as it stands: what a
 /// session with `config`'s settings would answer at the targets `grown` was grown to (growth since, by a session or
-/// another run, counts). `None` where the store keeps no seeds (a store grown by an older build: its last run's figures stand).
+/// another run, counts). `None` where the store keeps no seeds (a store grown by an older build: its last run's
+/// figures stand).
 pub fn grown_now(view: &ReadView<'_>, grown: &GrownFor, config: &Config) -> Result<Option<GrownNow>, StoreError> {
     if grown.followed.is_empty() {
         return Ok(None);

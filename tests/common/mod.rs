@@ -74,32 +74,26 @@ impl Uci {
 
     /// Every line that comes within `span`, with when it came (from the call).
     pub fn lines_for(&self, span: Duration) -> Vec<(Duration, String)> {
-        let started = std::time::Instant::now();
-        let mut seen = Vec::new();
-        while let Some(left) = span.checked_sub(started.elapsed()) {
-            match self.lines.recv_timeout(left) {
-                Ok(line) => seen.push((started.elapsed(), line)),
-                Err(_) => break,
-            }
-        }
-        seen
+        let started = Instant::now();
+        self.read(started + span, started, None)
     }
 
     /// Lines until one starts with `prefix` (that line last, none after the wait ran out), each with when it came,
     /// counted from `since`.
     pub fn timed_until(&self, prefix: &str, timeout: Duration, since: Instant) -> Vec<(Duration, String)> {
-        let deadline = Instant::now() + timeout;
+        self.read(Instant::now() + timeout, since, Some(prefix))
+    }
+
+    /// The lines that come before `deadline`, each with when it came counted from `since`; with a `prefix`, up to the
+    /// first that starts with it.
+    fn read(&self, deadline: Instant, since: Instant, prefix: Option<&str>) -> Vec<(Duration, String)> {
         let mut seen = Vec::new();
         while let Some(left) = deadline.checked_duration_since(Instant::now()) {
-            match self.lines.recv_timeout(left) {
-                Ok(line) => {
-                    let done = line.starts_with(prefix);
-                    seen.push((since.elapsed(), line));
-                    if done {
-                        break;
-                    }
-                }
-                Err(_) => break,
+            let Ok(line) = self.lines.recv_timeout(left) else { break };
+            let done = prefix.is_some_and(|prefix| line.starts_with(prefix));
+            seen.push((since.elapsed(), line));
+            if done {
+                break;
             }
         }
         seen
