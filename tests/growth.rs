@@ -781,6 +781,34 @@ fn deeptree_ok(db: &Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
+/// A book deepened evenly on a budget with no target (neither `--for` nor `--play-depth`) says so on each step line,
+/// and shows its priority as `reach x 2^-known`: the order it ranks in, not a number of some 80 digits.
+#[test]
+fn a_run_with_no_target_shows_each_step_without_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let epd = dir.path().join("roots.epd");
+    let four_fields = |fen: &str| fen.split_whitespace().take(4).collect::<Vec<_>>().join(" ");
+    std::fs::write(&epd, format!("{}\n{}\n", four_fields(ROOT), four_fields(WHITE_ROOT))).unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_deeptree"))
+        .arg("--db")
+        .arg(dir.path().join("tree"))
+        .args(["analyze", "--roots", epd.to_str().unwrap(), "--engine", common::fake(), "--engine-depth", "8"])
+        .args(["--workers", "1", "--nodes", "6000"])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let steps = step_lines(&stdout);
+    assert!(steps.len() >= 3, "{stdout}");
+    for line in &steps {
+        assert!(line.contains("no target)") && !line.contains("aim"), "{line}");
+        let known: i32 = line.split("(known").nth(1).and_then(|k| k.split(',').next()).unwrap().trim().parse().unwrap();
+        assert!(line.contains(&format!(" x 2^{} ", -known)), "{line}");
+        let priority = line.split("priority ").nth(1).and_then(|p| p.split(' ').next()).unwrap();
+        assert!(priority.len() <= 10 && priority.parse::<f64>().unwrap() > 0.0, "{line}");
+    }
+}
+
 /// Growth for a clock: on a store with no depth model, `--for` times searches at that clock first, stores the fit
 /// and says the targets; the next run reads the store's model; `stats` says the clock the tree was grown for and
 /// what its last run left, and `show` the depth a game needs at a position.

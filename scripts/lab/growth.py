@@ -1,7 +1,8 @@
 """The steps of a growth run, read back from what `deeptree analyze` printed: where the engines' time went.
 
 Each step line reads `grow N: priority P = reach R x 2^L (known K, target T, aim A) KIND ply Y of SEED to software
-depth S at engine depth D: E evaluations, X s: FEN` (src/commands/analyze/report.rs). A step is counted as
+depth S at engine depth D: E evaluations, X s: FEN` (src/commands/analyze/report.rs), or `(known K, no target)` in a
+run that deepens every seed while its budget lasts. A step is counted as
 
 - an exit: KIND `the tree's move` (a position of the tree's side it does not answer) or `the replies` (one of the
   opponent's whose replies are not all searched): width;
@@ -18,8 +19,8 @@ import re
 
 STEP = re.compile(
     r"^grow +\d+: priority \S+ = reach (?P<reach>\S+) x 2\^(?P<lack>-?\d+) +\(known +(?P<known>\d+), "
-    r"target +(?P<target>\d+), aim +(?P<aim>\d+)\) (?P<kind>.+?) +ply +\d+ .*?: (?P<evaluations>\d+) evaluations, "
-    r"(?P<seconds>[\d.]+) s"
+    r"(?:target +(?P<target>\d+), aim +(?P<aim>\d+)|no target)\) (?P<kind>.+?) +ply +\d+ .*?: "
+    r"(?P<evaluations>\d+) evaluations, (?P<seconds>[\d.]+) s"
 )
 
 EXIT_KINDS = ("the tree's move", "the replies")
@@ -28,10 +29,11 @@ SEED = "the seed itself"
 
 
 def step_class(kind, known, aim):
-    """The class of a step of KIND at a position known to KNOWN plies, with aim AIM (see the module docs)."""
+    """The class of a step of KIND at a position known to KNOWN plies, with aim AIM (None: no target; see the module
+    docs)."""
     if kind in EXIT_KINDS:
         return "exit: " + kind
-    if kind == DEEPER:
+    if kind == DEEPER and aim is not None:
         if known < aim:
             return "answer deepened short of the aim"
         return f"answer deepened at the aim +{known - aim}"
@@ -48,7 +50,8 @@ def time_by_class(lines):
         found = STEP.match(line)
         if found is None:
             continue
-        cls = step_class(found["kind"], int(found["known"]), int(found["aim"]))
+        aim = None if found["aim"] is None else int(found["aim"])
+        cls = step_class(found["kind"], int(found["known"]), aim)
         steps[cls] += 1
         evaluations[cls] += int(found["evaluations"])
         seconds[cls] += float(found["seconds"])

@@ -20,6 +20,8 @@ LINES = [
     " of line 4 to software depth 3 at engine depth 14: 20 evaluations, 4.0 s: 8/8/8/8/8/8/8/K1k5 w - - 0 1",
     "grow     2: priority 1.0000 = reach 1.0000 x 2^0  (known 18, target 18, aim 18) the seed itself ply  0 of root to "
     "software depth 2 at engine depth 16: 30 evaluations, 9.5 s: 8/8/8/8/8/8/8/K1k5 w - - 0 1",
+    "grow     5: priority 7.629e-7 = reach 0.2000 x 2^-18 (known 18, no target) the seed itself ply  0 of line 2 to "
+    "software depth 3 at engine depth 16: 40 evaluations, 12.0 s: 8/8/8/8/8/8/8/K1k5 w - - 0 1",
     "3188 positions grown, 42927 evaluations (890 taken from other searches, 0 failed)",
 ]
 
@@ -31,6 +33,7 @@ class Steps(unittest.TestCase):
         self.assertEqual(growth.step_class("the tree's move a ply deeper", 15, 16), "answer deepened short of the aim")
         self.assertEqual(growth.step_class("the tree's move a ply deeper", 16, 16), "answer deepened at the aim +0")
         self.assertEqual(growth.step_class("the tree's move a ply deeper", 19, 16), "answer deepened at the aim +3")
+        self.assertEqual(growth.step_class("the seed itself", 18, None), "seed deepened itself")
 
     def test_time_by_class(self):
         tallies = growth.time_by_class(LINES)
@@ -39,8 +42,8 @@ class Steps(unittest.TestCase):
         self.assertEqual(tallies["answer deepened short of the aim"], growth.Tally(1, 12, 2.5))
         self.assertEqual(tallies["answer deepened at the aim +0"], growth.Tally(1, 20, 4.0))
         self.assertEqual(tallies["answer deepened at the aim +3"], growth.Tally(1, 300, 60.0))
-        self.assertEqual(tallies["seed deepened itself"], growth.Tally(1, 30, 9.5))
-        self.assertEqual(sum(t.steps for t in tallies.values()), 6, "the other lines are not steps")
+        self.assertEqual(tallies["seed deepened itself"], growth.Tally(2, 70, 21.5))
+        self.assertEqual(sum(t.steps for t in tallies.values()), 7, "the other lines are not steps")
 
     def test_order(self):
         classes = ["answer deepened at the aim +10", "seed deepened itself", "answer deepened at the aim +2",

@@ -83,6 +83,7 @@ pub(super) fn run_header(out: Out, growth: &Growth, groups: usize, clock: Option
 pub(super) fn step_row(out: Out, step: &Step<'_>) {
     let item = step.item;
     let kind = item.kind.name();
+    let (shown, lack) = item.terms.shown();
     let settled = match (item.kind, step.report.settled_depth) {
         (crate::search::growth::Kind::Seed, Some(depth)) => format!(", settled depth {depth}"),
         (crate::search::growth::Kind::Seed, None) => ", no depth settled".to_owned(),
@@ -91,15 +92,14 @@ pub(super) fn step_row(out: Out, step: &Step<'_>) {
     say(
         out,
         &format!(
-            "grow {:>5}: priority {:.4} = reach {:.4} x 2^{:<2} (known {:>2}, target {:>2}, aim {:>2}) {kind:<15} ply {:>2} of {} to \
+            "grow {:>5}: priority {} = reach {:.4} x 2^{:<2} (known {:>2}, {}) {kind:<15} ply {:>2} of {} to \
              software depth {} at engine depth {}: {} evaluations, {:.1} s{settled}: {}",
             step.number,
-            item.priority,
+            shown_priority(shown),
             item.terms.reach,
-            item.terms.lack(),
+            lack,
             item.terms.known,
-            item.terms.target,
-            item.terms.aim,
+            item.terms.depths(),
             item.ply,
             step.seed.label,
             item.settle,
@@ -109,6 +109,11 @@ pub(super) fn step_row(out: Out, step: &Step<'_>) {
             shakmaty::fen::Fen::from_position(item.position(), shakmaty::EnPassantMode::Legal)
         ),
     );
+}
+
+/// A priority as a step line shows it: 4 decimals, or 4 significant digits where those would show none.
+pub(crate) fn shown_priority(priority: f64) -> String {
+    if priority >= 1e-3 { format!("{priority:.4}") } else { format!("{priority:.3e}") }
 }
 
 /// Saves a task's progress after a step of its seed: what the step added (its seconds and evaluations) is added to

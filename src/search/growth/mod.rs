@@ -539,15 +539,15 @@ impl<S: Fn(&Step<'_>) + Sync, I: Fn(&Item, &Iteration) + Sync> Loop<'_, S, I> {
         }
         let seed = &self.growth.seeds[item.seed];
         let kind = item.kind.name();
+        let (shown, lack) = item.terms.shown();
         trace.line(format_args!(
-            "grow {number}: priority {:.6} = reach {:.6} x 2^{} (known {}, target {}, aim {}{}); {kind}, ply {} of seed {} ({}): \
+            "grow {number}: priority {:.6e} = reach {:.6} x 2^{} (known {}, {}{}); {kind}, ply {} of seed {} ({}): \
              software depth {} at engine depth {}: {}",
-            item.priority,
+            shown,
             item.terms.reach,
-            item.terms.lack(),
+            lack,
             item.terms.known,
-            item.terms.target,
-            item.terms.aim,
+            item.terms.depths(),
             if item.terms.exit { ", games leave the tree" } else { "" },
             item.ply,
             item.seed + 1,

@@ -62,6 +62,37 @@ impl Terms {
     }
 }
 
+/// A combined depth no search reaches: a run with no target (`analyze --roots` with a budget and neither `--for` nor
+/// `--play-depth`) deepens every position while its budget lasts, and ranks them against a target this deep or deeper.
+pub const NO_TARGET: u32 = u8::MAX as u32;
+
+impl Terms {
+    /// Whether the run grows to a target depth (see [`NO_TARGET`]).
+    pub fn has_target(&self) -> bool {
+        self.target < NO_TARGET
+    }
+
+    /// The priority and the lack as a step line shows them: as ranked; in a run with no target, divided by
+    /// `2^aim`, that is `reach x 2^-known`: the same order, without a number of some 80 digits.
+    pub fn shown(&self) -> (f64, i32) {
+        if self.has_target() {
+            (priority(*self), self.lack())
+        } else {
+            let lack = -i32::try_from(self.known).unwrap_or(i32::MAX);
+            (priority(Terms { target: 0, aim: 0, ..*self }), lack)
+        }
+    }
+
+    /// `target T, aim A` as a step line shows them, or `no target`.
+    pub fn depths(&self) -> String {
+        if self.has_target() {
+            format!("target {:>2}, aim {:>2}", self.target, self.aim)
+        } else {
+            "no target".to_owned()
+        }
+    }
+}
+
 /// What a ply still lacking is worth, as a factor of reach.
 pub const PLY_FACTOR: f64 = 2.0;
 
@@ -111,6 +142,19 @@ mod tests {
             let likelier = priority(Terms { reach: reach * 2.0, known, target: 0, aim, exit: false });
             prop_assert!((shallower - likelier).abs() <= 1e-9 * shallower);
         }
+    }
+
+    /// A run with no target shows `reach x 2^-known`, in the order it ranks; one with a target shows what it ranks.
+    #[test]
+    fn a_run_with_no_target_shows_its_priority_over_two_to_the_aim() {
+        let deep = Terms { reach: 0.5, known: 18, target: 268, aim: 268, exit: false };
+        let shallow = Terms { reach: 0.125, known: 16, ..deep };
+        assert!(!deep.has_target() && deep.depths() == "no target");
+        assert_eq!(deep.shown(), (0.5 * 2f64.powi(-18), -18));
+        assert_eq!(priority(deep) > priority(shallow), deep.shown().0 > shallow.shown().0);
+        let aimed = Terms { target: 14, aim: 17, ..deep };
+        assert_eq!(aimed.shown(), (priority(aimed), -1));
+        assert_eq!(aimed.depths(), "target 14, aim 17");
     }
 
     #[test]
