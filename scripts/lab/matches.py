@@ -530,3 +530,16 @@ def pooled_lines(summary):
             f"Elo: {estimate.elo:.2f} +/- {stats.half_width(estimate):.2f} (95%: {estimate.low:.2f} to "
             f"{estimate.high:.2f})",
             f"LOS: {100 * estimate.los:.2f} %"]
+
+
+def draw_lines(summary):
+    """A pooled Summary's resolving power: its draw rate with the Wilson 95 % interval, and the share of its game
+    pairs that score 1-1 (both games drawn, or one win each), the pairs that say nothing of which side is stronger."""
+    games = summary.wins + summary.losses + summary.draws
+    pairs = sum(summary.ptnml)
+    low, high = stats.wilson(summary.draws, games)
+    even_low, even_high = stats.wilson(summary.ptnml[2], pairs)
+    return [f"Games: {games}, draws: {summary.draws}, draw rate {100 * summary.draws / games:.1f} % "
+            f"(95 %: {100 * low:.1f} to {100 * high:.1f})",
+            f"Ptnml(0-2): {summary.ptnml}: {summary.ptnml[2]} of {pairs} pairs 1-1, "
+            f"{100 * summary.ptnml[2] / pairs:.1f} % (95 %: {100 * even_low:.1f} to {100 * even_high:.1f})"]

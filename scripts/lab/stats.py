@@ -81,3 +81,16 @@ def pair_counts(pair_points):
     for points in pair_points:
         counts[round(2 * points)] += 1
     return counts
+
+
+def wilson(hits, n, z=Z95):
+    """The Wilson score interval (low, high) of a proportion of hits out of n: it stays inside [0, 1] and does not
+    collapse to a point at 0 or n hits, where the normal interval does."""
+    if n <= 0:
+        raise ValueError("no trials")
+    if not 0 <= hits <= n:
+        raise ValueError("hits must lie between 0 and n")
+    p = hits / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    spread = z / (1 + z * z / n) * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    return max(0.0, centre - spread), min(1.0, centre + spread)

@@ -167,6 +167,15 @@ class Summaries(unittest.TestCase):
         ])
         self.assertIsNone(matches.read_summary("no summary here"))
 
+    def test_draw_rate_and_even_pairs(self):
+        # 13 draws of 16 games (81.25 %), 6 of 8 pairs 1-1; Wilson's interval of 13 in 16: 57.0 % to 93.4 %.
+        summaries = [matches.read_summary((FIXTURES / name).read_text())
+                     for name in ("fastchess-all-draws.log", "fastchess-decisive.log")]
+        self.assertEqual(matches.draw_lines(matches.pool_summaries(summaries)), [
+            "Games: 16, draws: 13, draw rate 81.2 % (95 %: 57.0 to 93.4)",
+            "Ptnml(0-2): [1, 0, 6, 1, 0]: 6 of 8 pairs 1-1, 75.0 % (95 %: 40.9 to 92.9)",
+        ])
+
     def test_python_runner_results_read_back(self):
         # Pairs: win+draw (3 half points), loss+loss (0), draw+draw (2), win+win (4); a last game unpaired.
         lines = matches.result_lines([1, 0.5, 0, 0, 0.5, 0.5, 1, 1, 0])

@@ -100,5 +100,22 @@ class Trinomial(unittest.TestCase):
             stats.trinomial([])
 
 
+class Wilson(unittest.TestCase):
+    def test_known_intervals(self):
+        # 140 of 200 (70 %): centre (p + z²/2n) / (1 + z²/n) = 0.6962, spread 0.0630: 63.3 % to 75.9 %.
+        low, high = stats.wilson(140, 200)
+        self.assertAlmostEqual(low, 0.6332, places=4)
+        self.assertAlmostEqual(high, 0.7593, places=4)
+        # None and all of 10: the interval keeps a width, inside [0, 1].
+        self.assertEqual(stats.wilson(0, 10)[0], 0.0)
+        self.assertAlmostEqual(stats.wilson(0, 10)[1], 0.2775, places=4)
+        self.assertAlmostEqual(stats.wilson(10, 10)[0], 1 - 0.2775, places=4)
+        self.assertAlmostEqual(stats.wilson(10, 10)[1], 1.0)
+
+    def test_bad_counts(self):
+        self.assertRaises(ValueError, stats.wilson, 1, 0)
+        self.assertRaises(ValueError, stats.wilson, 11, 10)
+
+
 if __name__ == "__main__":
     unittest.main()
