@@ -112,7 +112,7 @@ pub(super) fn step_row(out: Out, step: &Step<'_>) {
 }
 
 /// A priority as a step line shows it: 4 decimals, or 4 significant digits where those would show none.
-pub(crate) fn shown_priority(priority: f64) -> String {
+fn shown_priority(priority: f64) -> String {
     if priority >= 1e-3 { format!("{priority:.4}") } else { format!("{priority:.3e}") }
 }
 

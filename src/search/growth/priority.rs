@@ -73,9 +73,10 @@ impl Terms {
     }
 
     /// The priority and the lack as a step line shows them: as ranked; in a run with no target, divided by
-    /// `2^aim`, that is `reach x 2^-known`: the same order, without a number of some 80 digits.
+    /// `2^aim`, that is `reach x 2^-known`: the same order, without a number of some 80 digits. (Such a run follows
+    /// no games, so it has no exits; one would be shown as ranked.)
     pub fn shown(&self) -> (f64, i32) {
-        if self.has_target() {
+        if self.has_target() || self.exit {
             (priority(*self), self.lack())
         } else {
             let lack = -i32::try_from(self.known).unwrap_or(i32::MAX);
@@ -155,6 +156,8 @@ mod tests {
         let aimed = Terms { target: 14, aim: 17, ..deep };
         assert_eq!(aimed.shown(), (priority(aimed), -1));
         assert_eq!(aimed.depths(), "target 14, aim 17");
+        let exit = Terms { exit: true, ..deep };
+        assert_eq!(exit.shown(), (priority(exit), 1));
     }
 
     #[test]
