@@ -26,7 +26,7 @@ try:
 except ImportError:  # plans, chunks and summaries work without python-chess
     chess = None
 
-from . import stats
+from . import pgn, stats
 
 SCRIPTS = Path(__file__).resolve().parent.parent
 ROOT = SCRIPTS.parent
@@ -510,6 +510,18 @@ def read_summary(text):
         return None
     _, wins, losses, draws = map(int, games[-1])
     return Summary(wins, losses, draws, [int(p) for p in pairs[-1]])
+
+
+def read_logs(paths):
+    """The final Summary of each log at PATHS (plain, xz or gzip), pooled: a ValueError names a log without one."""
+    summaries = []
+    for path in paths:
+        with pgn.open_text(path) as handle:
+            summary = read_summary(handle.read())
+        if summary is None:
+            raise ValueError(f"{path}: no fastchess summary")
+        summaries.append(summary)
+    return pool_summaries(summaries)
 
 
 def pool_summaries(summaries):
