@@ -235,8 +235,15 @@ const WHITE_ROOT: &str = "rnbqkbnr/pppp1ppp/8/4p3/4P3/8/PPPP1PPP/RNBQKBNR w KQkq
 
 /// An EPD file of one root (the FEN's first four fields).
 fn epd_of(dir: &Path, fen: &str) -> std::path::PathBuf {
+    epd_of_all(dir, &[fen])
+}
+
+/// An EPD file of roots in `dir`, one line for each of `fens` (their first four fields).
+fn epd_of_all(dir: &Path, fens: &[&str]) -> std::path::PathBuf {
     let epd = dir.join("roots.epd");
-    std::fs::write(&epd, format!("{}\n", fen.split_whitespace().take(4).collect::<Vec<_>>().join(" "))).unwrap();
+    let lines: String =
+        fens.iter().map(|fen| format!("{}\n", fen.split_whitespace().take(4).collect::<Vec<_>>().join(" "))).collect();
+    std::fs::write(&epd, lines).unwrap();
     epd
 }
 
@@ -786,9 +793,7 @@ fn deeptree_ok(db: &Path, args: &[&str]) -> String {
 #[test]
 fn a_run_with_no_target_shows_each_step_without_one() {
     let dir = tempfile::tempdir().unwrap();
-    let epd = dir.path().join("roots.epd");
-    let four_fields = |fen: &str| fen.split_whitespace().take(4).collect::<Vec<_>>().join(" ");
-    std::fs::write(&epd, format!("{}\n{}\n", four_fields(ROOT), four_fields(WHITE_ROOT))).unwrap();
+    let epd = epd_of_all(dir.path(), &[ROOT, WHITE_ROOT]);
     let output = Command::new(env!("CARGO_BIN_EXE_deeptree"))
         .arg("--db")
         .arg(dir.path().join("tree"))
