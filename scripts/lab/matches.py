@@ -35,6 +35,11 @@ DEFAULT_OPENINGS = SCRIPTS / "openings.epd"
 SUMMARY_PREFIXES = ("Elo:", "LOS:", "Games:", "Ptnml", "Player:", "  Timeouts:", "  Crashed:")
 GAMES = re.compile(r"Games: (\d+), Wins: (\d+), Losses: (\d+), Draws: (\d+)")
 PTNML = re.compile(r"Ptnml\(0-2\): \[(\d+), (\d+), (\d+), (\d+), (\d+)\]")
+# scripts/match's clock lines (python-chess's runner): each side's moves, time losses and least time left, and with
+# pondering its thinks after `ponderhit`.
+CLOCK = re.compile(r"^clock of (.+): (\d+) moves, (\d+) time losses, least time left (n/a|[\d.]+ s)$", re.M)
+AFTER_PONDERHIT = re.compile(
+    r"^moves after ponderhit of (.+): (\d+), median ([\d.]+) s, p99 ([\d.]+) s, max ([\d.]+) s$", re.M)
 
 
 def book_format(path):
@@ -542,6 +547,59 @@ def pooled_lines(summary):
             f"Elo: {estimate.elo:.2f} +/- {stats.half_width(estimate):.2f} (95%: {estimate.low:.2f} to "
             f"{estimate.high:.2f})",
             f"LOS: {100 * estimate.los:.2f} %"]
+
+
+Clock = namedtuple("Clock", "moves losses least hits medians p99 longest")
+Clock.__doc__ = """One side's clock over one or more of scripts/match's runs: moves, games lost on time, the least time
+left after a move (seconds; None where no move was timed), and its thinks after `ponderhit`: how many, the median of
+each run's (one a run), the largest of the runs' p99s and the longest (seconds)."""
+
+
+def read_clocks(text):
+    """Each side's Clock from scripts/match's output (its clock lines and, with pondering, the thinks after
+    `ponderhit`), by engine name; empty where it has none (a fastchess log)."""
+    clocks = {}
+    for name, moves, losses, least in CLOCK.findall(text):
+        seconds = None if least == "n/a" else float(least.removesuffix(" s"))
+        clocks[name] = Clock(int(moves), int(losses), seconds, 0, [], 0.0, 0.0)
+    for name, hits, median, p99, longest in AFTER_PONDERHIT.findall(text):
+        if name in clocks:
+            clocks[name] = clocks[name]._replace(hits=int(hits), medians=[float(median)], p99=float(p99),
+                                                 longest=float(longest))
+    return clocks
+
+
+def pool_clocks(runs):
+    """The Clocks of several runs of one pairing (read_clocks of each), added up side by side."""
+    pooled = {}
+    for clocks in runs:
+        for name, clock in clocks.items():
+            if name not in pooled:
+                pooled[name] = clock
+                continue
+            was = pooled[name]
+            leasts = [t for t in (was.least, clock.least) if t is not None]
+            pooled[name] = Clock(was.moves + clock.moves, was.losses + clock.losses, min(leasts, default=None),
+                                 was.hits + clock.hits, was.medians + clock.medians, max(was.p99, clock.p99),
+                                 max(was.longest, clock.longest))
+    return pooled
+
+
+def clock_lines(pooled):
+    """Pooled Clocks as lines: each side's moves, time losses and least time left, then its thinks after
+    `ponderhit` (the runs' medians as their median and range: a run gives its median, not its times)."""
+    lines = []
+    for name, clock in pooled.items():
+        least = "n/a" if clock.least is None else f"{clock.least:.3f} s"
+        lines.append(f"clock of {name}: {clock.moves} moves, {clock.losses} time losses, least time left {least}")
+    for name, clock in pooled.items():
+        if clock.hits:
+            medians = sorted(clock.medians)
+            middle = medians[len(medians) // 2]
+            lines.append(f"moves after ponderhit of {name}: {clock.hits} in {len(medians)} runs, median of the runs' "
+                         f"medians {middle:.3f} s ({medians[0]:.3f} to {medians[-1]:.3f}), largest p99 "
+                         f"{clock.p99:.3f} s, longest {clock.longest:.3f} s")
+    return lines
 
 
 def draw_lines(summary):

@@ -75,6 +75,19 @@ def pentanomial(ptnml):
     return Estimate(elo(mean), elo(mean - margin), elo(mean + margin), los)
 
 
+def difference(first, second):
+    """The Elo difference first minus second of two independent estimates, with its 95 % interval (each estimate's
+    standard error taken as its half width over the normal quantile, the two added in quadrature) and the likelihood
+    that the first is the stronger."""
+    spread = math.hypot(half_width(first) / Z95, half_width(second) / Z95)
+    delta = first.elo - second.elo
+    if spread > 0:
+        los = 0.5 * (1 + math.erf(delta / (spread * math.sqrt(2))))
+    else:
+        los = 0.5 if delta == 0 else float(delta > 0)
+    return Estimate(delta, delta - Z95 * spread, delta + Z95 * spread, los)
+
+
 def pair_counts(pair_points):
     """Ptnml(0-2) from the points of each game pair (0, 0.5, 1, 1.5 or 2)."""
     counts = [0] * 5

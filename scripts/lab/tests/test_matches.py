@@ -187,6 +187,32 @@ class Summaries(unittest.TestCase):
             self.assertTrue(matches.chunk_done(log, 8))
             self.assertFalse(matches.chunk_done(log, 10))
 
+    def test_clocks_read_and_pooled(self):
+        # Two runs of scripts/match with pondering: moves and losses add up, the least time left is the lesser, the
+        # thinks after ponderhit give their count, the runs' medians (median and range), the larger p99 and longest.
+        first = ("clock of deeptree: 444 moves, 0 time losses, least time left 0.013 s\n"
+                 "clock of stockfish: 440 moves, 1 time losses, least time left 0.024 s\n"
+                 "moves after ponderhit of deeptree: 303, median 0.019 s, p99 0.228 s, max 0.290 s\n"
+                 "moves after ponderhit of stockfish: 286, median 0.017 s, p99 0.240 s, max 0.334 s\n")
+        second = ("clock of deeptree: 10 moves, 2 time losses, least time left 0.500 s\n"
+                  "clock of stockfish: 12 moves, 0 time losses, least time left 0.005 s\n"
+                  "moves after ponderhit of deeptree: 7, median 0.030 s, p99 0.100 s, max 0.400 s\n"
+                  "moves after ponderhit of stockfish: none\n")
+        runs = [matches.read_clocks(first), matches.read_clocks(second)]
+        self.assertEqual(runs[0]["deeptree"], matches.Clock(444, 0, 0.013, 303, [0.019], 0.228, 0.29))
+        self.assertEqual(runs[1]["stockfish"], matches.Clock(12, 0, 0.005, 0, [], 0.0, 0.0))
+        self.assertEqual(matches.clock_lines(matches.pool_clocks(runs)), [
+            "clock of deeptree: 454 moves, 2 time losses, least time left 0.013 s",
+            "clock of stockfish: 452 moves, 1 time losses, least time left 0.005 s",
+            "moves after ponderhit of deeptree: 310 in 2 runs, median of the runs' medians 0.030 s (0.019 to 0.030), "
+            "largest p99 0.228 s, longest 0.400 s",
+            "moves after ponderhit of stockfish: 286 in 1 runs, median of the runs' medians 0.017 s (0.017 to "
+            "0.017), largest p99 0.240 s, longest 0.334 s",
+        ])
+        self.assertEqual(matches.read_clocks("Games: 8, Wins: 1, Losses: 0, Draws: 7"), {})
+        no_time = matches.read_clocks("clock of a: 0 moves, 0 time losses, least time left n/a")
+        self.assertIsNone(no_time["a"].least)
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -117,5 +117,26 @@ class Wilson(unittest.TestCase):
         self.assertRaises(ValueError, stats.wilson, 11, 10)
 
 
+class Difference(unittest.TestCase):
+    def test_half_widths_add_in_quadrature(self):
+        # +/- 20 and +/- 15 give +/- 25 (the 3-4-5 triangle); the difference 10 is 0.4 of that, so LOS is the normal
+        # probability below 0.4 x 1.96 = 0.784 standard errors: 78.35 %.
+        first = stats.Estimate(10.0, -10.0, 30.0, 0.8)
+        second = stats.Estimate(0.0, -15.0, 15.0, 0.5)
+        delta = stats.difference(first, second)
+        self.assertAlmostEqual(delta.elo, 10.0)
+        self.assertAlmostEqual(delta.low, -15.0)
+        self.assertAlmostEqual(delta.high, 35.0)
+        self.assertAlmostEqual(delta.los, 0.78347, places=4)
+        back = stats.difference(second, first)
+        self.assertAlmostEqual(back.elo, -10.0)
+        self.assertAlmostEqual(back.los, 1 - delta.los)
+
+    def test_no_spread(self):
+        point = stats.Estimate(5.0, 5.0, 5.0, 1.0)
+        self.assertEqual(stats.difference(point, point).los, 0.5)
+        self.assertEqual(stats.difference(point, stats.Estimate(0.0, 0.0, 0.0, 0.5)).los, 1.0)
+
+
 if __name__ == "__main__":
     unittest.main()
