@@ -118,7 +118,10 @@ def machine():
 
 def move_comment(info, spent):
     """A move's comment as fastchess writes it, `+0.06/14 0.099s`: the score in pawns for the side that moved (or
-    M3 / -M3), the depth, and the seconds from `go` to `bestmove` (with pondering: from the opponent's move)."""
+    M3 / -M3), the depth, and the seconds from `go` to `bestmove` (with pondering: from the opponent's move); then
+    `, tree` where the engine's last `info string` of the move said `tree move: ...` (deeptree's answer from its tree),
+    else `, search`, so that lab.pgn tells tree answers from searches without the 5 ms rule, which pondering
+    breaks."""
     score = info.get("score")
     if score is None:
         text = "0.00"
@@ -128,7 +131,9 @@ def move_comment(info, spent):
             text = f"M{mover.mate()}" if mover.mate() > 0 else f"-M{-mover.mate()}"
         else:
             text = f"{mover.score() / 100:+.2f}"
-    return f"{text}/{info.get('depth', 0)} {spent:.3f}s"
+    said = str(info.get("string", ""))
+    mark = pgn.TREE_MARK if said.startswith("tree move") else pgn.SEARCH_MARK
+    return f"{text}/{info.get('depth', 0)} {spent:.3f}s, {mark}"
 
 
 def play_game(engines, start, white, args, clock_record):

@@ -2,9 +2,12 @@
 
 fastchess writes each move's comment as `{+0.31/16 0.004s, tl=1.905s}`: the score in pawns from the mover's side
 (or M3 / -M3), the depth its search reached, the seconds from `go` to `bestmove`, and (with timeleft=true) the clock
-left after the move; scripts/match's python-chess runner writes the same without the clock. A move that took under
-5 ms (TREE_SECONDS) was answered from the tree: a search of the inner engine takes longer. Its depth is the depth the
-tree claimed for it.
+left after the move; scripts/match's python-chess runner writes the same without the clock, and marks each move
+`, tree` where deeptree said it answered from the tree (its `info string tree move: ...`) and `, search` otherwise.
+A marked move is what its mark says; an unmarked one (fastchess's) that took under 5 ms (TREE_SECONDS) was answered
+from the tree: a search of the inner engine takes longer. With pondering only the marks tell them apart: a move after
+`ponderhit` comes as fast, and a tree answer after one need not. A tree answer's depth is the depth the tree claimed
+for it.
 
 The depth margin of a tree answer is its claimed depth less the mean depth of the opponent's own searches (its moves
 of 5 ms or more) at the plies next to it in the same game: the opponent's move before it and the one after it, where
@@ -35,11 +38,15 @@ TREE_SECONDS = 0.005
 OPENING_MOVES = 15
 
 NUMBER = r"\d+(?:\.\d+)?"
-COMMENT = re.compile(rf"(?P<score>[+-]?M?{NUMBER})/(?P<depth>\d+) (?P<time>{NUMBER})s(?:, tl=(?P<left>-?{NUMBER})s)?")
+COMMENT = re.compile(rf"(?P<score>[+-]?M?{NUMBER})/(?P<depth>\d+) (?P<time>{NUMBER})s(?:, tl=(?P<left>-?{NUMBER})s)?"
+                     r"(?:, (?P<source>tree|search)\b)?")
+# The marks scripts/match's runner writes after a move's time: answered from the tree, or searched.
+TREE_MARK, SEARCH_MARK = "tree", "search"
 TAG = re.compile(r'^\[(\w+)\s+"(.*)"\]\s*$')
 
-Comment = namedtuple("Comment", "score depth seconds left")
-Comment.__doc__ = "A move's comment: score text, depth, seconds spent, and clock left (None where not written)."
+Comment = namedtuple("Comment", "score depth seconds left source", defaults=(None,))
+Comment.__doc__ = ("A move's comment: score text, depth, seconds spent, clock left (None where not written), and the "
+                   "runner's mark, 'tree' or 'search' (None where not written).")
 Played = namedtuple("Played", "side move_number comment")
 Played.__doc__ = ("One move of a game's main line: the side that played it (True: White), the move number it was "
                   "played at, and its Comment (None where the comment has none).")
@@ -62,17 +69,27 @@ def parse_comment(text):
     if found is None:
         return None
     left = found["left"]
-    return Comment(found["score"], int(found["depth"]), float(found["time"]), None if left is None else float(left))
+    return Comment(found["score"], int(found["depth"]), float(found["time"]), None if left is None else float(left),
+                   found["source"])
 
 
 def is_tree_answer(comment):
-    """Whether a move with this Comment was answered from the tree: it took under 5 ms."""
-    return comment is not None and comment.seconds < TREE_SECONDS
+    """Whether a move with this Comment was answered from the tree: its mark says so, or unmarked it took under 5 ms."""
+    if comment is None:
+        return False
+    if comment.source is not None:
+        return comment.source == TREE_MARK
+    return comment.seconds < TREE_SECONDS
 
 
 def is_search(comment):
-    """Whether a move with this Comment was a search of the engine: 5 ms or more."""
-    return comment is not None and comment.seconds >= TREE_SECONDS
+    """Whether a move with this Comment was a search of the engine: its mark says so, or unmarked it took 5 ms or
+    more."""
+    if comment is None:
+        return False
+    if comment.source is not None:
+        return comment.source == SEARCH_MARK
+    return comment.seconds >= TREE_SECONDS
 
 
 def read_games(path):
@@ -202,9 +219,9 @@ class TreeMoves:
         games = max(self.games, 1)
         opponents = ", ".join(name for name, _ in self.opponents.most_common()) or "none"
         lines = [
-            f"{self.games} games, {self.moves} {self.player} moves, {self.opening} from the tree (answered in under "
-            f"5 ms in the first {self.opening_moves} moves): {self.opening / games:.2f} a game; {self.later} "
-            f"answered as fast later",
+            f"{self.games} games, {self.moves} {self.player} moves, {self.opening} from the tree (marked so, or "
+            f"answered in under 5 ms, in the first {self.opening_moves} moves): {self.opening / games:.2f} a game; "
+            f"{self.later} so answered later",
             "tree moves per game: " + " ".join(str(n) for n in self.per_game),
             "depths claimed: " + ", ".join(f"{d}: {n}" for d, n in sorted(self.opening_depths.items())),
             f"whole games: {self.total} tree moves ({self.total / games:.2f} a game); depths claimed: "

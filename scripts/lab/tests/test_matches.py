@@ -84,13 +84,18 @@ class Runner(unittest.TestCase):
                          ("one", "two", result))
         moves = list(game.mainline())
         self.assertEqual(record["one"]["moves"] + record["two"]["moves"], len(moves))
-        self.assertRegex(moves[0].comment, r"^\+0\.12/7 \d+\.\d{3}s$")
+        self.assertRegex(moves[0].comment, r"^\+0\.12/7 \d+\.\d{3}s, search$")
         self.assertLess(record["one"]["least"], 10.1)
 
     def test_move_comment(self):
         mate = chess.engine.PovScore(chess.engine.Mate(-3), chess.WHITE)
-        self.assertEqual(matches.move_comment({"score": mate, "depth": 20}, 0.25), "-M3/20 0.250s")
-        self.assertEqual(matches.move_comment({}, 0.0), "0.00/0 0.000s")
+        self.assertEqual(matches.move_comment({"score": mate, "depth": 20}, 0.25), "-M3/20 0.250s, search")
+        self.assertEqual(matches.move_comment({}, 0.0), "0.00/0 0.000s, search")
+        # deeptree's answer from its tree: its `info string tree move: ...` is the move's last info string.
+        said = {"depth": 18, "string": "tree move: combined depth 18 (engine 16 + software 2) against 14.2 for a search"}
+        self.assertEqual(matches.move_comment(said, 0.012), "0.00/18 0.012s, tree")
+        self.assertEqual(matches.move_comment({"depth": 9, "string": "NNUE evaluation using nn.nnue"}, 0.1),
+                         "0.00/9 0.100s, search")
 
 
 class Plans(unittest.TestCase):

@@ -3,6 +3,7 @@ of deepen16-first-pair.pgn (the first game pair of docs/strength/deepen-1600/vs-
 former scripts/tree-moves and scripts/depth-margin printed for it."""
 
 import os
+import tempfile
 import unittest
 
 from lab import pgn
@@ -34,6 +35,38 @@ class Comments(unittest.TestCase):
         self.assertFalse(pgn.is_tree_answer(None))
         self.assertFalse(pgn.is_search(None))
 
+    def test_the_runners_marks_win_over_the_clock(self):
+        # With pondering a tree answer after a ponderhit may take 12 ms and a search after one 1 ms: the marks of
+        # scripts/match's runner say which was which.
+        slow_tree = pgn.parse_comment("+0.30/18 0.012s, tree")
+        self.assertEqual(slow_tree, pgn.Comment("+0.30", 18, 0.012, None, "tree"))
+        self.assertTrue(pgn.is_tree_answer(slow_tree))
+        self.assertFalse(pgn.is_search(slow_tree))
+        fast_search = pgn.parse_comment("-0.10/15 0.001s, search")
+        self.assertFalse(pgn.is_tree_answer(fast_search))
+        self.assertTrue(pgn.is_search(fast_search))
+        self.assertEqual(pgn.parse_comment("+0.1/16 0.004s, tl=1.2s, tree").source, "tree")
+        self.assertIsNone(pgn.parse_comment("+0.1/16 0.004s, treeish").source)
+        self.assertIsNone(pgn.parse_comment("+0.1/16 0.004s").source)
+
+    def test_marked_game_counted_by_its_marks(self):
+        # A pondering game of scripts/match's runner: deeptree's 1. e4 a tree answer in 12 ms, 2. Nf3 a search that
+        # came in 1 ms after a ponderhit; Stockfish's replies searches (2... Nc6 in 2 ms after a ponderhit).
+        marked = ('[White "deeptree"]\n[Black "stockfish"]\n[Result "*"]\n\n'
+                  '1. e4 { +0.30/18 0.012s, tree } 1... e5 { -0.20/14 0.080s, search } '
+                  '2. Nf3 { +0.25/15 0.001s, search } 2... Nc6 { -0.22/13 0.002s, search } *\n')
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "marked.pgn")
+            with open(path, "w") as handle:
+                handle.write(marked)
+            deeptree, stockfish = pgn.count_tree_moves([path], ["deeptree", "stockfish"])
+        self.assertEqual((deeptree.opening, dict(deeptree.opening_depths)), (1, {18: 1}))
+        self.assertEqual(deeptree.own_searches, [15])
+        self.assertEqual(stockfish.total, 0)
+        self.assertEqual(stockfish.own_searches, [14, 13])
+        # The tree answer's margin: 18 against the mean of Stockfish's searches beside it (only 1... e5, 14).
+        self.assertEqual(deeptree.margins, [(1, 4)])
+
 
 class Tags(unittest.TestCase):
     def test_tag_games(self):
@@ -60,8 +93,8 @@ class TreeMoves(unittest.TestCase):
         self.assertEqual(deeptree.total, 21)
         self.assertEqual(len(deeptree.margins), 21)
         report = deeptree.report()
-        self.assertEqual(report[0], "2 games, 141 deeptree moves, 15 from the tree (answered in under 5 ms in the "
-                                    "first 15 moves): 7.50 a game; 6 answered as fast later")
+        self.assertEqual(report[0], "2 games, 141 deeptree moves, 15 from the tree (marked so, or answered in under "
+                                    "5 ms, in the first 15 moves): 7.50 a game; 6 so answered later")
         self.assertEqual(report[1], "tree moves per game: 9 6")
         self.assertEqual(report[2], "depths claimed: 14: 2, 16: 7, 17: 1, 18: 2, 19: 2, 27: 1")
         self.assertIn("depth margin: +1.67 plies over 21 tree moves with an opponent's search next to them "
