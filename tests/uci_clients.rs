@@ -91,6 +91,43 @@ fn a_relayed_search_gives_its_ponder_move_with_ponder_off() {
     }
 }
 
+/// `Ponder` as the GUI sets it reaches the engine that plays the moves: Stockfish plans a quarter more time a move
+/// when it ponders, and a relay that left it off would think shorter than the bare engine against a pondering one.
+/// The inner engine here is Stockfish behind `tee`, which keeps every command it was sent.
+#[test]
+fn ponder_as_the_gui_sets_it_reaches_the_inner_engine() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let sent = dir.path().join("sent.log");
+    let inner = dir.path().join("stockfish-tee");
+    let script = format!("#!/bin/sh\ntee -a '{}' | exec '{}'\n", sent.display(), stockfish().display());
+    std::fs::write(&inner, script).unwrap();
+    std::fs::set_permissions(&inner, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let ponder_lines = || -> Vec<String> {
+        let text = std::fs::read_to_string(&sent).unwrap_or_default();
+        text.lines().filter(|l| l.starts_with("setoption name Ponder")).map(str::to_owned).collect()
+    };
+    let mut uci = session(&dir.path().join("tree"), inner.to_str().unwrap(), &["Ponder value true"]);
+    uci.send(MIDDLEGAME);
+    uci.best("go depth 6");
+    assert_eq!(
+        ponder_lines().last().map(String::as_str),
+        Some("setoption name Ponder value true"),
+        "{:?}",
+        ponder_lines()
+    );
+    // Off again: the engine hears it before its next search.
+    uci.send("setoption name Ponder value false");
+    uci.send(MIDDLEGAME);
+    uci.best("go depth 6");
+    assert_eq!(
+        ponder_lines().last().map(String::as_str),
+        Some("setoption name Ponder value false"),
+        "{:?}",
+        ponder_lines()
+    );
+}
+
 /// xboard's polyglot turns every `info` line into a line of thinking: deeptree's notes become lines scored 0 with 0
 /// nodes among the real ones. Through polyglot (where Debian's package is installed) a note comes at most once a
 /// second per kind and never twice alike in a row, and with `ShowTreeInfo` off not at all.

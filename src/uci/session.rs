@@ -134,6 +134,9 @@ struct Session {
     inner_declared: Vec<EngineOption>,
     /// The inner engine declares `UCI_ShowWDL`: the direct engine gives its own win rates, which are relayed.
     inner_wdl: bool,
+    /// The inner engine declares `Ponder`: the direct engine is told whether the GUI ponders, as the bare engine
+    /// would be (Stockfish gives a move more time when it expects to ponder).
+    inner_ponder: bool,
     store: Option<Arc<Store>>,
     store_error: Option<String>,
     /// The direct engine (lent to a search while it runs).
@@ -178,6 +181,9 @@ struct Session {
 
 /// The standard option of win rates, deeptree's own and forwarded to an inner engine that declares it.
 const WDL_OPTION: &str = "UCI_ShowWDL";
+
+/// The standard option that says the GUI ponders, deeptree's own and forwarded to an inner engine that declares it.
+const PONDER_OPTION: &str = "Ponder";
 
 /// The file in the store's folder where the games played are recorded (`LearnFromGames`).
 pub const GAMES_FILE: &str = "games.pgn";
@@ -229,6 +235,7 @@ pub fn run(config: &Config, tree_dir: PathBuf) {
         options: Options::new(Config { tree_path: tree_dir.display().to_string(), ..config.clone() }),
         inner_declared: Vec::new(),
         inner_wdl: false,
+        inner_ponder: false,
         store: None,
         store_error: None,
         direct: DirectSlot::default(),
@@ -431,10 +438,12 @@ impl Session {
         }
     }
 
-    /// What the inner engine declared: the options offered under their own names, and whether it gives win rates.
+    /// What the inner engine declared: the options offered under their own names, whether it gives win rates, and
+    /// whether it takes `Ponder`.
     fn learn_inner(&mut self, identity: &EngineIdentity) {
         self.inner_declared = offered(identity);
         self.inner_wdl = identity.option(WDL_OPTION).is_some();
+        self.inner_ponder = identity.option(PONDER_OPTION).is_some();
     }
 
     /// Before `readyok` when no search runs: the store is open and the direct engine has taken every `setoption`

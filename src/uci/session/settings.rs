@@ -44,6 +44,7 @@ impl Session {
             if before.config.engine != self.options.config.engine {
                 self.inner_declared.clear();
                 self.inner_wdl = false;
+                self.inner_ponder = false;
                 self.close_direct();
             }
             if before.chess960 != self.options.chess960 {
@@ -102,6 +103,11 @@ impl Session {
         // Its lines are relayed: an engine that gives win rates gives its own (the tree's workers are not asked).
         if self.inner_wdl {
             config.options.push((WDL_OPTION.into(), self.options.show_wdl.to_string()));
+        }
+        // The engine that plays the moves manages the clock: told that the GUI ponders, Stockfish plans a quarter
+        // more time a move, as it would bare. The tree's workers search to a depth, not a clock.
+        if self.inner_ponder {
+            config.options.push((PONDER_OPTION.into(), self.options.ponder.to_string()));
         }
         config
     }
