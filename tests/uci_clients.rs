@@ -103,29 +103,31 @@ fn ponder_as_the_gui_sets_it_reaches_the_inner_engine() {
     let script = format!("#!/bin/sh\ntee -a '{}' | exec '{}'\n", sent.display(), stockfish().display());
     std::fs::write(&inner, script).unwrap();
     std::fs::set_permissions(&inner, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let ponder_lines = || -> Vec<String> {
-        let text = std::fs::read_to_string(&sent).unwrap_or_default();
-        text.lines().filter(|l| l.starts_with("setoption name Ponder")).map(str::to_owned).collect()
+    // The `setoption name Ponder` lines Stockfish was sent, once the last is `wanted` (tee writes its file just
+    // after passing the line on: a moment is allowed), or as they are after 5 s.
+    let ponder_lines = |wanted: &str| -> Vec<String> {
+        let until = Instant::now() + Duration::from_secs(5);
+        loop {
+            let text = std::fs::read_to_string(&sent).unwrap_or_default();
+            let lines: Vec<String> =
+                text.lines().filter(|l| l.starts_with("setoption name Ponder")).map(str::to_owned).collect();
+            if lines.last().is_some_and(|l| l == wanted) || Instant::now() > until {
+                return lines;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
     };
     let mut uci = session(&dir.path().join("tree"), inner.to_str().unwrap(), &["Ponder value true"]);
     uci.send(MIDDLEGAME);
     uci.best("go depth 6");
-    assert_eq!(
-        ponder_lines().last().map(String::as_str),
-        Some("setoption name Ponder value true"),
-        "{:?}",
-        ponder_lines()
-    );
-    // Off again: the engine hears it before its next search.
+    let lines = ponder_lines("setoption name Ponder value true");
+    assert_eq!(lines.last().map(String::as_str), Some("setoption name Ponder value true"), "{lines:?}");
+    // Off again: the engine has it by `readyok` (the same search again could be answered from the tree, which
+    // stored it, and ask the engine nothing).
     uci.send("setoption name Ponder value false");
-    uci.send(MIDDLEGAME);
-    uci.best("go depth 6");
-    assert_eq!(
-        ponder_lines().last().map(String::as_str),
-        Some("setoption name Ponder value false"),
-        "{:?}",
-        ponder_lines()
-    );
+    uci.ready();
+    let lines = ponder_lines("setoption name Ponder value false");
+    assert_eq!(lines.last().map(String::as_str), Some("setoption name Ponder value false"), "{lines:?}");
 }
 
 /// xboard's polyglot turns every `info` line into a line of thinking: deeptree's notes become lines scored 0 with 0
