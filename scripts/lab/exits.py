@@ -1,6 +1,6 @@
 """Where games leave a grown tree: for each game of a player, the first move of its side in the first moves that
-its engine searched after one it answered from the tree (lab.pgn's rule: the runner's mark, else 5 ms), the opponent's reply before that
-move, and what the tree held there.
+its engine searched after one it answered from the tree (lab.pgn's rule: the runner's mark, else 5 ms), the
+opponent's reply before that move, and what the tree held there.
 
 An exit is classed by the tree as grown (its `deeptree show --json` at the position before the reply):
 

@@ -524,14 +524,22 @@ def read_summary(text):
 
 def read_logs(paths):
     """The final Summary of each log at PATHS (plain, xz or gzip), pooled: a ValueError names a log without one."""
-    summaries = []
+    return read_pooled(paths)[0]
+
+
+def read_pooled(paths):
+    """The logs at PATHS, each read once: their final Summaries pooled (a ValueError names a log without one) and
+    their Clocks pooled (empty for fastchess logs)."""
+    summaries, clocks = [], []
     for path in paths:
         with pgn.open_text(path) as handle:
-            summary = read_summary(handle.read())
+            text = handle.read()
+        summary = read_summary(text)
         if summary is None:
             raise ValueError(f"{path}: no fastchess summary")
         summaries.append(summary)
-    return pool_summaries(summaries)
+        clocks.append(read_clocks(text))
+    return pool_summaries(summaries), pool_clocks(clocks)
 
 
 def pool_summaries(summaries):
