@@ -278,15 +278,19 @@ def tree_answers(paths, player, opening_moves=OPENING_MOVES, claimed=None):
 
 
 class Clocks:
-    """One engine's clock and depth over the games of PGNs: moves with a comment, their time and depth, the same for
-    the first move of each game (a cold engine), the least clock left, and games lost on time."""
+    """One engine's clock and depth over the games of PGNs: games (the sides it played: a game against itself counts
+    twice), moves with a comment, their time and depth, the
+    same for the first move of each game (a cold engine), the least clock left, games lost on time, and with phases
+    (the last move number of each phase but the last) the moves, time and depth of each phase."""
 
-    def __init__(self):
-        self.moves = self.depth = self.first_moves = self.first_depth = self.time_losses = 0
+    def __init__(self, phases=()):
+        self.games = self.moves = self.depth = self.first_moves = self.first_depth = self.time_losses = 0
         self.time = self.first_time = 0.0
         self.least_left = None
+        self.phase_ends = tuple(phases)
+        self.phases = [Phase() for _ in range(len(self.phase_ends) + 1)]
 
-    def add(self, comment, first):
+    def add(self, comment, first, move_number=1):
         self.moves += 1
         self.time += comment.seconds
         self.depth += comment.depth
@@ -296,24 +300,42 @@ class Clocks:
             self.first_moves += 1
             self.first_time += comment.seconds
             self.first_depth += comment.depth
+        phase = self.phases[sum(1 for end in self.phase_ends if move_number > end)]
+        phase.moves += 1
+        phase.time += comment.seconds
+        phase.depth += comment.depth
 
 
-def clocks(paths):
-    """Clocks of each engine (by its PGN name) over the games of the PGN files."""
+class Phase:
+    """Moves, time and claimed depth of one engine in one phase of its games (a range of move numbers)."""
+
+    def __init__(self):
+        self.moves = self.depth = 0
+        self.time = 0.0
+
+
+def phase_names(ends):
+    """The phases' names for the last move numbers of each phase but the last: (10, 30) gives 1-10, 11-30, 31+."""
+    starts = [1] + [end + 1 for end in ends]
+    return [f"{start}-{end}" for start, end in zip(starts, ends)] + [f"{starts[-1]}+"]
+
+
+def clocks(paths, phases=()):
+    """Clocks of each engine (by its PGN name) over the games of the PGN files; phases as Clocks takes them."""
     engines = {}
     for path in paths:
         for game in read_games(path):
             names = {chess.WHITE: game.headers.get("White"), chess.BLACK: game.headers.get("Black")}
             for name in names.values():
-                engines.setdefault(name, Clocks())
+                engines.setdefault(name, Clocks(phases)).games += 1
             if "time" in game.headers.get("Termination", "").lower():
                 loser = {"1-0": chess.BLACK, "0-1": chess.WHITE}.get(game.headers.get("Result"))
                 if loser is not None:
                     engines[names[loser]].time_losses += 1
             seen = set()
-            for side, _, comment in played_moves(game):
+            for side, number, comment in played_moves(game):
                 if comment is None:
                     continue
-                engines[names[side]].add(comment, side not in seen)
+                engines[names[side]].add(comment, side not in seen, number)
                 seen.add(side)
     return engines

@@ -143,6 +143,19 @@ class Clocks(unittest.TestCase):
         self.assertAlmostEqual(deeptree.time, 0.304)
         self.assertEqual(stockfish.least_left, -0.004)
         self.assertEqual((deeptree.time_losses, stockfish.time_losses), (0, 1))
+        self.assertEqual((deeptree.games, stockfish.games), (1, 1))
+
+    def test_phases(self):
+        engines = pgn.clocks([MARGINS], phases=(2,))
+        deeptree, stockfish = engines["deeptree"], engines["stockfish"]
+        # deeptree: 1. e4 and 2. Nf3 at once from the tree (depths 20 and 18); 3. Bb5 a search, 4. Ba4 at once.
+        self.assertEqual([(p.moves, p.depth) for p in deeptree.phases], [(2, 38), (2, 27)])
+        self.assertAlmostEqual(deeptree.phases[0].time, 0.003)
+        self.assertAlmostEqual(deeptree.phases[1].time, 0.301)
+        self.assertEqual([(p.moves, p.depth) for p in stockfish.phases], [(2, 22), (1, 14)])
+        self.assertEqual(pgn.phase_names((2,)), ["1-2", "3+"])
+        self.assertEqual(pgn.phase_names((10, 30)), ["1-10", "11-30", "31+"])
+        self.assertEqual(len(pgn.clocks([MARGINS])["deeptree"].phases), 1)
 
 
 if __name__ == "__main__":
