@@ -279,9 +279,9 @@ def tree_answers(paths, player, opening_moves=OPENING_MOVES, claimed=None):
 
 class Clocks:
     """One engine's clock and depth over the games of PGNs: games (the sides it played: a game against itself counts
-    twice), moves with a comment, their time and depth, the
-    same for the first move of each game (a cold engine), the least clock left, games lost on time, and with phases
-    (the last move number of each phase but the last) the moves, time and depth of each phase."""
+    twice), moves with a comment, their time and depth, the same for the first move of each game (a cold engine), the
+    least clock left, games lost on time, and with phases (the last move number of each phase but the last) the
+    moves, time and depth of each phase."""
 
     def __init__(self, phases=()):
         self.games = self.moves = self.depth = self.first_moves = self.first_depth = self.time_losses = 0
