@@ -277,41 +277,51 @@ def tree_answers(paths, player, opening_moves=OPENING_MOVES, claimed=None):
                 board.push(node.move)
 
 
-class Clocks:
-    """One engine's clock and depth over the games of PGNs: games (the sides it played: a game against itself counts
-    twice), moves with a comment, their time and depth, the same for the first move of each game (a cold engine), the
-    least clock left, games lost on time, and with phases (the last move number of each phase but the last) the
-    moves, time and depth of each phase."""
-
-    def __init__(self, phases=()):
-        self.games = self.moves = self.depth = self.first_moves = self.first_depth = self.time_losses = 0
-        self.time = self.first_time = 0.0
-        self.least_left = None
-        self.phase_ends = tuple(phases)
-        self.phases = [Phase() for _ in range(len(self.phase_ends) + 1)]
-
-    def add(self, comment, first, move_number=1):
-        self.moves += 1
-        self.time += comment.seconds
-        self.depth += comment.depth
-        if comment.left is not None:
-            self.least_left = comment.left if self.least_left is None else min(self.least_left, comment.left)
-        if first:
-            self.first_moves += 1
-            self.first_time += comment.seconds
-            self.first_depth += comment.depth
-        phase = self.phases[sum(1 for end in self.phase_ends if move_number > end)]
-        phase.moves += 1
-        phase.time += comment.seconds
-        phase.depth += comment.depth
-
-
 class Phase:
-    """Moves, time and claimed depth of one engine in one phase of its games (a range of move numbers)."""
+    """Moves, time and claimed depth of one engine over a set of its moves (a range of move numbers, or its first
+    moves)."""
 
     def __init__(self):
         self.moves = self.depth = 0
         self.time = 0.0
+
+    def add(self, comment):
+        self.moves += 1
+        self.time += comment.seconds
+        self.depth += comment.depth
+
+
+class Clocks:
+    """One engine's clock and depth over the games of PGNs: games (the sides it played: a game against itself counts
+    twice), moves with a comment, their time and depth, the same for the first move of each game (a cold engine), the
+    least clock left, games lost on time, and with phases (the last move number of each phase but the last) the
+    moves, time and depth of each phase. The totals are the phases' sums."""
+
+    def __init__(self, phases=()):
+        self.games = self.time_losses = 0
+        self.least_left = None
+        self.first = Phase()
+        self.phase_ends = tuple(phases)
+        self.phases = [Phase() for _ in range(len(self.phase_ends) + 1)]
+
+    def add(self, comment, first, move_number=1):
+        if comment.left is not None:
+            self.least_left = comment.left if self.least_left is None else min(self.least_left, comment.left)
+        if first:
+            self.first.add(comment)
+        self.phases[sum(1 for end in self.phase_ends if move_number > end)].add(comment)
+
+    @property
+    def moves(self):
+        return sum(phase.moves for phase in self.phases)
+
+    @property
+    def time(self):
+        return sum(phase.time for phase in self.phases)
+
+    @property
+    def depth(self):
+        return sum(phase.depth for phase in self.phases)
 
 
 def phase_names(ends):

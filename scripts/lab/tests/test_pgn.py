@@ -139,7 +139,7 @@ class Clocks(unittest.TestCase):
     def test_clocks(self):
         engines = pgn.clocks([MARGINS])
         deeptree, stockfish = engines["deeptree"], engines["stockfish"]
-        self.assertEqual((deeptree.moves, deeptree.depth, deeptree.first_moves), (4, 65, 1))
+        self.assertEqual((deeptree.moves, deeptree.depth, deeptree.first.moves), (4, 65, 1))
         self.assertAlmostEqual(deeptree.time, 0.304)
         self.assertEqual(stockfish.least_left, -0.004)
         self.assertEqual((deeptree.time_losses, stockfish.time_losses), (0, 1))
