@@ -199,31 +199,62 @@ def read_elo_depth(path):
     return points
 
 
+def read_elo_margin(path):
+    """The points of the same file with the tree answers' depth margin in place of Stockfish's depth (label,
+    depth_margin, elo, low, high, games): only the lines that give a margin; the others are left out silently (a
+    line that cannot be read at all is read_elo_depth's to report)."""
+    points = []
+    with open(path) as f:
+        for line in f:
+            try:
+                row = json.loads(line)
+                points.append((str(row["label"]), float(row["depth_margin"]), float(row["elo"]), float(row["low"]),
+                               float(row["high"]), int(row["games"])))
+            except (ValueError, KeyError, TypeError):
+                continue
+    return points
+
+
 Fit = namedtuple("Fit", "intercept slope slope_se zero")
-Fit.__doc__ = ("Elo = intercept + slope x depth, fitted; slope_se: the slope's standard error (the points' variances "
-               "as known); zero: the depth at which the fitted gain reaches 0 (None where the slope is not below 0: "
-               "the gain does not shrink with depth).")
+Fit.__doc__ = ("Elo = intercept + slope x, fitted (x: Stockfish's depth, or the tree answers' depth margin); "
+               "slope_se: the slope's standard error (the points' variances as known); zero: the x at which the "
+               "fitted gain reaches 0 (None where the line does not lean the way that reaches it: a gain that does "
+               "not shrink with Stockfish's depth, or does not grow with the margin).")
+
+
+def fit_line(points, rising):
+    """The line through the points (label, x, elo, low, high, games) by least squares, each weighted by the inverse
+    variance of its Elo (the interval's half-width over the normal quantile, squared); its zero only where the gain
+    grows with x (`rising`) or falls with it (not `rising`), as the caller expects. One point, or points at a
+    single x, give no line: None."""
+    rows = []
+    for _, x, elo, low, high, _ in points:
+        sigma = max((high - low) / 2 / 1.959964, 1e-9)
+        rows.append((x, elo, 1 / sigma ** 2))
+    weight = sum(w for _, _, w in rows)
+    if len({x for x, _, _ in rows}) < 2:
+        return None
+    mean_x = sum(w * x for x, _, w in rows) / weight
+    mean_y = sum(w * e for _, e, w in rows) / weight
+    sxx = sum(w * (x - mean_x) ** 2 for x, _, w in rows)
+    sxy = sum(w * (x - mean_x) * (e - mean_y) for x, e, w in rows)
+    slope = sxy / sxx
+    intercept = mean_y - slope * mean_x
+    zero = -intercept / slope if (slope > 0 if rising else slope < 0) else None
+    return Fit(intercept, slope, math.sqrt(1 / sxx), zero)
 
 
 def fit_elo_depth(points):
-    """The line through the points (label, depth, elo, low, high, games) by least squares, each weighted by the
-    inverse variance of its Elo (the interval's half-width over the normal quantile, squared). One point, or points
-    at a single depth, give no line: None."""
-    rows = []
-    for _, depth, elo, low, high, _ in points:
-        sigma = max((high - low) / 2 / 1.959964, 1e-9)
-        rows.append((depth, elo, 1 / sigma ** 2))
-    weight = sum(w for _, _, w in rows)
-    if len({d for d, _, _ in rows}) < 2:
-        return None
-    mean_x = sum(w * d for d, _, w in rows) / weight
-    mean_y = sum(w * e for _, e, w in rows) / weight
-    sxx = sum(w * (d - mean_x) ** 2 for d, _, w in rows)
-    sxy = sum(w * (d - mean_x) * (e - mean_y) for d, e, w in rows)
-    slope = sxy / sxx
-    intercept = mean_y - slope * mean_x
-    zero = -intercept / slope if slope < 0 else None
-    return Fit(intercept, slope, math.sqrt(1 / sxx), zero)
+    """Elo against Stockfish's depth a move (fit_line): the gain is expected to shrink as Stockfish searches deeper,
+    and its zero is the depth where it is gone."""
+    return fit_line(points, rising=False)
+
+
+def fit_elo_margin(points):
+    """Elo against the tree answers' depth margin over the opponent's searches (fit_line): the gain is expected to
+    grow with the margin, and its zero is the margin at which the tree's answers gain nothing, the yardstick that
+    TreeDepthMargin moves."""
+    return fit_line(points, rising=True)
 
 
 def elo_depth(points):

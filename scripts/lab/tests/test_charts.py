@@ -1,5 +1,6 @@
 """lab.charts: the committed Elo chart is what the data gives; the other charts are well-formed SVG."""
 
+import tempfile
 import unittest
 import xml.etree.ElementTree as ElementTree
 from pathlib import Path
@@ -48,6 +49,26 @@ class Charts(unittest.TestCase):
         # A gain that grows with depth never reaches 0; one depth gives no line.
         self.assertIsNone(charts.fit_elo_depth([("a", 14.0, 0.0, -5, 5, 9), ("b", 18.0, 10.0, 5, 15, 9)]).zero)
         self.assertIsNone(charts.fit_elo_depth([("a", 14.0, 0.0, -5, 5, 9), ("b", 14.0, 10.0, 5, 15, 9)]))
+
+    def test_elo_margin_fit_reaches_zero_only_where_the_gain_grows_with_the_margin(self):
+        # Gains of 10 Elo a ply of margin, 0 at a margin of +1: the zero is +1; a gain that falls with the margin has
+        # none (the opposite of the depth fit, where the gain must fall).
+        rising = [(f"m{m}", m, 10 * (m - 1), 10 * (m - 1) - 15, 10 * (m - 1) + 15, 400) for m in (2.5, 5.0)]
+        fit = charts.fit_elo_margin(rising)
+        self.assertAlmostEqual(fit.slope, 10.0)
+        self.assertAlmostEqual(fit.zero, 1.0)
+        self.assertIsNone(charts.fit_elo_depth(rising).zero)
+        falling = [(label, m, -elo, -high, -low, n) for label, m, elo, low, high, n in rising]
+        self.assertIsNone(charts.fit_elo_margin(falling).zero)
+
+    def test_elo_margin_reads_only_the_lines_that_give_a_margin(self):
+        with tempfile.TemporaryDirectory() as folder:
+            path = Path(folder) / "curve.jsonl"
+            path.write_text('{"label": "a", "sf_depth": 15, "elo": 30, "low": 10, "high": 50, "games": 400, '
+                            '"depth_margin": 5.1}\n'
+                            '{"label": "b", "sf_depth": 17, "elo": 20, "low": 5, "high": 35, "games": 400}\n'
+                            'not json\n')
+            self.assertEqual(charts.read_elo_margin(path), [("a", 5.1, 30.0, 10.0, 50.0, 400)])
 
     def test_elo_depth_draws_each_point_and_the_fit(self):
         points = [("2+0.02", 17.8, 40.0, 20.0, 60.0, 400), ("10+0.1", 21.5, 5.0, -15.0, 25.0, 400)]
