@@ -16,6 +16,10 @@ class Charts(unittest.TestCase):
         points = charts.read_elo_budget(DOCS / "strength" / "elo-budget.jsonl")
         self.assertEqual(charts.elo_budget(points), (DOCS / "strength" / "elo-budget.svg").read_text())
 
+    def test_elo_depth_is_the_committed_chart(self):
+        points = charts.read_elo_depth(DOCS / "strength" / "elo-depth.jsonl")
+        self.assertEqual(charts.elo_depth(points), (DOCS / "strength" / "elo-depth.svg").read_text())
+
     def test_duel_verdicts(self):
         rows = [{"budget": 1_000_000, "label": "1M", "mean_verdict": 0.9, "interval": [-3.9, 5.7]},
                 {"budget": 4_000_000, "label": "4M", "mean_verdict": -0.3, "interval": [-2.6, 1.9]}]
