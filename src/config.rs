@@ -79,6 +79,9 @@ impl Default for Config {
             background_analysis: true,
             store_searches: true,
             learn_from_games: true,
+            // Chosen from the curve (docs/strength.md): a tree's gain against Stockfish reaches 0 where its
+            // answers stand no deeper than the opponent's search (a margin of -0.2 ply at 0 Elo), so the tree
+            // answers only where it is at least as deep as the engine's own search would be.
             tree_depth_margin: 0,
             think_mode: ThinkMode::Direct,
             no_progress: false,
