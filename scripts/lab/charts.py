@@ -185,6 +185,19 @@ def host_scaling(runs, scores):
 def read_elo_depth(path):
     """The points of a JSON-lines file of the curve (label, sf_depth, elo, low, high, games, ...); a line that cannot
     be read is reported on stderr with its number and skipped."""
+    return _read_curve(path, "sf_depth", report=True)
+
+
+def read_elo_margin(path):
+    """The points of the same file with the tree answers' depth margin in place of Stockfish's depth (label,
+    depth_margin, elo, low, high, games): only the lines that give a margin; the others are left out silently (a
+    line that cannot be read at all is read_elo_depth's to report)."""
+    return _read_curve(path, "depth_margin", report=False)
+
+
+def _read_curve(path, x_key, report):
+    """The curve file's points (label, row[x_key], elo, low, high, games); a line without them is skipped, and
+    reported on stderr with its number where `report`."""
     points = []
     with open(path) as f:
         for number, line in enumerate(f, 1):
@@ -192,26 +205,11 @@ def read_elo_depth(path):
                 continue
             try:
                 row = json.loads(line)
-                points.append((str(row["label"]), float(row["sf_depth"]), float(row["elo"]), float(row["low"]),
+                points.append((str(row["label"]), float(row[x_key]), float(row["elo"]), float(row["low"]),
                                float(row["high"]), int(row["games"])))
             except (ValueError, KeyError, TypeError) as e:
-                print(f"{path}:{number}: skipped: {e}", file=sys.stderr)
-    return points
-
-
-def read_elo_margin(path):
-    """The points of the same file with the tree answers' depth margin in place of Stockfish's depth (label,
-    depth_margin, elo, low, high, games): only the lines that give a margin; the others are left out silently (a
-    line that cannot be read at all is read_elo_depth's to report)."""
-    points = []
-    with open(path) as f:
-        for line in f:
-            try:
-                row = json.loads(line)
-                points.append((str(row["label"]), float(row["depth_margin"]), float(row["elo"]), float(row["low"]),
-                               float(row["high"]), int(row["games"])))
-            except (ValueError, KeyError, TypeError):
-                continue
+                if report:
+                    print(f"{path}:{number}: skipped: {e}", file=sys.stderr)
     return points
 
 
