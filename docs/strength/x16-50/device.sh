@@ -40,6 +40,11 @@ log=$work/out/$name.log
 } >"$log" 2>&1
 export FASTCHESS=$work/fastchess DEEPTREE=$work/deeptree STOCKFISH=$work/stockfish PYTHONUNBUFFERED=1
 left=$((limit - ($(date +%s) - start)))
+if [ "$left" -lt 90 ]; then
+    echo "only $left s of the limit left: no chunk would fit" >>"$log"
+    cat "$log"
+    exit 1
+fi
 timeout $((left - 20)) python3 "$root/scripts/match-chunks" --plan "$plan" --jobs "$jobs" --chunk-games 2 \
     --deadline $((left - 60)) --out "$work/out" >>"$log" 2>&1
 echo "match-chunks rc $? at $(date -u +%FT%TZ)" >>"$log"
