@@ -48,11 +48,11 @@ fi
 timeout $((left - 20)) python3 "$root/scripts/match-chunks" --plan "$plan" --jobs "$jobs" --chunk-games 2 \
     --deadline $((left - 60)) --out "$work/out" >>"$log" 2>&1
 echo "match-chunks rc $? at $(date -u +%FT%TZ)" >>"$log"
-# Chunks cut by the limit: their log holds no summary. Not counted; played again whole by a later call.
+# Chunks cut by the limit (or failed) hold no summary: not counted, played again whole by a later call.
 for chunk in "$work"/out/*/chunk-*.log; do
     [ -e "$chunk" ] || continue
     if ! grep -q '^Ptnml' "$chunk"; then
-        echo "cut at the limit, not counted: $chunk" >>"$log"
+        echo "no summary (cut at the limit, or failed; its rc above): not counted: $chunk" >>"$log"
         rm -f "$chunk" "${chunk%.log}.pgn"
     fi
 done
