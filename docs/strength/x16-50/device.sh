@@ -7,8 +7,9 @@
 # kit/kit.tar.xz (made by kit.sh) holds deeptree, Stockfish, fastchess, the for5 tree and a libstdc++ used only where
 # the machine's own cannot run Stockfish; kit/prev.tar.xz, where present, is what earlier calls played (their
 # tarballs untarred into one folder and tarred again), so that no chunk is played twice. Chunks of one pair (2 games);
-# none starts unless its generous estimate ends 60 s before LIMIT; a chunk still playing 20 s before LIMIT is cut,
-# its files deleted and its name logged: it is not counted and a later call plays it again whole.
+# none starts unless its estimate (33 s a game; a pair has taken up to 92 s) ends 60 s before LIMIT; a chunk still
+# playing 20 s before LIMIT is cut. A chunk without its whole result (cut, or failed) is not counted: its files move to
+# incomplete/ under the call's name, the log names it, and a later call plays it again whole.
 set -u
 name=${1:?NAME}
 limit=${2:?LIMIT}
@@ -40,20 +41,25 @@ log=$work/out/$name.log
 } >"$log" 2>&1
 export FASTCHESS=$work/fastchess DEEPTREE=$work/deeptree STOCKFISH=$work/stockfish PYTHONUNBUFFERED=1
 left=$((limit - ($(date +%s) - start)))
-if [ "$left" -lt 90 ]; then
+if [ "$left" -lt 130 ]; then
     echo "only $left s of the limit left: no chunk would fit" >>"$log"
     cat "$log"
     exit 1
 fi
-timeout $((left - 20)) python3 "$root/scripts/match-chunks" --plan "$plan" --jobs "$jobs" --chunk-games 2 \
+timeout -k 5 $((left - 20)) python3 "$root/scripts/match-chunks" --plan "$plan" --jobs "$jobs" --chunk-games 2 \
     --deadline $((left - 60)) --out "$work/out" >>"$log" 2>&1
 echo "match-chunks rc $? at $(date -u +%FT%TZ)" >>"$log"
-# Chunks cut by the limit (or failed) hold no summary: not counted, played again whole by a later call.
+# A chunk whose log lacks its whole result (cut by the limit, or failed): not counted, kept in incomplete/, played
+# again whole by a later call (scripts/match-chunks' rule: a summary of both games).
 for chunk in "$work"/out/*/chunk-*.log; do
     [ -e "$chunk" ] || continue
-    if ! grep -q '^Ptnml' "$chunk"; then
-        echo "no summary (cut at the limit, or failed; its rc above): not counted: $chunk" >>"$log"
-        rm -f "$chunk" "${chunk%.log}.pgn"
+    if ! grep -q '^Games: 2,' "$chunk"; then
+        match=$(basename "$(dirname "$chunk")")
+        kept=$work/out/incomplete/$name-$match-$(basename "$chunk" .log)
+        mkdir -p "$work/out/incomplete"
+        echo "not counted (cut at the limit, or failed: its rc above), kept as $kept.*: $chunk" >>"$log"
+        mv "$chunk" "$kept.log"
+        [ -e "${chunk%.log}.pgn" ] && mv "${chunk%.log}.pgn" "$kept.pgn"
     fi
 done
 cat "$log"
@@ -63,5 +69,5 @@ import sys, tarfile
 with tarfile.open(sys.argv[1], "w:xz") as tar:
     for line in sys.stdin:
         tar.add(line.strip())
-' "$out/$name.tar.xz")
+' "$out/$name.tar.xz") || exit 1
 ls -la "$out"
