@@ -50,10 +50,11 @@ timeout -k 5 $((left - 20)) python3 "$root/scripts/match-chunks" --plan "$plan" 
     --deadline $((left - 60)) --out "$work/out" >>"$log" 2>&1
 echo "match-chunks rc $? at $(date -u +%FT%TZ)" >>"$log"
 # A chunk whose log lacks its whole result (cut by the limit, or failed): not counted, kept in incomplete/, played
-# again whole by a later call (scripts/match-chunks' rule: a summary of both games).
+# again whole by a later call (scripts/match-chunks' own rule, lab.matches.chunk_done: a summary of both games).
 for chunk in "$work"/out/*/chunk-*.log; do
     [ -e "$chunk" ] || continue
-    if ! grep -q '^Games: 2,' "$chunk"; then
+    if ! PYTHONPATH=$root/scripts python3 -c 'import sys; from lab import matches
+sys.exit(0 if matches.chunk_done(sys.argv[1], 2) else 1)' "$chunk"; then
         match=$(basename "$(dirname "$chunk")")
         kept=$work/out/incomplete/$name-$match-$(basename "$chunk" .log)
         mkdir -p "$work/out/incomplete"
