@@ -425,7 +425,7 @@ impl SettingFlags {
         let mut config = config.clone();
         for (key, value) in &self.given {
             if let Some(setting) = setting(key) {
-                // Checked by the flag's parser: a value clap accepted sets.
+                // Checked whole by the flag's parser: a value clap accepted sets.
                 if let Err(e) = setting.apply(&mut config, value) {
                     log::warn!("--{}: {e}", setting.flag.unwrap_or(key));
                 }
@@ -471,7 +471,11 @@ impl clap::Args for SettingFlags {
                     .allow_negative_numbers(matches!(setting.kind, Kind::Spin { min, .. } if min < 0))
                     .value_name(value_name)
                     .help(format!("{} Default: the settings' {}{range}.", setting.doc, setting.key))
-                    .value_parser(move |value: &str| setting.check(value)),
+                    // The whole setting's rule (an engine list's fields included), so that a value `over` would
+                    // refuse is clap's error, not a warning and the default.
+                    .value_parser(move |value: &str| {
+                        setting.apply(&mut Config::default(), value).and_then(|()| setting.check(value))
+                    }),
             )
         });
         // A list of engines replaces one engine and its workers.

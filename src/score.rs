@@ -62,9 +62,10 @@ impl Score {
     /// UCI `score mate N`: `N > 0` the side to move mates in `N` moves, `N <= 0` it is mated in `-N` moves.
     pub fn from_uci_mate(moves: i32) -> Score {
         if moves > 0 {
-            Score::mate_in_plies((2 * moves - 1).min(999) as u16)
+            // Saturating: an engine's `score mate 1073741825` must not wrap round to a mate in 1.
+            Score::mate_in_plies(moves.saturating_mul(2).saturating_sub(1).min(999) as u16)
         } else {
-            Score::mated_in_plies((-2 * moves).min(999) as u16)
+            Score::mated_in_plies(moves.saturating_mul(-2).min(999) as u16)
         }
     }
 
@@ -135,7 +136,8 @@ impl Score {
 
     /// Reads the persisted form; `None` when the value cannot be a score.
     pub fn from_bits(bits: i16) -> Option<Score> {
-        (bits.abs() <= MATE).then_some(Score(bits))
+        // `checked_abs`: i16::MIN has no absolute value and is no score.
+        bits.checked_abs().is_some_and(|abs| abs <= MATE).then_some(Score(bits))
     }
 
     /// Subtract a centipawn margin (window arithmetic); saturates inside the score range.
@@ -224,6 +226,18 @@ mod tests {
         }
         assert_eq!(Score::cp(35).as_uci_mate(), None);
         assert_eq!(Score::cp(99_999), Score::cp(MAX_CP));
+        // What an engine may send past any real mate: the farthest mate kept, never a wrap to a near one.
+        assert_eq!(Score::from_uci_mate(1_073_741_825), Score::mate_in_plies(999));
+        assert_eq!(Score::from_uci_mate(i32::MAX), Score::mate_in_plies(999));
+        assert_eq!(Score::from_uci_mate(-1_073_741_824), Score::mated_in_plies(999));
+        assert_eq!(Score::from_uci_mate(i32::MIN), Score::mated_in_plies(999));
+    }
+
+    #[test]
+    fn only_scores_read_from_bits() {
+        assert_eq!(Score::from_bits(-32_000), Some(Score::MATED_NOW));
+        assert_eq!(Score::from_bits(32_001), None);
+        assert_eq!(Score::from_bits(i16::MIN), None);
     }
 
     #[test]

@@ -338,12 +338,26 @@ fn a_move_nothing_has_valued_shows_no_score_in_show_or_any_export() {
 fn analyze_bounds_its_workers_and_its_time_counts_the_start_up() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("db");
-    for args in [&["--workers", "100000"][..], &["--engines", "stockfish | workers=100000"][..]] {
+    for (args, refusal) in [
+        (&["--workers", "100000"][..], "100000 workers"),
+        (&["--engines", "stockfish | workers=1000"][..], "1000 workers"),
+    ] {
         let output = run(&db, &[&["analyze", "--engine-depth", "2"][..], args].concat(), &[]);
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert!(!output.status.success(), "{args:?}");
-        assert!(stderr.contains("100000 workers") && stderr.contains("--insist-workers"), "{stderr}");
+        assert!(stderr.contains(refusal) && stderr.contains("--insist-workers"), "{stderr}");
         assert_eq!(stderr.trim().lines().count(), 1, "one line: {stderr}");
+        assert!(!db.exists(), "refused before the store is opened");
+    }
+    // Past what any machine runs, for one engine of a list, or a field that means nothing: refused whatever is
+    // insisted on, not warned about and replaced by the default engine.
+    for (list, refusal) in
+        [("stockfish | workers=100000", "workers=100000: at most 1024"), ("stockfish | speed=9", "speed=9")]
+    {
+        let output = run(&db, &["analyze", "--engine-depth", "2", "--insist-workers", "--engines", list], &[]);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success(), "{list}");
+        assert!(stderr.contains("--engines") && stderr.contains(refusal), "{stderr}");
         assert!(!db.exists(), "refused before the store is opened");
     }
     // An engine that takes 3 s to start, and a budget of 2 s: the run ends soon after the start-up, not 2 s later.

@@ -176,3 +176,29 @@ fn two_runs_sharing_the_store_both_count() {
     // Each run grew about 3 s (its budget left at its start): about 6 s of growth in all.
     assert!(spent > 4.5, "6 s of growth recorded as {spent:.2} s (budget 3 s)");
 }
+
+/// A reader that goes away (`deeptree analyze --tasks | head -1`) does not stop the run or lose its work: the task
+/// grows to the run's time with the real Stockfish, and its spent seconds and evaluations are saved.
+#[test]
+fn a_closed_stdout_does_not_lose_a_tasks_progress() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("tree");
+    ok(&db, &["task", "add", "--moves", "e2e4", "--time", "60"]);
+    let stockfish = common::stockfish();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_deeptree"))
+        .arg("--db")
+        .arg(&db)
+        .args(["analyze", "--tasks", "--engine-depth", "6", "--workers", "1", "--time", "2", "--engine"])
+        .arg(&stockfish)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The reader goes away before the run writes its first line.
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let listed = tasks(&db);
+    assert!(listed[0]["spent_seconds"].as_f64().is_some_and(|s| s > 0.5), "{listed:?}");
+    assert!(listed[0]["evaluations"].as_u64().is_some_and(|n| n > 0), "{listed:?}");
+}

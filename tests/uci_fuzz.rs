@@ -217,3 +217,53 @@ fn a_gui_that_closes_our_stdout_ends_the_session_even_with_stdin_open() {
     assert!(status.is_some_and(|s| s.success()), "the session ended on its own: {status:?}");
     drop(stdin);
 }
+
+/// A GUI that writes a line in its own code page (a Windows path with 'ä' in CP1252) or an endless line does not end
+/// the session: the bad line is read with U+FFFD (or skipped) and the game goes on, with the real Stockfish inside.
+#[test]
+fn a_line_that_is_not_utf8_or_too_long_does_not_end_the_session() {
+    use std::io::{BufRead, BufReader};
+    let dir = tempfile::tempdir().unwrap();
+    let mut input = Vec::new();
+    input.extend_from_slice(b"uci\nsetoption name BackgroundAnalysis value false\n");
+    input.extend_from_slice(format!("setoption name InnerEngine value {}\n", common::stockfish().display()).as_bytes());
+    input.extend_from_slice(b"setoption name SyzygyPath value C:\\Schach\\Tableb\xe4se\r\n");
+    input.extend(std::iter::repeat_n(b'x', 3 << 20));
+    input.extend_from_slice(b"\nisready\nposition startpos moves e2e4\ngo depth 3\n");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_deeptree"))
+        .arg("--db")
+        .arg(dir.path().join("tree"))
+        .env_remove("DEEPTREE_DB")
+        .env_remove("DEEPTREE_CONFIG")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    // Written from a thread: the session's replies are read while 3 MiB go in.
+    let writer = std::thread::spawn(move || {
+        stdin.write_all(&input).unwrap();
+        stdin
+    });
+    let mut replies = Vec::new();
+    for line in BufReader::new(child.stdout.take().unwrap()).lines() {
+        let line = line.unwrap();
+        let done = line.starts_with("bestmove");
+        replies.push(line);
+        if done {
+            break;
+        }
+    }
+    let mut stdin = writer.join().unwrap();
+    writeln!(stdin, "quit").unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert!(output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(replies.iter().filter(|l| *l == "readyok").count(), 1, "{replies:?}\n{stderr}");
+    // The line was read: the error names the option, and the session went on to search.
+    assert!(replies.iter().any(|l| l.contains("unknown option 'SyzygyPath'")), "{replies:?}");
+    let best = replies.last().filter(|l| l.starts_with("bestmove ")).unwrap_or_else(|| panic!("{replies:?}"));
+    assert!(!best.starts_with("bestmove 0000"), "{best}");
+    assert!(stderr.contains("not UTF-8") && stderr.contains("longer than"), "{stderr}");
+}

@@ -405,6 +405,57 @@ fn parse_option<'a>(tokens: impl Iterator<Item = &'a str>) -> Option<EngineOptio
     Some(EngineOption { name, kind })
 }
 
+/// One line read by [`read_line`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReadLine {
+    /// A line without its ending; `lossy`: it held bytes that are not UTF-8, each read as U+FFFD.
+    Line { text: String, lossy: bool },
+    /// A line longer than the limit, read to its end and dropped.
+    Skipped,
+    /// The end of the input.
+    End,
+}
+
+/// Reads one UCI line from `reader` into `buf` (cleared first), as either side of the protocol may send it: bytes
+/// that are not UTF-8 (a GUI writing a path in its own code page) are read as U+FFFD instead of ending the input,
+/// the line ending (`\n` or `\r\n`) is removed, and a line over `max` bytes is read to its end and skipped, so that
+/// no sender can make the reader hold more than `max + 1` bytes.
+///
+/// ```
+/// use deeptree::engine::protocol::{ReadLine, read_line};
+///
+/// let mut input: &[u8] = b"setoption name SyzygyPath value C:\\Tableb\xe4se\r\nisready\n";
+/// let mut buf = Vec::new();
+/// let ReadLine::Line { text, lossy } = read_line(&mut input, &mut buf, 1024).unwrap() else { panic!() };
+/// assert!(lossy && text.ends_with("Tableb\u{FFFD}se"));
+/// assert_eq!(read_line(&mut input, &mut buf, 1024).unwrap(), ReadLine::Line { text: "isready".into(), lossy: false });
+/// assert_eq!(read_line(&mut input, &mut buf, 1024).unwrap(), ReadLine::End);
+/// ```
+pub fn read_line(reader: &mut impl std::io::BufRead, buf: &mut Vec<u8>, max: usize) -> std::io::Result<ReadLine> {
+    use std::io::{BufRead as _, Read as _};
+    let mut skipping = false;
+    loop {
+        buf.clear();
+        match reader.by_ref().take(max as u64 + 1).read_until(b'\n', buf) {
+            Ok(0) => return Ok(ReadLine::End),
+            // No line ending within `max + 1` bytes: the line is too long; read on to its end.
+            Ok(_) if buf.last() != Some(&b'\n') && buf.len() > max => skipping = true,
+            Ok(_) if skipping => return Ok(ReadLine::Skipped),
+            Ok(_) => {
+                while matches!(buf.last(), Some(b'\n' | b'\r')) {
+                    buf.pop();
+                }
+                return Ok(match String::from_utf8_lossy(buf) {
+                    std::borrow::Cow::Borrowed(text) => ReadLine::Line { text: text.to_owned(), lossy: false },
+                    std::borrow::Cow::Owned(text) => ReadLine::Line { text, lossy: true },
+                });
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -45,6 +45,10 @@ pub struct EngineSpec {
 }
 
 /// A list of engines that cannot be read.
+/// Most workers one engine of a list may ask for: a `setoption name Engines` with `workers=4000000000` is refused
+/// instead of starting engines (or allocating their configurations) until the machine gives out.
+pub const MAX_SPEC_WORKERS: usize = 1024;
+
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SpecError {
     /// An engine with no command line (the 1-based place in the list).
@@ -59,6 +63,9 @@ pub enum SpecError {
     /// A number that does not read as one, or is 0 where at least 1 is needed.
     #[error("engine {engine}: {key}={value}: give a whole number of at least 1")]
     BadNumber { engine: usize, key: String, value: String },
+    /// More workers of one engine than [`MAX_SPEC_WORKERS`].
+    #[error("engine {engine}: workers={workers}: at most {MAX_SPEC_WORKERS} workers of one engine")]
+    TooManyWorkers { engine: usize, workers: u32 },
 }
 
 impl EngineSpec {
@@ -97,7 +104,13 @@ impl EngineSpec {
                 _ => Err(SpecError::BadNumber { engine, key: key.to_owned(), value: value.to_owned() }),
             };
             match key {
-                "workers" => spec.workers = number()? as usize,
+                "workers" => {
+                    let workers = number()?;
+                    if workers as usize > MAX_SPEC_WORKERS {
+                        return Err(SpecError::TooManyWorkers { engine, workers });
+                    }
+                    spec.workers = workers as usize;
+                }
                 "threads" => spec.threads = number()?,
                 "hash" => spec.hash_mib = Some(number()?),
                 "fresh" if value == "on" || value == "off" => spec.fresh = value == "on",
@@ -223,6 +236,11 @@ mod tests {
             Err(SpecError::BadNumber { engine: 1, key: "workers".into(), value: "0".into() })
         );
         assert_eq!(
+            EngineSpec::parse_list("stockfish ; sf2 | workers=4000000000"),
+            Err(SpecError::TooManyWorkers { engine: 2, workers: 4_000_000_000 })
+        );
+        assert_eq!(EngineSpec::parse_list("stockfish | workers=1024").unwrap()[0].workers, MAX_SPEC_WORKERS);
+        assert_eq!(
             EngineSpec::parse_list("stockfish | speed=9"),
             Err(SpecError::BadField { engine: 1, field: "speed=9".into() })
         );
@@ -250,7 +268,8 @@ mod tests {
         .unwrap();
         assert_eq!(specs.iter().map(EngineSpec::threads_each).collect::<Vec<_>>(), [4, 16, 1]);
         assert_eq!(EngineSpec::threads_in_all(&specs), 12 + 16 + 1);
-        let huge = EngineSpec::parse_list(&format!("a | workers={} | threads={}", u32::MAX, u32::MAX)).unwrap();
+        let huge =
+            EngineSpec::parse_list(&format!("a | workers={MAX_SPEC_WORKERS} | option.Threads={}", u64::MAX)).unwrap();
         assert_eq!(EngineSpec::threads_in_all(&[huge.clone(), huge].concat()), u64::MAX, "no overflow");
     }
 

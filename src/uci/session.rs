@@ -16,7 +16,6 @@
 
 use crate::game::Line;
 use std::{
-    io::BufRead,
     path::PathBuf,
     sync::Arc,
     thread::JoinHandle,
@@ -28,7 +27,11 @@ use shakmaty::uci::UciMove;
 
 use crate::{
     config::{Config, ThinkMode},
-    engine::{EngineConfig, EngineIdentity, STOP_ANSWER, protocol::EngineOption, spec::EngineSpec},
+    engine::{
+        EngineConfig, EngineIdentity, STOP_ANSWER,
+        protocol::{EngineOption, ReadLine, read_line},
+        spec::EngineSpec,
+    },
     interop::played::{GameRecord, Refutation},
     notation::canonical_uci,
     store::{Store, StoreOptions},
@@ -208,21 +211,30 @@ const DEADLINE_GRACE: Duration = Duration::from_millis(50);
 /// killed ([`STOP_ANSWER`] after the stop), so that no engine outlives deeptree.
 const QUIT_GRACE: Duration = Duration::from_millis(STOP_ANSWER.as_millis() as u64 + 500);
 
+/// Longest GUI line read (a `position ... moves` of a 10,000-ply game is some 50 KB); a longer one is skipped.
+const MAX_GUI_LINE: usize = 1 << 20;
+
 /// Runs the UCI session on stdin/stdout until `quit` or end of input.
 pub fn run(config: &Config, tree_dir: PathBuf) {
     let (tx, rx) = unbounded::<Option<(Instant, String)>>();
     let _ = std::thread::Builder::new().name("uci-input".into()).spawn(move || {
-        let stdin = std::io::stdin();
-        let mut lines = stdin.lock().lines();
+        let mut stdin = std::io::stdin().lock();
+        let mut buf = Vec::new();
         loop {
-            match lines.next() {
-                Some(Ok(line)) => {
-                    if tx.send(Some((Instant::now(), line))).is_err() {
+            match read_line(&mut stdin, &mut buf, MAX_GUI_LINE) {
+                Ok(ReadLine::Line { text, lossy }) => {
+                    if lossy {
+                        // A GUI writing in its own code page (a path with 'ä' in CP1252): the line goes on with
+                        // U+FFFD in place of each byte that is not UTF-8; the session does not end over it.
+                        log::warn!("a GUI line that is not UTF-8, read with U+FFFD for its bad bytes: {text}");
+                    }
+                    if tx.send(Some((Instant::now(), text))).is_err() {
                         return;
                     }
                 }
-                // End of input (or unreadable input): as `quit`.
-                Some(Err(_)) | None => {
+                Ok(ReadLine::Skipped) => log::warn!("skipped a line from the GUI longer than {MAX_GUI_LINE} bytes"),
+                // End of input (or input that cannot be read): as `quit`.
+                Ok(ReadLine::End) | Err(_) => {
                     let _ = tx.send(None);
                     return;
                 }

@@ -51,7 +51,9 @@ impl Overhead {
         let option = identity.option(MOVE_OVERHEAD)?;
         let OptionKind::Spin { default, min, max } = option.kind else { return None };
         let relay = i64::try_from(self.relay_ms).unwrap_or(i64::MAX);
-        let value = self.gui_ms.unwrap_or(default).saturating_add(relay).clamp(min, max);
+        // An engine may declare its range upside down (min over max): clamped as `EngineOption::checked_value` does,
+        // instead of `clamp`'s panic.
+        let value = self.gui_ms.unwrap_or(default).saturating_add(relay).clamp(min, max.max(min));
         Some((option.name.clone(), value.to_string()))
     }
 
@@ -93,7 +95,16 @@ mod tests {
         assert_eq!(plan.option(&identity), Some(("Move Overhead".into(), "102".into())));
         let plan = Overhead { gui_ms: Some(4999), relay_ms: 2 };
         assert_eq!(plan.option(&identity), Some(("Move Overhead".into(), "5000".into())));
-        let bare = EngineIdentity { options: Vec::new(), ..identity };
+        let bare = EngineIdentity { options: Vec::new(), ..identity.clone() };
         assert_eq!(plan.option(&bare), None);
+        // An engine that declares its range upside down (min 100, max 0) gets its min, and no panic.
+        let upside_down = EngineIdentity {
+            options: vec![crate::engine::protocol::EngineOption {
+                name: "Move Overhead".into(),
+                kind: OptionKind::Spin { default: 10, min: 100, max: 0 },
+            }],
+            ..identity
+        };
+        assert_eq!(plan.option(&upside_down), Some(("Move Overhead".into(), "100".into())));
     }
 }

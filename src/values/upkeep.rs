@@ -159,7 +159,8 @@ struct LoadedGraph<'r, 't, 'e> {
 
 impl<'r, 't, 'e> LoadedGraph<'r, 't, 'e> {
     fn load(records: &'r TxnRecords<'t, 'e>) -> LoadedGraph<'r, 't, 'e> {
-        let mut read = Vec::with_capacity(records.stored_len() as usize);
+        // The stored count only sizes the first allocation: a damaged count must not ask for more than a store holds.
+        let mut read = Vec::with_capacity((records.stored_len() as usize).min(1 << 20));
         records.for_each_record(|key, node| read.push((key, node)));
         // Resolving every move to its child's key is most of the work: it is shared among the cores.
         let threads = std::thread::available_parallelism().map_or(1, usize::from).clamp(1, 8);

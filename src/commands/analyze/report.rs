@@ -20,6 +20,15 @@ use crate::{
 
 use super::{AnalyzeArgs, CommandResult};
 
+/// `println!` that does not panic on a closed stdout (`deeptree analyze --tasks | head`): the growth goes on and
+/// keeps what it stores, its task's spent seconds included; only the lines are lost.
+macro_rules! out_line {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout().lock(), $($arg)*);
+    }};
+}
+
 /// Where the command's lines go: stdout, or stderr where stdout holds the one JSON object.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Out {
@@ -28,15 +37,25 @@ pub(super) struct Out {
 
 /// A line of text: on stdout, or on stderr with `--json`.
 pub(super) fn say(out: Out, text: &str) {
-    if out.json { eprintln!("{text}") } else { println!("{text}") }
+    if out.json {
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr().lock(), "{text}");
+    } else {
+        out_line!("{text}")
+    }
 }
 
 /// The header of the rows of a root deepened alone.
 pub(super) fn header(out: Out) {
     if !out.json {
-        println!(
+        out_line!(
             "{:>6} {:>9} {:>9} {:>11} {:>10} {:>9}",
-            "depth", "software", "combined", "evaluations", "positions", "seconds"
+            "depth",
+            "software",
+            "combined",
+            "evaluations",
+            "positions",
+            "seconds"
         );
     }
 }
@@ -196,7 +215,7 @@ pub(super) fn exits_of(
         eprintln!("{}: {} skipped: {}", printable_path(path), skip.source, skip.error);
     }
     if found.exits.is_empty() && out.json {
-        println!("{}", serde_json::json!({ "exits": found }));
+        out_line!("{}", serde_json::json!({ "exits": found }));
     }
     Ok(found)
 }
@@ -222,7 +241,7 @@ pub(super) fn print_growth(out: Out, report: &GrowthReport, skipped: &[SkippedRo
     if out.json {
         let mut value = serde_json::to_value(report)?;
         value["skipped"] = serde_json::to_value(skipped)?;
-        println!("{value}");
+        out_line!("{value}");
         return Ok(());
     }
     let settled: Vec<u8> = report.roots.iter().filter_map(|r| r.settled_depth).collect();
@@ -236,7 +255,7 @@ pub(super) fn print_growth(out: Out, report: &GrowthReport, skipped: &[SkippedRo
     } else {
         String::new()
     };
-    println!(
+    out_line!(
         "{} positions grown, {} evaluations ({} taken from other searches, {} failed), {} positions in the tree; \
              settled depth {} to {} at the {} seeds{}{expected}{}",
         report.steps,
@@ -266,16 +285,20 @@ pub(super) fn print_json(report: &Report, spine: Option<&Spine>, nodes: Option<u
         }
         value["split"] = serde_json::to_value(spine)?;
     }
-    println!("{value}");
+    out_line!("{value}");
     Ok(())
 }
 
 /// The report in words on stdout.
 pub(super) fn print_summary(report: &Report, spine: Option<&Spine>, engine_depth: u8) {
     if let Some(spine) = spine {
-        println!(
+        out_line!(
             "split: a direct search of {} nodes to depth {} chose {} ({}); {} positions of its line stored",
-            spine.nodes, spine.depth, spine.best, spine.score, spine.stored
+            spine.nodes,
+            spine.depth,
+            spine.best,
+            spine.score,
+            spine.stored
         );
     }
     // What `stats` counts is what was stored: the searches a pass asked for. The rest of the searches answered
@@ -285,7 +308,7 @@ pub(super) fn print_summary(report: &Report, spine: Option<&Spine>, engine_depth
     } else {
         String::new()
     };
-    println!(
+    out_line!(
         "{} evaluations at engine depth {engine_depth} ({} stored in the tree, as stats counts them{unasked}), {} \
          positions in the tree, settled depth {}{}",
         report.evaluations,
@@ -295,17 +318,20 @@ pub(super) fn print_summary(report: &Report, spine: Option<&Spine>, engine_depth
         if report.stopped { " (stopped before the last depth settled)" } else { "" }
     );
     if let (Some(budget), Some(over)) = (report.node_budget, report.node_overshoot) {
-        println!("{} engine nodes against a budget of {budget} ({over} over it)", report.engine_nodes);
+        out_line!("{} engine nodes against a budget of {budget} ({over} over it)", report.engine_nodes);
     }
     if report.ahead > 0 {
-        println!(
+        out_line!(
             "{} searches ran ahead of their turn on engines a pass left free: {} of them were asked for, {} \
              stopped when the tree no longer led to them, {} stopped when the run ended",
-            report.ahead, report.ahead_used, report.aborted, report.abandoned
+            report.ahead,
+            report.ahead_used,
+            report.aborted,
+            report.abandoned
         );
     }
     if report.shared > 0 {
-        println!(
+        out_line!(
             "{} answers were taken from searches another process sharing the tree ran (not asked again)",
             report.shared
         );

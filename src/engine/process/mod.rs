@@ -17,7 +17,7 @@ mod spawn;
 mod watchdog;
 
 use std::{
-    io::{BufRead, BufReader, ErrorKind, Read},
+    io::BufReader,
     process::ChildStdout,
     sync::{Arc, atomic::Ordering},
     thread,
@@ -36,7 +36,7 @@ pub use self::{
 };
 use super::{
     EngineError,
-    protocol::{EngineMessage, parse_line},
+    protocol::{EngineMessage, ReadLine, parse_line, read_line},
 };
 
 /// Longest engine line kept; the rest of a longer line is dropped.
@@ -131,23 +131,11 @@ impl Engine {
 
     /// The next line (lossy UTF-8, without its line ending; over-long lines skipped).
     fn next_line(&mut self) -> Result<String, EngineError> {
-        let mut skipping = false;
         loop {
-            self.partial.clear();
-            match (&mut self.output).take(MAX_LINE as u64 + 1).read_until(b'\n', &mut self.partial) {
-                Ok(0) => return Err(EngineError::Eof),
-                Ok(_) if self.partial.last() != Some(&b'\n') && self.partial.len() > MAX_LINE => skipping = true,
-                Ok(_) if skipping => {
-                    debug!("{}: skipped a line longer than {MAX_LINE} bytes", self.name);
-                    skipping = false;
-                }
-                Ok(_) => {
-                    while matches!(self.partial.last(), Some(b'\n' | b'\r')) {
-                        self.partial.pop();
-                    }
-                    return Ok(String::from_utf8_lossy(&self.partial).into_owned());
-                }
-                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            match read_line(&mut self.output, &mut self.partial, MAX_LINE) {
+                Ok(ReadLine::Line { text, .. }) => return Ok(text),
+                Ok(ReadLine::Skipped) => debug!("{}: skipped a line longer than {MAX_LINE} bytes", self.name),
+                Ok(ReadLine::End) => return Err(EngineError::Eof),
                 Err(e) => return Err(io_error(e)),
             }
         }
