@@ -195,3 +195,29 @@ fn a_knight_shuffle_repetition_is_a_draw_for_alpha_and_an_engine_score_for_idea(
     assert_eq!(alpha_of_edges(&g, s, &[]), vec![Score::DRAW]);
     assert!(g.node(s).unwrap().cyclic);
 }
+
+#[test]
+fn a_cyclic_region_longer_than_any_stack_is_walked_within_its_depth() {
+    // A ring of 50,000 positions, each with a move to the next and a move out worth -5 to its mover; the last
+    // returns to the root. From the root every ring move ends in the root's repetition (a draw), so every position
+    // on the ring is worth 0 and the root's moves 0 and -5. Before the walk bounded its depth, it recursed once a
+    // ply down the ring and overflowed a thread's 2 MiB stack.
+    const RING: u64 = 50_000;
+    let mut g = MemGraph::default();
+    for i in 0..RING {
+        let next = GraphEdge::new(PositionKey((i + 1) % RING), Score::cp(0), true);
+        let out = GraphEdge::new(PositionKey(RING + i), Score::cp(-5), false);
+        let mut node = GraphNode::leaf(PositionKey(i), vec![next, out]);
+        (node.cyclic, node.idea) = (true, Some(Score::cp(0)));
+        g.insert(node);
+    }
+    let walk = std::thread::Builder::new()
+        .stack_size(2 << 20)
+        .spawn(move || {
+            (alpha_of_edges(&g, PositionKey(0), &[]), alpha_of_edges_no_progress(&g, PositionKey(0), &[], 8))
+        })
+        .unwrap();
+    let (alpha, no_progress) = walk.join().unwrap();
+    assert_eq!(alpha, vec![Score::cp(0), Score::cp(-5)]);
+    assert_eq!(no_progress, vec![Score::cp(0), Score::cp(-5)]);
+}

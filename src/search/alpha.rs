@@ -34,6 +34,46 @@ use crate::{
     },
 };
 
+/// Most plies one walk of cyclic regions goes below the node where it began before it takes a position's cached idea
+/// value, as when its node budget is spent: a repetition further down than this is left to the idea value. It keeps
+/// the walk's recursion (two frames a ply) far inside a thread's stack whatever the size of a region; a long simple
+/// path through thousands of shuffling positions used to go as deep as the node budget let it (200,000 nodes).
+pub const UNROLL_DEPTH: usize = 512;
+
+/// What one walk of cyclic regions may spend: nodes visited in all, and plies below where it began
+/// ([`UNROLL_DEPTH`]). [`Unroll::default`] gives [`UNROLL_BUDGET`] nodes.
+#[derive(Debug, Clone)]
+pub struct Unroll {
+    nodes: usize,
+    below: usize,
+}
+
+impl Unroll {
+    /// A walk that may visit `nodes` nodes.
+    pub fn new(nodes: usize) -> Unroll {
+        Unroll { nodes, below: 0 }
+    }
+
+    /// Whether the walk may go down into one more node.
+    fn may_enter(&self) -> bool {
+        self.nodes > 0 && self.below < UNROLL_DEPTH
+    }
+
+    /// `value` of a node one ply down: the ply counted while it is computed.
+    fn down<T>(&mut self, value: impl FnOnce(&mut Unroll) -> T) -> T {
+        self.below += 1;
+        let value = value(self);
+        self.below -= 1;
+        value
+    }
+}
+
+impl Default for Unroll {
+    fn default() -> Unroll {
+        Unroll::new(UNROLL_BUDGET)
+    }
+}
+
 /// Brute-force alpha values of the root's moves (in the root's edge order), `history` being the positions of the
 /// game before the root.
 pub fn alpha_brute<G: Graph>(g: &G, root: PositionKey, history: &[PositionKey]) -> Vec<Score> {
@@ -87,7 +127,7 @@ fn unroll_alpha_brute<G: Graph>(g: &G, node: &GraphNode, path: &mut Vec<Position
 }
 
 /// Alpha value of a node reached on `path` (which holds the root's history, the root and the nodes down to here).
-pub fn alpha_of_node<G: Graph>(g: &G, node: &GraphNode, path: &mut Vec<PositionKey>, budget: &mut usize) -> Score {
+pub fn alpha_of_node<G: Graph>(g: &G, node: &GraphNode, path: &mut Vec<PositionKey>, budget: &mut Unroll) -> Score {
     if !node.cyclic
         && let Some(idea) = node.idea
     {
@@ -96,7 +136,7 @@ pub fn alpha_of_node<G: Graph>(g: &G, node: &GraphNode, path: &mut Vec<PositionK
     if node.edges.is_empty() {
         return node.eval_score.unwrap_or(Score::DRAW);
     }
-    *budget = budget.saturating_sub(1);
+    budget.nodes = budget.nodes.saturating_sub(1);
     let mut best: Option<Score> = None;
     for edge in &node.edges {
         let value = alpha_of_edge(g, edge.child, edge.score, path, budget);
@@ -111,16 +151,16 @@ pub fn alpha_of_edge<G: Graph>(
     child: PositionKey,
     score: Score,
     path: &mut Vec<PositionKey>,
-    budget: &mut usize,
+    budget: &mut Unroll,
 ) -> Score {
     if path.contains(&child) {
         return Score::DRAW; // a repetition of the game or of the line: a draw
     }
     match g.node(child).filter(|c| c.evaluated) {
-        Some(node) if *budget > 0 => {
+        Some(node) if budget.may_enter() => {
             path.push(child);
             // Sign flip: the child's value is from the opponent's side.
-            let v = alpha_of_node(g, &node, path, budget).back_up();
+            let v = budget.down(|budget| alpha_of_node(g, &node, path, budget)).back_up();
             path.pop();
             v
         }
@@ -136,7 +176,7 @@ pub fn alpha_of_edges<G: Graph>(g: &G, root: PositionKey, history: &[PositionKey
     };
     let mut path: Vec<PositionKey> = history.to_vec();
     path.push(root);
-    let mut budget = UNROLL_BUDGET;
+    let mut budget = Unroll::default();
     node.edges.iter().map(|e| alpha_of_edge(g, e.child, e.score, &mut path, &mut budget)).collect()
 }
 
@@ -173,7 +213,7 @@ pub fn alpha_of_edges_no_progress<G: Graph>(
     let mut path: Vec<PositionKey> = history.to_vec();
     path.push(root);
     let root_at = history.len();
-    let mut budget = UNROLL_BUDGET;
+    let mut budget = Unroll::default();
     node.edges
         .iter()
         .map(|e| alpha_of_edge_no_progress(g, e.child, e.score, &mut path, root_at, plies, &mut budget))
@@ -187,20 +227,21 @@ fn alpha_of_edge_no_progress<G: Graph>(
     path: &mut Vec<PositionKey>,
     root_at: usize,
     plies: u8,
-    budget: &mut usize,
+    budget: &mut Unroll,
 ) -> Score {
     let ply = path.len() - root_at; // the child's ply
     if ply >= usize::from(plies) || path.contains(&child) {
         return alpha_of_edge(g, child, score, path, budget);
     }
     match g.node(child).filter(|c| c.evaluated) {
-        Some(node) if *budget > 0 && !node.edges.is_empty() => {
-            *budget = budget.saturating_sub(1);
+        Some(node) if budget.may_enter() && !node.edges.is_empty() => {
+            budget.nodes = budget.nodes.saturating_sub(1);
             path.push(child);
             let mut kept: Option<Score> = None;
             let mut refused: Option<Score> = None;
             for edge in &node.edges {
-                let value = alpha_of_edge_no_progress(g, edge.child, edge.score, path, root_at, plies, budget);
+                let value = budget
+                    .down(|budget| alpha_of_edge_no_progress(g, edge.child, edge.score, path, root_at, plies, budget));
                 let slot = if loses_tempo(g, path, root_at, edge.child).is_some() { &mut refused } else { &mut kept };
                 *slot = Some(slot.map_or(value, |v: Score| v.max(value)));
             }

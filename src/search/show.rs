@@ -14,11 +14,8 @@ use crate::{
     },
 };
 
-use super::alpha::alpha_of_edge;
-use crate::values::{
-    graph::StoreGraph,
-    idea::{UNROLL_BUDGET, idea_of_edge},
-};
+use super::alpha::{Unroll, alpha_of_edge};
+use crate::values::{graph::StoreGraph, idea::idea_of_edge};
 
 /// A position of the shown tree.
 #[derive(Debug, Clone, Serialize)]
@@ -168,7 +165,7 @@ fn shown_node(
 ) -> Result<ShownNode, StoreError> {
     let mut moves = Vec::new();
     if let Some(node) = node {
-        let mut budget = UNROLL_BUDGET;
+        let mut budget = Unroll::default();
         // An excluded move is no move of the tree: it is shown among the marks only.
         for edge in node.edges.iter().filter(|e| !e.is_excluded()) {
             let Some(child_pos) = play_uci(pos, &edge.uci) else { continue };

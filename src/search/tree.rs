@@ -9,13 +9,13 @@ use std::cmp::Reverse;
 use crate::{
     score::Score,
     search::{
-        alpha::{alpha_of_edge, alpha_of_edges},
+        alpha::{Unroll, alpha_of_edge, alpha_of_edges},
         show::ranking,
     },
     store::{ReadView, StoreError, key::PositionKey},
     values::{
         graph::{Graph, StoreGraph},
-        idea::{UNROLL_BUDGET, idea_of_edge},
+        idea::idea_of_edge,
     },
 };
 
@@ -111,7 +111,7 @@ pub fn view(view: &ReadView<'_>, root: &Chess, history: &[PositionKey]) -> Resul
 /// Follows the best alpha move down from `pos` while the tree has evaluated positions.
 fn principal_variation<G: Graph>(g: &G, pos: &Chess, path: &mut Vec<PositionKey>, pv: &mut Vec<UciMove>) {
     let mut pos = pos.clone();
-    let mut budget = UNROLL_BUDGET;
+    let mut budget = Unroll::default();
     while pv.len() < 40 {
         let key = PositionKey::of(&pos);
         let Some(node) = g.node(key).filter(|n| n.evaluated) else { return };

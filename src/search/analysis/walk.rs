@@ -22,7 +22,7 @@ use crate::{
 
 use super::{AnalysisError, Params, Root, Trace, fen, move_distance_at, san};
 use crate::search::{
-    alpha::{alpha_of_edge, alpha_of_node, loses_tempo},
+    alpha::{Unroll, alpha_of_edge, alpha_of_node, loses_tempo},
     evaluator::Job,
     host::{Planned, Purpose},
     overlay::Overlay,
@@ -227,7 +227,7 @@ impl<G: Records> Walk<'_, G> {
         }
         let Some(node) = node else { return Ok(None) };
         let Some(gnode) = self.tree.node(key) else { return Ok(None) };
-        let mut budget = WALK_UNROLL_BUDGET;
+        let mut budget = Unroll::new(WALK_UNROLL_BUDGET);
         // Every move with an edge excluded by the analyst: the other moves are still to be searched, whatever the
         // position's own evaluation (its best move may be the excluded one).
         let only_excluded = gnode.edges.is_empty() && node.edges.iter().any(Edge::is_excluded);
