@@ -2,7 +2,7 @@
 //! forwards its stderr to the log; and ending it, killed and reaped when the handle is dropped.
 
 use std::{
-    io::{BufRead, BufReader, Read},
+    io::{BufReader, Read},
     os::unix::process::CommandExt,
     process::{Command, Stdio},
     sync::{Arc, atomic::AtomicU64},
@@ -17,10 +17,11 @@ use super::{
     super::{
         EngineError,
         command::{resolve_program, split_command_line},
+        protocol::{ReadLine, read_line},
     },
-    Engine,
+    Engine, MAX_LINE,
     config::{EngineConfig, EngineIdentity, Searchmoves, known_to_ignore_searchmoves},
-    watchdog::{Link, LinkState, Phase},
+    watchdog::{Link, LinkState, Phase, kill_process_group},
 };
 
 impl Engine {
@@ -123,6 +124,9 @@ impl Drop for Engine {
             state.closed = true;
             self.link.wake.notify_one();
             let _ = state.child.kill();
+            // The whole group, before the leader is reaped: a wrapper's engine that ignores the end of its input (or
+            // hangs in a search) must not outlive its handle.
+            kill_process_group(pid);
             match state.child.wait() {
                 Ok(status) => debug!("engine {} (pid {pid}) ended: {status}", self.name),
                 Err(e) => warn!("engine {} (pid {pid}) not reaped: {e}", self.name),
@@ -135,8 +139,13 @@ impl Drop for Engine {
 }
 
 fn forward_stderr(err: impl Read, label: &str, pid: u32) {
-    for line in BufReader::new(err).split(b'\n') {
-        let Ok(line) = line else { return };
-        warn!("{label} (pid {pid}) stderr: {}", String::from_utf8_lossy(&line).trim_end());
+    let (mut err, mut buf) = (BufReader::new(err), Vec::new());
+    loop {
+        // Lines as the engine's output is read: an engine writing stderr without line endings costs bounded memory.
+        match read_line(&mut err, &mut buf, MAX_LINE) {
+            Ok(ReadLine::Line { text, .. }) => warn!("{label} (pid {pid}) stderr: {}", text.trim_end()),
+            Ok(ReadLine::Skipped) => warn!("{label} (pid {pid}) stderr: a line longer than {MAX_LINE} bytes, skipped"),
+            Ok(ReadLine::End) | Err(_) => return,
+        }
     }
 }

@@ -5,7 +5,7 @@
 
 use std::{
     io::Write,
-    process::{Child, ChildStdin, Command, Stdio},
+    process::{Child, ChildStdin},
     sync::{
         Arc, Weak,
         atomic::{AtomicU64, Ordering},
@@ -175,15 +175,15 @@ impl Link {
 
 /// Kills the process group that an engine leads (it was started as a group of its own), so that the children of a
 /// wrapper script that did not `exec` its engine go too (while one of them holds the output open, the handle's read
-/// cannot end). There is no std call for it, hence kill(1), on this rare path only; the direct child has been killed
-/// already.
-fn kill_process_group(pid: u32) {
-    let _ = Command::new("kill")
-        .args(["-s", "KILL", "--", &format!("-{pid}")])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status();
+/// cannot end). Called before the leader is reaped, so that its group id cannot have been taken by another process.
+/// By kill(2) itself: a machine without a kill(1) program (a slim container) must not leave a hung engine running.
+pub(super) fn kill_process_group(pid: u32) {
+    // Never 0 or 1: kill(0) and kill(-1) would reach deeptree's own group and every process of the user.
+    let Some(group) = i32::try_from(pid).ok().filter(|&pid| pid > 1) else { return };
+    // SAFETY: kill(2) with a negative pid and SIGKILL only sends a signal; it touches no memory of this process.
+    unsafe {
+        libc::kill(-group, libc::SIGKILL);
+    }
 }
 
 pub(super) fn io_error(e: std::io::Error) -> EngineError {
