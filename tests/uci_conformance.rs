@@ -389,3 +389,42 @@ fn a_go_with_searchmoves_to_an_engine_that_ignores_them_shows_the_best_so_far_as
     let gos: Vec<String> = fake_log(&log).into_iter().filter(|c| c.starts_with("go")).collect();
     assert_eq!(gos.iter().filter(|g| g.contains("searchmoves")).count(), 1, "{gos:?}");
 }
+
+/// UCI limits apply together, as the bare engine keeps them: a clock beside a depth or node limit (CuteChess's
+/// `tc=` with `depth=`) still ends the search on the clock, and a `go` with a value it cannot read still gets its
+/// `bestmove`, the value said to be unread. With the real Stockfish inside.
+#[test]
+fn a_clock_beside_a_depth_is_kept_and_a_go_it_cannot_read_wholly_still_answers() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = dir.path().join("fake.log");
+    // What reaches the engine: both limits.
+    let mut fake = fake_session(&dir.path().join("fake"), &log, &[]);
+    fake.send("position startpos");
+    fake.send("go wtime 3000 btime 3000 depth 25");
+    assert!(fake.until("bestmove", PATIENCE).last().is_some_and(|l| l.starts_with("bestmove")));
+    let sent = fake_log(&log);
+    assert!(sent.iter().any(|l| l.ends_with("go wtime 3000 btime 3000 winc 0 binc 0 depth 25")), "{sent:?}");
+
+    let mut uci = Uci::deeptree(&dir.path().join("tree"));
+    uci.send("uci");
+    uci.until("uciok", PATIENCE);
+    uci.send(&format!("setoption name InnerEngine value {}", stockfish().display()));
+    uci.send("setoption name BackgroundAnalysis value false");
+    uci.ready();
+    // A second on the clock and depth 40: Stockfish plans a few tens of milliseconds, far short of depth 40.
+    uci.send("position startpos moves e2e4");
+    let started = std::time::Instant::now();
+    uci.send("go wtime 1000 btime 1000 winc 10 binc 10 depth 40");
+    let lines = uci.until("bestmove", PATIENCE);
+    let took = started.elapsed();
+    assert!(lines.last().is_some_and(|l| l.starts_with("bestmove ")), "{lines:?}");
+    assert!(took < Duration::from_millis(2000), "the clock ended the search: {took:?}");
+    // Values it cannot read: said, skipped, and the search goes on with the rest.
+    uci.send("position startpos moves d2d4");
+    uci.send("go wtime abc btime 2000 movestogo depth 6");
+    let lines = uci.until("bestmove", PATIENCE);
+    assert!(lines.iter().any(|l| l.contains("'wtime' value 'abc' is not a number")), "{lines:?}");
+    assert!(lines.iter().any(|l| l.contains("'movestogo' value 'depth' is not a number")), "{lines:?}");
+    let best = lines.last().filter(|l| l.starts_with("bestmove ")).expect("a bestmove");
+    assert!(!best.starts_with("bestmove 0000"), "{best}");
+}

@@ -40,11 +40,17 @@ fn a_deaf_engine_costs_a_timed_go_no_more_than_its_deadline_and_stop_a_second() 
     assert!(lines.iter().any(|l| l.contains("first move of the search's last line")), "{lines:?}");
     assert!(took < Duration::from_millis(300 + 250 + 50 + 500), "{took:?}");
 
-    // A clock: half of the side's own time at most.
+    // A clock: ten times the move's share, at least a second.
     uci.send("position startpos");
     let (lines, took) = timed(&mut uci, "go wtime 2000 btime 2000 winc 10 binc 10");
     assert!(lines.last().unwrap().starts_with("bestmove "), "{lines:?}");
     assert!(took < Duration::from_millis(1000 + 50 + 500), "{took:?}");
+    // One move to the control: 85 % of the clock at most, past the 82.5 % a Stockfish may plan for it (half the
+    // clock, as before, cut the engine's own plan short).
+    uci.send("position startpos");
+    let (lines, took) = timed(&mut uci, "go wtime 4000 btime 4000 movestogo 1");
+    assert!(lines.last().unwrap().starts_with("bestmove "), "{lines:?}");
+    assert!(took >= Duration::from_millis(3000) && took < Duration::from_millis(3400 + 50 + 500), "{took:?}");
 
     // go infinite ends on stop within a second, and the session goes on.
     uci.send("position startpos moves d2d4");

@@ -202,6 +202,9 @@ pub struct EvalRequest {
     pub multipv: u32,
     /// Stop the search early when a shallower iteration already scores below a bound (see [`ScreenCut`]).
     pub screen: Option<ScreenCut>,
+    /// More limits of the GUI's own, sent with `limit` (`go wtime 3000 btime 3000 depth 25`): the engine ends the
+    /// search at whichever it meets first, as UCI has it. Depths, node counts and move times only.
+    pub caps: Vec<Limit>,
 }
 
 /// A screen inside a fixed-depth search: the search is stopped at the first iteration of depth `from_depth` or
@@ -218,7 +221,7 @@ pub struct ScreenCut {
 
 impl EvalRequest {
     pub fn new(position: EnginePosition, limit: Limit) -> EvalRequest {
-        EvalRequest { position, limit, searchmoves: Vec::new(), multipv: 1, screen: None }
+        EvalRequest { position, limit, searchmoves: Vec::new(), multipv: 1, screen: None, caps: Vec::new() }
     }
 
     /// Screens the search (see [`ScreenCut`]).
@@ -263,6 +266,11 @@ impl EvalRequest {
     /// `searchmoves` is written as that engine reads it.
     pub fn go_command_in(&self, chess960: bool) -> String {
         let mut command = format!("go {}", self.limit.uci());
+        for cap in self.caps.iter().filter(|cap| matches!(cap, Limit::Depth(_) | Limit::Nodes(_) | Limit::MoveTime(_)))
+        {
+            command.push(' ');
+            command.push_str(&cap.uci());
+        }
         if !self.searchmoves.is_empty() {
             command.push_str(" searchmoves");
             let pos = self.position.position();

@@ -25,6 +25,9 @@ pub struct Go {
     pub mate: Option<u64>,
     pub movetime: Option<u64>,
     pub infinite: bool,
+    /// What of the line could not be read (`movestogo` without a value, `wtime abc`): each is said to the GUI, and
+    /// the search goes on without it, since every `go` must get its `bestmove`.
+    pub unread: Vec<String>,
 }
 
 impl Go {
@@ -137,11 +140,15 @@ fn parse_go(args: &[&str]) -> GuiCommand {
     let mut i = 0;
     while i < args.len() {
         let number = |slot: &mut Option<u64>, i: &mut usize| -> Result<(), String> {
-            let value = args.get(*i + 1).ok_or_else(|| format!("'{}' without a value", args[*i]))?;
-            // Clocks can be negative when a GUI is late: treat them as zero.
-            let parsed =
-                value.parse::<i64>().map_err(|_| format!("'{}' value '{value}' is not a number", args[*i]))?.max(0)
-                    as u64;
+            let Some(value) = args.get(*i + 1) else {
+                *i += 1;
+                return Err(format!("'{}' without a value", args[*i - 1]));
+            };
+            let Some(parsed) = gui_number(value) else {
+                // The key alone is skipped: its would-be value is read next, as a key or as a token to skip.
+                *i += 1;
+                return Err(format!("'{}' value '{value}' is not a number", args[*i - 1]));
+            };
             *slot = Some(parsed);
             *i += 2;
             Ok(())
@@ -180,10 +187,25 @@ fn parse_go(args: &[&str]) -> GuiCommand {
             }
         };
         if let Err(reason) = result {
-            return GuiCommand::Malformed { command: "go", reason };
+            go.unread.push(reason);
         }
     }
     GuiCommand::Go(go)
+}
+
+/// A number of a `go`, read as leniently as engines read them: a negative clock (a GUI that is late) is 0, a number
+/// past `i64` (`nodes 18446744073709551615`) or a decimal (`wtime 1.5e5`) is read as near as it goes; at most
+/// `i64::MAX`, so that any deadline made from it fits.
+fn gui_number(value: &str) -> Option<u64> {
+    let number = match value.parse::<i64>() {
+        Ok(number) => number.max(0) as u64,
+        Err(_) => match value.parse::<u64>() {
+            Ok(number) => number,
+            // `as` saturates: a huge decimal is u64::MAX, a negative one 0.
+            Err(_) => value.parse::<f64>().ok().filter(|number| number.is_finite())? as u64,
+        },
+    };
+    Some(number.min(i64::MAX as u64))
 }
 
 fn looks_like_move(token: &str) -> bool {
@@ -219,7 +241,15 @@ mod tests {
         };
         assert_eq!(go.searchmoves, vec!["e2e4", "d2d4"]);
         assert_eq!((go.depth, go.nodes, go.wtime, go.movestogo), (Some(5), Some(1000), Some(0), Some(3)));
-        assert!(matches!(parse("go depth"), GuiCommand::Malformed { .. }));
+        // What cannot be read is noted and skipped: the `go` still searches.
+        let GuiCommand::Go(go) = parse("go depth") else { panic!() };
+        assert_eq!((go.depth, go.unread.len()), (None, 1));
+        let GuiCommand::Go(go) = parse("go wtime 1.5e5 btime abc movestogo depth 7 nodes 18446744073709551615") else {
+            panic!()
+        };
+        assert_eq!((go.wtime, go.btime, go.movestogo, go.depth), (Some(150_000), None, None, Some(7)));
+        assert_eq!(go.nodes, Some(i64::MAX as u64));
+        assert_eq!(go.unread, ["'btime' value 'abc' is not a number", "'movestogo' value 'depth' is not a number"]);
         assert!(matches!(parse("position"), GuiCommand::Malformed { .. }));
         assert!(matches!(parse("hello world"), GuiCommand::Unknown(_)));
         assert_eq!(parse("   "), GuiCommand::Empty);

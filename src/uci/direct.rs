@@ -177,15 +177,11 @@ fn percentile(samples: &VecDeque<Duration>, p: f64) -> Duration {
     sorted[index.min(sorted.len() - 1)]
 }
 
-/// The inner engine's limit for a `go`: the GUI's own, clocks unchanged.
+/// The inner engine's limit for a `go`: the GUI's own, clocks unchanged. A clock comes first, then `movetime`, then
+/// `depth` and `nodes`: the GUI's other limits go beside it ([`caps_of`]), so that a clock is never dropped for a
+/// depth (`go wtime 3000 btime 3000 depth 25` must not search to depth 25 whatever the clock).
 pub(super) fn limit_of(go: &Go, engine_depth: u8) -> Limit {
-    if let Some(depth) = go.depth {
-        Limit::Depth(depth.clamp(1, 250) as u32)
-    } else if let Some(nodes) = go.nodes {
-        Limit::Nodes(nodes.max(1))
-    } else if let Some(movetime) = go.movetime {
-        Limit::MoveTime(Duration::from_millis(movetime.max(1)))
-    } else if go.is_timed() {
+    if go.is_timed() {
         // The game clock as the GUI sent it: the engine manages its own time, and `Move Overhead` covers the relay.
         let (wtime, btime) = (go.wtime.or(go.btime).unwrap_or(0), go.btime.or(go.wtime).unwrap_or(0));
         let (winc, binc, movestogo) = (go.winc.unwrap_or(0), go.binc.unwrap_or(0), go.movestogo);
@@ -195,11 +191,28 @@ pub(super) fn limit_of(go: &Go, engine_depth: u8) -> Limit {
         } else {
             Limit::Clock { wtime, btime, winc, binc, movestogo }
         }
+    } else if let Some(movetime) = go.movetime {
+        Limit::MoveTime(Duration::from_millis(movetime.max(1)))
+    } else if let Some(depth) = go.depth {
+        Limit::Depth(depth.clamp(1, 250) as u32)
+    } else if let Some(nodes) = go.nodes {
+        Limit::Nodes(nodes.max(1))
     } else if let Some(mate) = go.mate {
         Limit::Depth((mate * 2).clamp(1, 250) as u32)
     } else {
         Limit::Depth(u32::from(engine_depth))
     }
+}
+
+/// The GUI's limits that go to the engine beside [`limit_of`]'s: its `movetime`, `depth` and `nodes` other than the
+/// one that limit is. The engine ends the search at whichever it meets first.
+pub(super) fn caps_of(go: &Go, limit: Limit) -> Vec<Limit> {
+    let caps = [
+        go.movetime.map(|ms| Limit::MoveTime(Duration::from_millis(ms.max(1)))),
+        go.depth.map(|depth| Limit::Depth(depth.clamp(1, 250) as u32)),
+        go.nodes.map(|nodes| Limit::Nodes(nodes.max(1))),
+    ];
+    caps.into_iter().flatten().filter(|cap| *cap != limit).collect()
 }
 
 /// A search by the direct engine. The outcome is returned the moment the engine's `bestmove` comes (the session writes
@@ -214,7 +227,7 @@ pub fn direct(
 ) -> (Outcome, Aftermath) {
     let limit = limit_of(go, ctx.options.config.engine_depth);
     let request = match engine_request(line, limit, searchmoves, ctx.options.multipv) {
-        Ok(request) => request,
+        Ok(request) => EvalRequest { caps: caps_of(go, limit), ..request },
         Err(e) => {
             return (
                 fallback(ctx, line, searchmoves, Some(Info::error(format!("cannot search: {e}")))),
@@ -519,6 +532,22 @@ mod tests {
         assert_eq!(request.go_command_in(false), "go ponder wtime 5000 btime 4870 winc 50 binc 0");
         let go = Go { ponder: true, depth: Some(12), ..Go::default() };
         assert!(matches!(limit_of(&go, 18), Limit::Depth(12)));
+    }
+
+    #[test]
+    fn a_clock_with_a_depth_or_nodes_keeps_both() {
+        let start = || crate::engine::EnginePosition::new(Chess::default(), Vec::new()).unwrap();
+        let command = |go: &Go| {
+            let limit = limit_of(go, 18);
+            EvalRequest { caps: caps_of(go, limit), ..EvalRequest::new(start(), limit) }.go_command_in(false)
+        };
+        let go = Go { wtime: Some(3000), btime: Some(3000), depth: Some(25), ..Go::default() };
+        assert_eq!(command(&go), "go wtime 3000 btime 3000 winc 0 binc 0 depth 25");
+        let go = Go { movetime: Some(500), nodes: Some(20_000), depth: Some(9), ..Go::default() };
+        assert_eq!(command(&go), "go movetime 500 depth 9 nodes 20000");
+        let go = Go { depth: Some(9), nodes: Some(20_000), ..Go::default() };
+        assert_eq!(command(&go), "go depth 9 nodes 20000");
+        assert_eq!(command(&Go { depth: Some(9), ..Go::default() }), "go depth 9");
     }
 
     #[test]

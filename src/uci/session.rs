@@ -416,7 +416,12 @@ impl Session {
                     }
                 }
             }
-            GuiCommand::Go(go) => self.go(go, received),
+            GuiCommand::Go(go) => {
+                for reason in &go.unread {
+                    self.out.error(format!("go: {reason}; searched without it"));
+                }
+                self.go(go, received)
+            }
             GuiCommand::Stop => self.signal(Signal::Stop),
             GuiCommand::PonderHit => self.signal(Signal::PonderHit),
             GuiCommand::Quit => return false,

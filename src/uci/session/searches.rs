@@ -346,10 +346,12 @@ impl Session {
 const MOVETIME_GRACE: Duration = Duration::from_millis(250);
 
 /// When the session stops a timed search itself, should the engine not have answered: `movetime` plus a grace; for a
-/// clock, ten times the move's share (at least a second), never past half of the side's own time. None for a search
-/// with a limit of the GUI's own (depth, nodes, mate), for `go infinite` and for `go ponder`.
+/// clock, ten times the move's share (at least a second), never past 85 % of the side's own time, above the most a
+/// Stockfish plans for one move (82.5 % of its clock with one move to the control). A depth or node limit beside a
+/// clock keeps the clock's deadline. None for a search with only limits of the GUI's own (depth, nodes, mate), for
+/// `go infinite` and for `go ponder`.
 fn deadline(go: &Go, white: bool, received: Instant) -> Option<Instant> {
-    if go.infinite || go.ponder || go.depth.is_some() || go.nodes.is_some() || go.mate.is_some() {
+    if go.infinite || go.ponder {
         return None;
     }
     if let Some(movetime) = go.movetime {
@@ -357,6 +359,6 @@ fn deadline(go: &Go, white: bool, received: Instant) -> Option<Instant> {
     }
     let own = if white { go.wtime.or(go.btime) } else { go.btime.or(go.wtime) }?;
     let share = crate::uci::time::share(go, white)?;
-    let limit = (share * 10).max(Duration::from_secs(1)).min(Duration::from_millis(own / 2));
+    let limit = (share * 10).max(Duration::from_secs(1)).min(Duration::from_millis(own / 20 * 17));
     Some(received + limit)
 }
