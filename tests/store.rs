@@ -889,3 +889,19 @@ fn the_engine_work_stats_counts_is_part_of_what_the_engines_searched_and_grows_w
     let (second, searched) = work("2");
     assert!(second > first && second - first <= searched, "{first} then {second}, {searched} searched");
 }
+
+/// A write that comes after the store's writer has ended (the store closed under a straggler, or a write panicked)
+/// fails as a store that takes no more writes: a caller stops, instead of trying each change again and spending
+/// engine time on answers that cannot be stored.
+#[test]
+fn a_write_after_the_writer_ended_stops_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = deeptree::store::Store::open(dir.path(), &deeptree::store::StoreOptions::default()).unwrap();
+    let writer = store.writer();
+    drop(store);
+    let refused = writer.submit(Vec::new()).wait();
+    assert!(
+        matches!(&refused, Err(e @ deeptree::store::StoreError::WriterStopped { .. }) if e.stops_writes()),
+        "{refused:?}"
+    );
+}

@@ -161,11 +161,12 @@ impl StoreError {
         )
     }
 
-    /// Whether this store takes no more writes in this process: a write failed on the disk, or the store was
-    /// opened read-only. Every later write fails the same way at once, so a caller stops instead of trying again
-    /// (a refusal of one submission, such as a key collision, is not one of these).
+    /// Whether this store takes no more writes in this process: a write failed on the disk, the store was opened
+    /// read-only, or its writer thread has ended (the store closed, or a write panicked). Every later write fails the
+    /// same way at once, so a caller stops instead of trying again, and spending engine time on answers that cannot be
+    /// stored (a refusal of one submission, such as a key collision, is not one of these).
     pub fn stops_writes(&self) -> bool {
-        matches!(self, StoreError::WriteFailed { .. } | StoreError::ReadOnly { .. })
+        matches!(self, StoreError::WriteFailed { .. } | StoreError::ReadOnly { .. } | StoreError::WriterStopped { .. })
     }
 
     /// Whether this failure of a whole write transaction comes from the disk or LMDB's state (I/O, no space, a

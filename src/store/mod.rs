@@ -189,6 +189,21 @@ pub struct Stats {
     pub map_size: u64,
 }
 
+/// Clears the reader slots that processes which died with a read transaction open (a GUI killed mid-game, an
+/// `analyze` killed with -9) left in LMDB's lock file. While one stays, no page freed since its snapshot is reused and
+/// the data file grows with every write of the processes still running; LMDB clears them by itself only when no
+/// process has the store open. At every open, and every minute by the writer of a store that stays open.
+fn clear_stale_readers(env: &Env<WithoutTls>, data_file: &Path) {
+    match env.clear_stale_readers() {
+        Ok(0) => {}
+        Ok(cleared) => log::info!(
+            "{}: cleared {cleared} reader slots left by processes that ended without closing them",
+            data_file.display()
+        ),
+        Err(e) => log::warn!("{}: readers left by ended processes not checked: {e}", data_file.display()),
+    }
+}
+
 pub(crate) struct Shared {
     env: Env<WithoutTls>,
     nodes: Database<Bytes, Bytes>,

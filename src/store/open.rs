@@ -16,7 +16,7 @@ use parking_lot::RwLock;
 
 use super::{
     Compaction, META_SCHEMA, META_VALUES_OWED, READABLE_SCHEMA, SCHEMA_VERSION, Shared, Store, StoreError,
-    StoreOptions, disk, fault, file, migrations,
+    StoreOptions, clear_stale_readers, disk, fault, file, migrations,
     upkeep::{self, Upkeep},
     writer,
 };
@@ -111,6 +111,7 @@ pub(super) fn open_environment(dir: &Path, options: &StoreOptions) -> Result<(En
         EnvOpenOptions::new().read_txn_without_tls().map_size(map_size).max_dbs(6).max_readers(254).open(dir)
     }
     .map_err(|source| StoreError::lmdb(&data_file, source))?;
+    clear_stale_readers(&env, &data_file);
     // The databases' records and roots, read while a read transaction keeps their pages from reuse.
     let pin = env.read_txn().map_err(|source| StoreError::lmdb(&data_file, source))?;
     file::check_structure(&data_file)?;
@@ -138,12 +139,16 @@ pub(super) fn open_read_only_environment(
     let map_size = options.initial_map_size.max(page).div_ceil(page) * page;
     // SAFETY: the environment is opened once per store; deeptree never opens its data file otherwise. Without the
     // lock file, nothing can write the store while it is read (see above).
-    unsafe {
+    let env = unsafe {
         let mut open = EnvOpenOptions::new().read_txn_without_tls();
         open.map_size(map_size).max_dbs(6).max_readers(254).flags(flags);
         open.open(dir)
     }
-    .map_err(|source| StoreError::lmdb(data, source))
+    .map_err(|source| StoreError::lmdb(data, source))?;
+    if !flags.contains(EnvFlags::NO_LOCK) {
+        clear_stale_readers(&env, data);
+    }
+    Ok(env)
 }
 
 /// The databases of a store opened to read only, its schema and whether a bulk load owes cached values. Nothing is

@@ -21,7 +21,7 @@ use self::batch::{
     apply_batch, check_batch, store_links, write_records, write_values_in_one_pass, write_with_cached_values,
 };
 use super::{
-    Change, META_LINKS, META_VALUES_OWED, Shared, StoreError,
+    Change, META_LINKS, META_VALUES_OWED, Shared, StoreError, clear_stale_readers,
     key::{KeyMap, PositionKey},
     node::Node,
     upkeep::{CachedValues, TxnRecords, Upkeep},
@@ -171,12 +171,21 @@ impl Drop for WriterThread {
     }
 }
 
+/// How often the writer of a store that stays open clears the reader slots of processes that died
+/// ([`clear_stale_readers`]).
+const STALE_READER_CHECK: std::time::Duration = std::time::Duration::from_secs(60);
+
 fn run(shared: &Shared, upkeep: &dyn Upkeep, rx: &Receiver<Message>, max_batch: usize) {
     let mut pending = Pending::default();
     let pending_limit = max_batch.saturating_mul(BULK_PENDING_FACTOR).max(1);
     let mut stopping = false;
+    let mut readers_checked = std::time::Instant::now();
     while !stopping {
         let Ok(first) = rx.recv() else { break };
+        if readers_checked.elapsed() >= STALE_READER_CHECK {
+            clear_stale_readers(&shared.env, &shared.data_file);
+            readers_checked = std::time::Instant::now();
+        }
         let mut batch = Vec::new();
         let mut size = 0;
         let mut next = Some(first);
