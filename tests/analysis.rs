@@ -347,33 +347,36 @@ fn stored_idea_values_equal_a_from_scratch_recomputation() {
     assert_eq!(graph.node(start).unwrap().idea, idea_brute(&graph, start));
 }
 
+/// Ctrl-C, and the signals a `kill`, a closed terminal or a service stop send, stop an analysis cleanly: what was
+/// answered is stored, and the run reports it.
 #[test]
-fn ctrl_c_stops_an_analysis_cleanly() {
-    let dir = tempfile::tempdir().unwrap();
-    let child = Command::new(env!("CARGO_BIN_EXE_deeptree"))
-        .arg("--db")
-        .arg(dir.path())
-        .args(["analyze", "--engine", &stockfish(), "--engine-depth", "10", "--max-depth", "60", "--json"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    // Wait for the first settled depth (a row on stderr with --json): the analysis is under way.
-    let mut child = child;
-    let stderr = child.stderr.take().unwrap();
-    let mut rows = std::io::BufRead::lines(std::io::BufReader::new(stderr));
-    assert!(rows.any(|row| row.is_ok_and(|r| r.trim_start().starts_with('1'))), "depth 1 settles");
-    std::thread::spawn(move || rows.for_each(drop));
-    std::thread::sleep(Duration::from_millis(300));
-    let killed = Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
-    assert!(killed.success());
-    let output = child.wait_with_output().unwrap();
-    assert!(output.status.success(), "exits normally after Ctrl-C");
-    let stdout = String::from_utf8(output.stdout).unwrap();
-    let report: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
-    assert_eq!(report["stopped"], true);
-    let stats = deeptree(dir.path(), &["stats", "--json"]);
-    assert_eq!(stats["positions"], report["positions"], "everything answered was stored");
+fn ctrl_c_or_a_termination_signal_stops_an_analysis_cleanly() {
+    for signal in ["-INT", "-TERM", "-HUP"] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_deeptree"))
+            .arg("--db")
+            .arg(dir.path())
+            .args(["analyze", "--engine", &stockfish(), "--engine-depth", "10", "--max-depth", "60", "--json"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Wait for the first settled depth (a row on stderr with --json): the analysis is under way.
+        let stderr = child.stderr.take().unwrap();
+        let mut rows = std::io::BufRead::lines(std::io::BufReader::new(stderr));
+        assert!(rows.any(|row| row.is_ok_and(|r| r.trim_start().starts_with('1'))), "depth 1 settles");
+        std::thread::spawn(move || rows.for_each(drop));
+        std::thread::sleep(Duration::from_millis(300));
+        let killed = Command::new("kill").args([signal, &child.id().to_string()]).status().unwrap();
+        assert!(killed.success());
+        let output = child.wait_with_output().unwrap();
+        assert!(output.status.success(), "{signal}: exits normally");
+        let stdout = String::from_utf8(output.stdout).unwrap();
+        let report: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+        assert_eq!(report["stopped"], true, "{signal}");
+        let stats = deeptree(dir.path(), &["stats", "--json"]);
+        assert_eq!(stats["positions"], report["positions"], "{signal}: everything answered was stored");
+    }
 }
 
 /// An evaluator whose every search fails, as a crashed engine's would.

@@ -332,7 +332,8 @@ fn clock_targets(
     Ok(Targets::by_men(|men| by_phase[fit::phase_index(men)]))
 }
 
-/// A stop flag that Ctrl-C sets from now on: it stops the analysis cleanly (engines run in their own process groups).
+/// A stop flag that Ctrl-C sets from now on, and SIGTERM and SIGHUP (a `kill`, a service stop, a closed terminal):
+/// it stops the analysis cleanly, storing the pass under way (engines run in their own process groups).
 fn stop_on_ctrl_c() -> Arc<AtomicBool> {
     let stop = Arc::new(AtomicBool::new(false));
     let handler_stop = stop.clone();
