@@ -106,13 +106,15 @@ fn a_damaged_node_is_an_error_in_every_command_and_a_repair_keeps_every_other_re
 
     let out = dir.path().join("out.pgn");
     let games = Path::new(FIXTURE).join("games.pgn");
-    let commands: [&[&str]; 6] = [
+    // compact among them: a copy would make the damage permanent, with a clean structure and new checksums.
+    let commands: [&[&str]; 7] = [
         &["show"],
         &["show", "--json", "--depth", "1"],
         &["stats"],
         &["export", "pgn", out.to_str().unwrap()],
         &["analyze", "--engine", FAKE, "--engine-depth", "2", "--max-depth", "1", "--workers", "1"],
         &["import", "pgn", games.to_str().unwrap()],
+        &["compact"],
     ];
     for args in commands {
         let output = run(&db, args);

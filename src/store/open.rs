@@ -16,7 +16,13 @@ use parking_lot::RwLock;
 
 use super::{
     Compaction, META_SCHEMA, META_VALUES_OWED, READABLE_SCHEMA, SCHEMA_VERSION, Shared, Store, StoreError,
-    StoreOptions, clear_stale_readers, disk, fault, file, migrations,
+    StoreOptions,
+    checksum::{self, Table},
+    clear_stale_readers, disk,
+    error::Record,
+    fault, file,
+    key::PositionKey,
+    migrations,
     upkeep::{self, Upkeep},
     writer,
 };
@@ -407,7 +413,9 @@ impl Shared {
     }
 
     /// Writes every record into a new environment in `work`, in key order with LMDB's append mode (pages are filled
-    /// to the brim instead of split in half), and syncs it to disk.
+    /// to the brim instead of split in half), and syncs it to disk. Every node and link page must open by its
+    /// checksum, and each database must yield as many records as LMDB counts in it: a copy would otherwise make
+    /// hidden damage permanent (a branch page that leads to stale leaves copies cleanly, and the original is gone).
     pub(super) fn rewrite_into(&self, work: &Path, bytes: u64) -> Result<(), StoreError> {
         let lmdb = |source| StoreError::Lmdb { path: work.join("data.mdb"), source: Arc::new(source) };
         let env = new_environment(work, (bytes as usize).saturating_add(64 << 20))?;
@@ -422,15 +430,35 @@ impl Shared {
             meta.put(&mut wtxn, key, value).map_err(lmdb)?;
         }
         let mut written = 0usize;
-        for (from, to) in [(&self.nodes, &nodes), (&self.links, &links)] {
+        for (from, to, table) in [(&self.nodes, &nodes, Table::Nodes), (&self.links, &links, Table::LinkPages)] {
+            let mut copied = 0u64;
             for item in from.iter(&rtxn).map_err(|e| self.lmdb_error(e))? {
                 let (key, value) = item.map_err(|e| self.lmdb_error(e))?;
+                if self.sealed
+                    && let Err(mismatch) = checksum::open(table, key, value)
+                {
+                    let found = PositionKey::from_slice(key).unwrap_or(PositionKey(0));
+                    let record = if table == Table::Nodes { Record::Node(found) } else { Record::LinkPage(found) };
+                    return Err(StoreError::Checksum { path: self.data_file.clone(), record, mismatch });
+                }
                 to.put_with_flags(&mut wtxn, PutFlags::APPEND, key, value).map_err(lmdb)?;
+                copied += 1;
                 written += 1;
                 if written.is_multiple_of(PER_TXN) {
                     wtxn.commit().map_err(lmdb)?;
                     wtxn = env.write_txn().map_err(lmdb)?;
                 }
+            }
+            let counted = from.len(&rtxn).map_err(|e| self.lmdb_error(e))?;
+            if copied != counted {
+                // Nothing is renamed: the store stays as it was.
+                return Err(StoreError::Structure {
+                    path: self.data_file.clone(),
+                    what: format!(
+                        "compaction read {copied} records of {} where LMDB counts {counted}; nothing was changed",
+                        if table == Table::Nodes { "nodes" } else { "link_pages" }
+                    ),
+                });
             }
         }
         wtxn.commit().map_err(lmdb)?;
