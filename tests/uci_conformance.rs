@@ -402,8 +402,12 @@ fn a_clock_beside_a_depth_is_kept_and_a_go_it_cannot_read_wholly_still_answers()
     fake.send("position startpos");
     fake.send("go wtime 3000 btime 3000 depth 25");
     assert!(fake.until("bestmove", PATIENCE).last().is_some_and(|l| l.starts_with("bestmove")));
+    // A mate search is the engine's own (until it finds the mate), not a depth of twice the moves.
+    fake.send("go mate 3");
+    assert!(fake.until("bestmove", PATIENCE).last().is_some_and(|l| l.starts_with("bestmove")));
     let sent = fake_log(&log);
     assert!(sent.iter().any(|l| l.ends_with("go wtime 3000 btime 3000 winc 0 binc 0 depth 25")), "{sent:?}");
+    assert!(sent.iter().any(|l| l.ends_with("go mate 3")), "{sent:?}");
 
     let mut uci = Uci::deeptree(&dir.path().join("tree"));
     uci.send("uci");
@@ -427,4 +431,49 @@ fn a_clock_beside_a_depth_is_kept_and_a_go_it_cannot_read_wholly_still_answers()
     assert!(lines.iter().any(|l| l.contains("'movestogo' value 'depth' is not a number")), "{lines:?}");
     let best = lines.last().filter(|l| l.starts_with("bestmove ")).expect("a bestmove");
     assert!(!best.starts_with("bestmove 0000"), "{best}");
+}
+
+/// Where the tree cannot grow (here its store cannot be opened: the path is a file), `go infinite` is the inner
+/// engine's own, as with the bare engine: the GUI sees its lines until `stop`. With the real Stockfish inside.
+#[test]
+fn go_infinite_where_the_tree_cannot_grow_shows_the_engines_lines_until_stop() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let not_a_store = dir.path().join("file");
+    std::fs::write(&not_a_store, "not a store").unwrap();
+    let mut uci = Uci::deeptree(&not_a_store);
+    uci.send("uci");
+    uci.until("uciok", PATIENCE);
+    uci.send(&format!("setoption name InnerEngine value {}", stockfish().display()));
+    uci.ready();
+    uci.send("position startpos moves e2e4");
+    uci.send("go infinite");
+    let lines = uci.until("info depth", Duration::from_secs(5));
+    assert!(lines.last().is_some_and(|l| l.starts_with("info depth") && l.contains(" pv ")), "{lines:?}");
+    uci.send("stop");
+    let lines = uci.until("bestmove", PATIENCE);
+    let best = lines.last().filter(|l| l.starts_with("bestmove ")).expect("a bestmove after stop");
+    assert!(!best.starts_with("bestmove 0000"), "{best}");
+}
+
+/// A button (`Clear Hash`) is an act: each press reaches the engine once, a second press too, and none is sent
+/// again at later searches or kept as a value.
+#[test]
+fn each_press_of_a_button_reaches_the_engine_once() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = dir.path().join("fake.log");
+    let mut uci = fake_session(&dir.path().join("tree"), &log, &["EngineDepth value 2"]);
+    let presses = || fake_log(&log).iter().filter(|l| *l == "setoption name Clear Hash").count();
+    // Each search in a position of its own: the direct engine searches every one.
+    let mut openings = ["e2e4", "d2d4", "c2c4", "g1f3"].into_iter();
+    for (press, searches) in [(true, 1), (true, 2), (false, 1)] {
+        if press {
+            uci.send("setoption name Clear Hash");
+        }
+        for _ in 0..searches {
+            uci.send(&format!("position startpos moves {}", openings.next().unwrap()));
+            uci.send("go depth 2");
+            assert!(uci.until("bestmove", PATIENCE).last().is_some_and(|l| l.starts_with("bestmove")));
+        }
+    }
+    assert_eq!(presses(), 2, "{:?}", fake_log(&log));
 }

@@ -140,6 +140,8 @@ pub enum Limit {
     Depth(u32),
     Nodes(u64),
     MoveTime(Duration),
+    /// `go mate N`: until the engine finds a mate in `N` moves, or is stopped.
+    Mate(u32),
     /// Until stopped.
     Infinite,
     /// A game clock, for the engine's own time management (milliseconds).
@@ -167,6 +169,7 @@ impl Limit {
             Limit::Depth(d) => format!("depth {}", d.max(1)),
             Limit::Nodes(n) => format!("nodes {}", n.max(1)),
             Limit::MoveTime(t) => format!("movetime {}", t.as_millis().max(1)),
+            Limit::Mate(moves) => format!("mate {}", moves.max(1)),
             Limit::Infinite => "infinite".to_owned(),
             Limit::Clock { wtime, btime, winc, binc, movestogo }
             | Limit::PonderClock { wtime, btime, winc, binc, movestogo } => {

@@ -38,6 +38,9 @@ pub struct DirectSlot {
     applied: Vec<(String, String)>,
     /// A `ucinewgame` from the GUI that the engine has not been sent yet.
     new_game: bool,
+    /// Buttons the GUI pressed (`Clear Hash`) that the engine has not been sent yet: a press is an act, sent once
+    /// for each time the GUI sends it, and never kept as a value.
+    presses: Vec<String>,
 }
 
 impl DirectSlot {
@@ -59,11 +62,19 @@ impl DirectSlot {
         let mut wanted = config.options.clone();
         wanted.extend(overhead.option(engine.identity()));
         let new_game = self.new_game;
+        let presses = std::mem::take(&mut self.presses);
         let configured = configure(engine, &mut self.applied, &wanted).and_then(|sent| {
             if new_game {
                 engine.begin_new_game()?;
             }
-            Ok(sent)
+            for name in &presses {
+                match engine.set_option(name, "") {
+                    Err(e) if e.is_engine_fault() => return Err(e),
+                    Err(e) => crate::engine::note_option_not_set(&engine.identity().name, name, &e),
+                    Ok(()) => {}
+                }
+            }
+            Ok(sent || !presses.is_empty())
         });
         match configured {
             Ok(sent) => {
@@ -85,6 +96,11 @@ impl DirectSlot {
         self.new_game = true;
     }
 
+    /// The GUI pressed the engine's button `name`: sent with the next [`DirectSlot::prepare`].
+    pub fn press(&mut self, name: &str) {
+        self.presses.push(name.to_owned());
+    }
+
     /// Ends the engine (a new command line, a fault, or the end of the session).
     pub fn close(&mut self) {
         self.engine = None;
@@ -95,10 +111,16 @@ impl DirectSlot {
     /// waiting for), keeping a `ucinewgame` either still owes; otherwise `other`'s engine is ended.
     pub fn take_over(&mut self, other: DirectSlot) {
         if self.engine.is_none() {
-            let new_game = self.new_game || other.new_game;
-            *self = other;
-            self.new_game = new_game;
+            self.put_back(other);
         }
+    }
+
+    /// Puts back the slot a search borrowed, keeping a `ucinewgame` and the presses that came meanwhile.
+    pub fn put_back(&mut self, lent: DirectSlot) {
+        let (new_game, presses) = (self.new_game || lent.new_game, std::mem::take(&mut self.presses));
+        *self = lent;
+        self.new_game = new_game;
+        self.presses.extend(presses);
     }
 }
 
@@ -181,7 +203,10 @@ fn percentile(samples: &VecDeque<Duration>, p: f64) -> Duration {
 /// `depth` and `nodes`: the GUI's other limits go beside it ([`caps_of`]), so that a clock is never dropped for a
 /// depth (`go wtime 3000 btime 3000 depth 25` must not search to depth 25 whatever the clock).
 pub(super) fn limit_of(go: &Go, engine_depth: u8) -> Limit {
-    if go.is_timed() {
+    if go.infinite && !go.ponder {
+        // Until the GUI's `stop` (the tree's growth takes `go infinite` where it can grow).
+        Limit::Infinite
+    } else if go.is_timed() {
         // The game clock as the GUI sent it: the engine manages its own time, and `Move Overhead` covers the relay.
         let (wtime, btime) = (go.wtime.or(go.btime).unwrap_or(0), go.btime.or(go.wtime).unwrap_or(0));
         let (winc, binc, movestogo) = (go.winc.unwrap_or(0), go.binc.unwrap_or(0), go.movestogo);
@@ -198,7 +223,8 @@ pub(super) fn limit_of(go: &Go, engine_depth: u8) -> Limit {
     } else if let Some(nodes) = go.nodes {
         Limit::Nodes(nodes.max(1))
     } else if let Some(mate) = go.mate {
-        Limit::Depth((mate * 2).clamp(1, 250) as u32)
+        // The engine's own mate search, as the bare engine would run it: until it finds the mate, or is stopped.
+        Limit::Mate(mate.clamp(1, u64::from(u32::MAX)) as u32)
     } else {
         Limit::Depth(u32::from(engine_depth))
     }
@@ -548,6 +574,7 @@ mod tests {
         let go = Go { depth: Some(9), nodes: Some(20_000), ..Go::default() };
         assert_eq!(command(&go), "go depth 9 nodes 20000");
         assert_eq!(command(&Go { depth: Some(9), ..Go::default() }), "go depth 9");
+        assert_eq!(command(&Go { mate: Some(3), ..Go::default() }), "go mate 3");
     }
 
     #[test]

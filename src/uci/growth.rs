@@ -84,6 +84,8 @@ pub struct Grown {
     /// The growth ended before the GUI ended it (everything settled, its time budget spent, nothing to grow): its
     /// last state has not been reported (see [`report`]).
     pub ended_alone: bool,
+    /// The tree could not grow at all: no store, growth paused after a failed write, or no engines.
+    pub unable: bool,
 }
 
 /// Grows the tree rooted at the line's position with the single-threaded workers until `stop` (or, with
@@ -99,7 +101,7 @@ pub fn grow_tree(
     growth: Growth,
 ) -> Grown {
     let Growth { params, until_ponderhit, reporting, searchmoves } = growth;
-    let nothing = Grown { ended_alone: true, ..Grown::default() };
+    let nothing = Grown { ended_alone: true, unable: true, ..Grown::default() };
     let Some(store) = ctx.store.clone() else { return nothing };
     if ctx.growth_paused() {
         return nothing;
@@ -182,7 +184,7 @@ pub fn grow_tree(
         drop(done);
         // A listener that panicked heard no signal: the growth is taken to have ended alone.
         let ended_alone = listener.join().unwrap_or(true);
-        Grown { evaluations, nodes: searched_now(), ended_alone }
+        Grown { evaluations, nodes: searched_now(), ended_alone, unable: false }
     })
 }
 

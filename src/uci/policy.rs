@@ -165,6 +165,11 @@ fn grow_until_told(
         searchmoves: searchmoves.to_vec(),
     };
     let grown = grow_tree(ctx, &mut lent.pool, line, control, growth);
+    // The tree cannot grow here (no store, growth paused after a failed write, no engines): `go infinite` is the
+    // direct engine's, as the bare engine would run it, so that the GUI still sees lines until its `stop`.
+    if grown.unable && go.infinite && !go.ponder {
+        return direct(ctx, &mut lent.direct, line, go, searchmoves, control);
+    }
     // Growth ended before the GUI ended it (everything settled): the GUI sees the tree as it stays while it waits.
     if grown.ended_alone
         && let Some(store) = &ctx.store

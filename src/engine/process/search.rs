@@ -207,6 +207,8 @@ impl Engine {
                 let share = Duration::from_millis(own / 30 + inc / 2);
                 Limit::MoveTime(share.saturating_sub(spent) / count)
             }
+            // A mate search shared out among the moves: each a ply short of the mate's depth, as a depth is.
+            Limit::Mate(moves) => Limit::Depth(moves.saturating_mul(2).saturating_sub(1).clamp(1, 250)),
             Limit::Infinite | Limit::PonderClock { .. } => {
                 return Err(EngineError::InvalidRequest(format!(
                     "{} does not keep to searchmoves, and a search without a limit cannot be shared out among the \

@@ -81,7 +81,7 @@ impl Session {
             running.held = Some(outcome);
         }
         if let Some(lent) = lent {
-            self.direct = lent.direct;
+            self.direct.put_back(lent.direct);
             self.pool = lent.pool;
         }
         if running.held.is_some() {

@@ -2,6 +2,7 @@
 //! configurations, the clock's overhead, and the tree store, opened when first needed.
 
 use super::*;
+use crate::engine::protocol::OptionKind;
 use crate::store::marks::{MarkKind, MarkSource};
 
 impl Session {
@@ -65,6 +66,9 @@ impl Session {
             return;
         };
         match check_value(&declared, value) {
+            // A button is an act, not a value: the direct engine is sent one press for each the GUI sends (a second
+            // `Clear Hash` clears again), the tree's workers are left running, and nothing is kept for later starts.
+            Ok(_) if declared.kind == OptionKind::Button => self.direct.press(&declared.name),
             Ok(value) => {
                 self.options.inner.retain(|(n, _)| n != &declared.name);
                 self.options.inner.push((declared.name.clone(), value));
