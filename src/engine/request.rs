@@ -206,7 +206,7 @@ pub struct EvalRequest {
     /// Stop the search early when a shallower iteration already scores below a bound (see [`ScreenCut`]).
     pub screen: Option<ScreenCut>,
     /// More limits of the GUI's own, sent with `limit` (`go wtime 3000 btime 3000 depth 25`): the engine ends the
-    /// search at whichever it meets first, as UCI has it. Depths, node counts and move times only.
+    /// search at whichever it meets first, as UCI has it. Depths, node counts, move times and mates only.
     pub caps: Vec<Limit>,
 }
 
@@ -269,8 +269,8 @@ impl EvalRequest {
     /// `searchmoves` is written as that engine reads it.
     pub fn go_command_in(&self, chess960: bool) -> String {
         let mut command = format!("go {}", self.limit.uci());
-        for cap in self.caps.iter().filter(|cap| matches!(cap, Limit::Depth(_) | Limit::Nodes(_) | Limit::MoveTime(_)))
-        {
+        let cap = |cap: &&Limit| matches!(cap, Limit::Depth(_) | Limit::Nodes(_) | Limit::MoveTime(_) | Limit::Mate(_));
+        for cap in self.caps.iter().filter(cap) {
             command.push(' ');
             command.push_str(&cap.uci());
         }

@@ -230,13 +230,14 @@ pub(super) fn limit_of(go: &Go, engine_depth: u8) -> Limit {
     }
 }
 
-/// The GUI's limits that go to the engine beside [`limit_of`]'s: its `movetime`, `depth` and `nodes` other than the
-/// one that limit is. The engine ends the search at whichever it meets first.
+/// The GUI's limits that go to the engine beside [`limit_of`]'s: its `movetime`, `depth`, `nodes` and `mate` other
+/// than the one that limit is. The engine ends the search at whichever it meets first.
 pub(super) fn caps_of(go: &Go, limit: Limit) -> Vec<Limit> {
     let caps = [
         go.movetime.map(|ms| Limit::MoveTime(Duration::from_millis(ms.max(1)))),
         go.depth.map(|depth| Limit::Depth(depth.clamp(1, 250) as u32)),
         go.nodes.map(|nodes| Limit::Nodes(nodes.max(1))),
+        go.mate.map(|mate| Limit::Mate(mate.clamp(1, u64::from(u32::MAX)) as u32)),
     ];
     caps.into_iter().flatten().filter(|cap| *cap != limit).collect()
 }
@@ -344,7 +345,13 @@ pub fn direct(
                 nodes: evaluation.nodes,
                 time: timing.engine_time(),
                 depth: evaluation.depth(),
-                clock_share: if go.movetime.is_none() { share(go, root.turn().is_white()) } else { None },
+                // A clock's search alone teaches the clock: one a depth, node or mate limit of the GUI's may have ended
+                // early would teach it to expect less time than a clock gives.
+                clock_share: if go.movetime.is_none() && go.depth.is_none() && go.nodes.is_none() && go.mate.is_none() {
+                    share(go, root.turn().is_white())
+                } else {
+                    None
+                },
             });
             let outcome = Outcome {
                 by: Answerer::Direct,
@@ -575,6 +582,8 @@ mod tests {
         assert_eq!(command(&go), "go depth 9 nodes 20000");
         assert_eq!(command(&Go { depth: Some(9), ..Go::default() }), "go depth 9");
         assert_eq!(command(&Go { mate: Some(3), ..Go::default() }), "go mate 3");
+        let go = Go { mate: Some(3), wtime: Some(3000), btime: Some(3000), ..Go::default() };
+        assert_eq!(command(&go), "go wtime 3000 btime 3000 winc 0 binc 0 mate 3");
     }
 
     #[test]

@@ -167,7 +167,8 @@ fn grow_until_told(
     let grown = grow_tree(ctx, &mut lent.pool, line, control, growth);
     // The tree cannot grow here (no store, growth paused after a failed write, no engines): `go infinite` is the
     // direct engine's, as the bare engine would run it, so that the GUI still sees lines until its `stop`.
-    if grown.unable && go.infinite && !go.ponder {
+    // (Not with `searchmoves`: an engine that ignores them cannot share an endless search out among the moves.)
+    if grown.unable && go.infinite && !go.ponder && searchmoves.is_empty() {
         return direct(ctx, &mut lent.direct, line, go, searchmoves, control);
     }
     // Growth ended before the GUI ended it (everything settled): the GUI sees the tree as it stays while it waits.
@@ -180,7 +181,8 @@ fn grow_until_told(
     if go.ponder && control.ponderhit() {
         // The opponent played the expected move: the clock runs now, and the move is decided as any timed `go`'s.
         // The GUI's node count goes on from the growth's.
-        let timed = Go { ponder: false, ..go.clone() };
+        // (`infinite` too: a `go ponder infinite` with a clock is a timed `go` once its ponder is hit.)
+        let timed = Go { ponder: false, infinite: false, ..go.clone() };
         control.received = Instant::now();
         ctx.out.count_from(grown.nodes);
         let decision = decide_move(ctx, line, &timed, searchmoves, control.received);
@@ -229,11 +231,12 @@ fn without_excluded(ctx: &Context, root: &Chess, searchmoves: Vec<UciMove>) -> V
     if allowed.is_empty() { searchmoves } else { allowed }
 }
 
-/// Whether a `go ponder` of a game (a clock, no depth or node limit of the GUI's, no analysis) goes to the direct
-/// engine as `go ponder`: where, after `ponderhit`, the move would come from a direct search (ThinkMode direct or
-/// auto, and the tree does not know the position deeply enough to answer). Elsewhere the ponder time grows the tree.
+/// Whether a `go ponder` of a game (a clock, with or without a depth or node limit of the GUI's beside it, no
+/// analysis) goes to the direct engine as `go ponder`: where, after `ponderhit`, the move would come from a direct
+/// search (ThinkMode direct or auto, and the tree does not know the position deeply enough to answer). Elsewhere the
+/// ponder time grows the tree.
 fn relays_ponder(ctx: &Context, line: &Line, go: &Go, searchmoves: &[UciMove]) -> bool {
-    // The direct engine would be asked to ponder on a clock: no depth, nodes or movetime of the GUI's.
+    // The direct engine would be asked to ponder on a clock (its depth or nodes, if any, beside it).
     matches!(limit_of(go, ctx.options.config.engine_depth), Limit::PonderClock { .. })
         && go.mate.is_none()
         && searchmoves.is_empty()
@@ -339,21 +342,25 @@ fn known_deep_enough(
 /// for the nodes or the time it would spend in the position's phase. The flag says the estimate is the clock's (a
 /// clock or a `movetime`, the only budget `TreeDepthMargin` lowers), not a limit the GUI set.
 pub fn expected_depth(go: &Go, position: &Chess, model: &DepthModel, engine_depth: u8) -> (f64, bool) {
-    if let Some(depth) = go.depth {
-        return (depth as f64, false);
-    }
     let phase = Phase::of(position);
-    if let Some(nodes) = go.nodes {
-        return (model.depth_for_nodes(phase, nodes), false);
-    }
-    if go.mate.is_some() {
+    // The GUI's own limits: the shallower of a depth and the model's depth for a node count.
+    let own = [go.depth.map(|depth| depth as f64), go.nodes.map(|nodes| model.depth_for_nodes(phase, nodes))]
+        .into_iter()
+        .flatten()
+        .reduce(f64::min);
+    let clock = match share(go, position.turn().is_white()) {
+        Some(share) if go.movetime.is_some() => Some(model.depth_for_time(phase, share)),
+        Some(share) => Some(model.depth_for_time(phase, model.expected_time(share))),
+        None => None,
+    };
+    match (own, clock) {
+        // Both: the engine ends at whichever comes first; the clock's estimate is the budget where it is the shallower.
+        (Some(own), Some(clock)) if clock < own => (clock, true),
+        (Some(own), _) => (own, false),
         // A mate search is the engine's job.
-        return (f64::INFINITY, false);
-    }
-    match share(go, position.turn().is_white()) {
-        Some(share) if go.movetime.is_some() => (model.depth_for_time(phase, share), true),
-        Some(share) => (model.depth_for_time(phase, model.expected_time(share)), true),
-        None => (f64::from(engine_depth), false),
+        (None, _) if go.mate.is_some() => (f64::INFINITY, false),
+        (None, Some(clock)) => (clock, true),
+        (None, None) => (f64::from(engine_depth), false),
     }
 }
 
@@ -378,7 +385,12 @@ mod tests {
         // Only a clock or a movetime is the clock's estimate (what TreeDepthMargin may lower).
         let timed = |go: Go| expected_depth(&go, &Chess::default(), &model, 18).1;
         assert!(timed(fast.clone()) && timed(slow) && timed(Go { movetime: Some(100), ..Go::default() }));
-        assert!(!timed(Go { depth: Some(9), ..fast.clone() }) && !timed(Go { nodes: Some(10_000), ..fast }));
+        assert!(!timed(Go { depth: Some(9), ..fast.clone() }) && !timed(Go { nodes: Some(10_000), ..fast.clone() }));
         assert!(!timed(Go::default()) && !timed(Go { mate: Some(3), ..Go::default() }));
+        // A clock beside a limit of the GUI's: the shallower is the budget (the engine ends at whichever comes first).
+        let deep = Go { depth: Some(40), ..fast.clone() };
+        assert_eq!(depth(deep.clone()), depth(fast.clone()));
+        assert!(timed(deep));
+        assert_eq!(depth(Go { depth: Some(3), ..fast.clone() }), 3.0);
     }
 }
