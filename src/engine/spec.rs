@@ -44,11 +44,12 @@ pub struct EngineSpec {
     pub options: Vec<(String, String)>,
 }
 
-/// A list of engines that cannot be read.
-/// Most workers one engine of a list may ask for: a `setoption name Engines` with `workers=4000000000` is refused
-/// instead of starting engines (or allocating their configurations) until the machine gives out.
+/// Most workers a list of engines may ask for in all: a `setoption name Engines` with `workers=4000000000` (or
+/// thousands of engines of 1024 workers each) is refused instead of starting engines, or allocating their
+/// configurations, until the machine gives out.
 pub const MAX_SPEC_WORKERS: usize = 1024;
 
+/// A list of engines that cannot be read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SpecError {
     /// An engine with no command line (the 1-based place in the list).
@@ -63,8 +64,8 @@ pub enum SpecError {
     /// A number that does not read as one, or is 0 where at least 1 is needed.
     #[error("engine {engine}: {key}={value}: give a whole number of at least 1")]
     BadNumber { engine: usize, key: String, value: String },
-    /// More workers of one engine than [`MAX_SPEC_WORKERS`].
-    #[error("engine {engine}: workers={workers}: at most {MAX_SPEC_WORKERS} workers of one engine")]
+    /// More workers than [`MAX_SPEC_WORKERS`] in all, counted up to this engine.
+    #[error("engine {engine}: workers={workers}: at most {MAX_SPEC_WORKERS} workers in all the list's engines")]
     TooManyWorkers { engine: usize, workers: u32 },
 }
 
@@ -75,7 +76,19 @@ impl EngineSpec {
         if text.is_empty() {
             return Ok(Vec::new());
         }
-        text.split(';').enumerate().map(|(i, engine)| EngineSpec::parse(engine, i + 1)).collect()
+        let specs: Vec<EngineSpec> = text
+            .split(';')
+            .enumerate()
+            .map(|(i, engine)| EngineSpec::parse(engine, i + 1))
+            .collect::<Result<_, _>>()?;
+        let mut total = 0usize;
+        for (i, spec) in specs.iter().enumerate() {
+            total = total.saturating_add(spec.workers);
+            if total > MAX_SPEC_WORKERS {
+                return Err(SpecError::TooManyWorkers { engine: i + 1, workers: spec.workers as u32 });
+            }
+        }
+        Ok(specs)
     }
 
     fn parse(text: &str, engine: usize) -> Result<EngineSpec, SpecError> {
@@ -240,6 +253,9 @@ mod tests {
             Err(SpecError::TooManyWorkers { engine: 2, workers: 4_000_000_000 })
         );
         assert_eq!(EngineSpec::parse_list("stockfish | workers=1024").unwrap()[0].workers, MAX_SPEC_WORKERS);
+        // The bound is on the list's workers in all, not on each engine's.
+        let many = ["a | workers=1000"; 2].join(" ; ");
+        assert_eq!(EngineSpec::parse_list(&many), Err(SpecError::TooManyWorkers { engine: 2, workers: 1000 }));
         assert_eq!(
             EngineSpec::parse_list("stockfish | speed=9"),
             Err(SpecError::BadField { engine: 1, field: "speed=9".into() })
