@@ -425,9 +425,29 @@ impl Shared {
         let meta: Database<Str, Bytes> = env.create_database(&mut wtxn, Some("meta")).map_err(lmdb)?;
         const PER_TXN: usize = 100_000;
         let rtxn = self.env.read_txn().map_err(|e| self.lmdb_error(e))?;
+        let mut entries = 0u64;
         for item in self.meta.iter(&rtxn).map_err(|e| self.lmdb_error(e))? {
             let (key, value) = item.map_err(|e| self.lmdb_error(e))?;
+            // The schema version alone is stored bare (every deeptree reads it first); every other entry is sealed.
+            let bare = key == META_SCHEMA && value.len() == 4;
+            if self.sealed
+                && !bare
+                && let Err(mismatch) = checksum::open(Table::Meta, key.as_bytes(), value)
+            {
+                let record = Record::Meta(key.to_owned());
+                return Err(StoreError::Checksum { path: self.data_file.clone(), record, mismatch });
+            }
             meta.put(&mut wtxn, key, value).map_err(lmdb)?;
+            entries += 1;
+        }
+        let counted = self.meta.len(&rtxn).map_err(|e| self.lmdb_error(e))?;
+        if entries != counted {
+            return Err(StoreError::Structure {
+                path: self.data_file.clone(),
+                what: format!(
+                    "compaction read {entries} records of meta where LMDB counts {counted}; nothing was changed"
+                ),
+            });
         }
         let mut written = 0usize;
         for (from, to, table) in [(&self.nodes, &nodes, Table::Nodes), (&self.links, &links, Table::LinkPages)] {
