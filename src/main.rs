@@ -119,7 +119,18 @@ fn quiet_on_closed_pipe(command: &Option<Command>) {
     }
 }
 
+/// Children are reaped by deeptree, whatever its parent left: a SIGCHLD ignored by the process that started it (and
+/// kept across exec) would have the kernel reap the engines at once, so that an engine's process group could be
+/// gone, and its number taken by another process, before deeptree kills the group.
+fn reap_own_children() {
+    // SAFETY: restores the default disposition of one signal before any thread is started; no handler runs.
+    unsafe {
+        libc::signal(libc::SIGCHLD, libc::SIG_DFL);
+    }
+}
+
 fn run(cli: Cli, config: &Config) -> commands::CommandResult {
+    reap_own_children();
     quiet_on_closed_pipe(&cli.command);
     let db = cli.db.as_deref();
     match cli.command {

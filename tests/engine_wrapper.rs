@@ -35,7 +35,8 @@ fn a_hung_engine_behind_a_wrapper_is_killed_with_it_on_a_machine_without_kill() 
     let pids = dir.path().join("pids");
     let wrapped =
         EngineConfig::new(format!("/bin/sh -c \"'{FAKE}' --mode hang --pid-file '{}'; true\"", pids.display()))
-            .with_timeouts(Timeouts { handshake: Duration::from_secs(1), search_silence: Duration::from_millis(300) });
+            // A generous handshake (a loaded machine starts `sh` and the engine slowly); the search's silence is what is timed.
+            .with_timeouts(Timeouts { handshake: Duration::from_secs(10), search_silence: Duration::from_millis(300) });
     let engine_pid = || -> u32 {
         let text = std::fs::read_to_string(&pids).unwrap();
         text.lines().next().and_then(|l| l.trim().parse().ok()).unwrap()
@@ -50,7 +51,9 @@ fn a_hung_engine_behind_a_wrapper_is_killed_with_it_on_a_machine_without_kill() 
             engine.evaluate(&EvalRequest::new(EnginePosition::of(&shakmaty::Chess::default()), Limit::Depth(3)));
         let _ = tx.send(outcome.map(|_| ()));
     });
-    let outcome = rx.recv_timeout(Duration::from_secs(15)).expect("the hung search ends");
+    // The watchdog asks `isready` after 0.3 s of silence and kills the group when no `readyok` comes within the
+    // handshake's 10 s.
+    let outcome = rx.recv_timeout(Duration::from_secs(40)).expect("the hung search ends");
     assert!(matches!(outcome, Err(EngineError::Timeout { .. })), "{outcome:?}");
     assert!(until_gone(engine_pid()), "the engine under the wrapper still runs");
 }
