@@ -244,3 +244,34 @@ fn a_claim_of_a_killed_process_does_not_hold() {
     let asked = searches(&log);
     assert!(claimed.iter().all(|search| asked.contains(search)), "the killed process's searches were asked again");
 }
+
+/// `check` while another process writes the store: it reads one state of the store (its walk of the file's pages
+/// and its lookups through LMDB at the same snapshot, the pages walked kept from reuse), so nothing written meanwhile
+/// reads as damaged.
+#[test]
+fn check_reads_one_state_of_a_store_another_process_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("tree");
+    let fill = |seed: &str, positions: &str| {
+        let mut fill = Command::new(env!("CARGO_BIN_EXE_deeptree"));
+        fill.arg("--db").arg(&db).args(["fill", "--positions", positions, "--batch", "50", "--seed", seed]);
+        fill.stdout(Stdio::piped()).stderr(Stdio::null());
+        fill
+    };
+    // A store of 20,000 positions, whose check's walk takes a while; then a writer that commits every few
+    // milliseconds (a bulk load settled every 10 submissions of 50 positions) while checks run one after another.
+    assert!(fill("1", "20000").output().unwrap().status.success());
+    let mut writer = fill("2", "60000").spawn().expect("deeptree starts");
+    let mut committing = std::io::BufRead::lines(std::io::BufReader::new(writer.stdout.take().unwrap()));
+    assert!(committing.next().is_some_and(|line| line.is_ok_and(|l| l.starts_with("committed"))));
+    std::thread::spawn(move || committing.for_each(drop));
+    let mut checks = 0;
+    while writer.try_wait().unwrap().is_none() {
+        let output = Command::new(env!("CARGO_BIN_EXE_deeptree")).arg("--db").arg(&db).arg("check").output().unwrap();
+        let said = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+        assert_eq!(output.status.code(), Some(0), "check {checks} while the store is written: {said}");
+        checks += 1;
+    }
+    assert!(writer.wait().unwrap().success());
+    assert!(checks >= 3, "only {checks} checks ran while the store was written");
+}

@@ -528,12 +528,42 @@ fn pin(dir: &Path, length: u64) -> Result<heed::Env<WithoutTls>, StoreError> {
     .map_err(lmdb)
 }
 
+/// Most times a check begins again when a commit lands between its read transaction and its reading of the file.
+const SNAPSHOT_TRIES: usize = 20;
+
+/// A read transaction that `begin` starts, and the file's pages read just after it, at the same snapshot: the meta
+/// page the walk starts from names the transaction LMDB pinned. So the walk and the lookups through LMDB see one state
+/// of the store, and the pages walked are kept from reuse while the transaction is held. A commit in between (another
+/// process writing the store) begins both again; after [`SNAPSHOT_TRIES`] the check goes on with a warning.
+fn pinned_source<T>(
+    data_file: &Path,
+    mut begin: impl FnMut() -> Result<T, StoreError>,
+    snapshot: impl Fn(&T) -> u64,
+) -> Result<(T, Source), StoreError> {
+    let mut tries = 0;
+    loop {
+        let txn = begin()?;
+        let source = Source::read(data_file)?;
+        tries += 1;
+        if source.pages.meta.txn_id == snapshot(&txn) {
+            return Ok((txn, source));
+        }
+        if tries >= SNAPSHOT_TRIES {
+            log::warn!(
+                "{}: the store was written during the check each of {tries} times it began; a record written meanwhile \
+                 may read as damaged: check it again while nothing writes it",
+                data_file.display()
+            );
+            return Ok((txn, source));
+        }
+    }
+}
+
 impl Store {
     /// Reads every record of every database and lists the damaged ones (see the [module](self) docs). Changes
     /// nothing; an error only where the store cannot be read at all.
     pub fn check(&self) -> Result<CheckReport, StoreError> {
-        let view = self.read()?;
-        let source = Source::read(&self.shared.data_file)?;
+        let (view, source) = pinned_source(&self.shared.data_file, || self.read(), |view| view.txn.id() as u64)?;
         let lookups = Lookups {
             txn: &view.txn,
             nodes: source.sound.contains("nodes").then_some(self.shared.nodes),
@@ -567,7 +597,7 @@ impl Store {
             Err(e) => return Err(e),
         };
         let lmdb = |source| StoreError::lmdb(&data_file, source);
-        let txn = env.read_txn().map_err(lmdb)?;
+        let (txn, source) = pinned_source(&data_file, || env.read_txn().map_err(lmdb), |txn| txn.id() as u64)?;
         // Opening a database reads the list of databases through the map: only where it read sound.
         let open = |name: &str| -> Result<Option<Database<Bytes, Bytes>>, StoreError> {
             if !source.sound.contains(name) {
@@ -613,7 +643,15 @@ impl Store {
             Err(e) => return Err(e),
         };
         let source_lmdb = |e| StoreError::lmdb(&data_file, e);
-        let held = pinned.as_ref().map(|env| env.read_txn()).transpose().map_err(source_lmdb)?;
+        // The walk reads the snapshot the transaction holds (see `pinned_source`).
+        let (held, source) = match pinned.as_ref() {
+            Some(env) => {
+                let (txn, source) =
+                    pinned_source(&data_file, || env.read_txn().map_err(source_lmdb), |txn| txn.id() as u64)?;
+                (Some(txn), source)
+            }
+            None => (None, source),
+        };
         std::fs::create_dir_all(out).map_err(io(out))?;
         let target = out.join("data.mdb");
         let lmdb = |source| StoreError::Lmdb { path: target.clone(), source: Arc::new(source) };
