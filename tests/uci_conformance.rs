@@ -409,12 +409,7 @@ fn a_clock_beside_a_depth_is_kept_and_a_go_it_cannot_read_wholly_still_answers()
     assert!(sent.iter().any(|l| l.ends_with("go wtime 3000 btime 3000 winc 0 binc 0 depth 25")), "{sent:?}");
     assert!(sent.iter().any(|l| l.ends_with("go mate 3")), "{sent:?}");
 
-    let mut uci = Uci::deeptree(&dir.path().join("tree"));
-    uci.send("uci");
-    uci.until("uciok", PATIENCE);
-    uci.send(&format!("setoption name InnerEngine value {}", stockfish().display()));
-    uci.send("setoption name BackgroundAnalysis value false");
-    uci.ready();
+    let mut uci = common::session(&dir.path().join("tree"), &stockfish().display().to_string(), &[]);
     // A second on the clock and depth 40: Stockfish plans a few tens of milliseconds, far short of depth 40.
     uci.send("position startpos moves e2e4");
     let started = std::time::Instant::now();
@@ -440,11 +435,7 @@ fn go_infinite_where_the_tree_cannot_grow_shows_the_engines_lines_until_stop() {
     let dir = tempfile::tempdir().expect("tempdir");
     let not_a_store = dir.path().join("file");
     std::fs::write(&not_a_store, "not a store").unwrap();
-    let mut uci = Uci::deeptree(&not_a_store);
-    uci.send("uci");
-    uci.until("uciok", PATIENCE);
-    uci.send(&format!("setoption name InnerEngine value {}", stockfish().display()));
-    uci.ready();
+    let mut uci = common::session(&not_a_store, &stockfish().display().to_string(), &[]);
     uci.send("position startpos moves e2e4");
     uci.send("go infinite");
     let lines = uci.until("info depth", Duration::from_secs(5));

@@ -179,18 +179,8 @@ fn setoption_right_after_bestmove_is_accepted() {
 #[test]
 fn a_gui_that_closes_our_stdout_ends_the_session_even_with_stdin_open() {
     use std::io::{BufRead, BufReader, Write};
-    use std::process::{Command, Stdio};
     let dir = tempfile::tempdir().unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_deeptree"))
-        .arg("--db")
-        .arg(dir.path().join("tree"))
-        .env_remove("DEEPTREE_DB")
-        .env_remove("DEEPTREE_CONFIG")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = deeptree_on_pipes(&dir.path().join("tree"), Stdio::null());
     let mut stdin = child.stdin.take().unwrap();
     let mut stdout = BufReader::new(child.stdout.take().unwrap());
     writeln!(stdin, "uci").unwrap();
@@ -230,16 +220,7 @@ fn a_line_that_is_not_utf8_or_too_long_does_not_end_the_session() {
     input.extend_from_slice(b"setoption name SyzygyPath value C:\\Schach\\Tableb\xe4se\r\n");
     input.extend(std::iter::repeat_n(b'x', 3 << 20));
     input.extend_from_slice(b"\nisready\nposition startpos moves e2e4\ngo depth 3\n");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_deeptree"))
-        .arg("--db")
-        .arg(dir.path().join("tree"))
-        .env_remove("DEEPTREE_DB")
-        .env_remove("DEEPTREE_CONFIG")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = deeptree_on_pipes(&dir.path().join("tree"), Stdio::piped());
     let mut stdin = child.stdin.take().unwrap();
     // Written from a thread: the session's replies are read while 3 MiB go in.
     let writer = std::thread::spawn(move || {
@@ -266,4 +247,18 @@ fn a_line_that_is_not_utf8_or_too_long_does_not_end_the_session() {
     let best = replies.last().filter(|l| l.starts_with("bestmove ")).unwrap_or_else(|| panic!("{replies:?}"));
     assert!(!best.starts_with("bestmove 0000"), "{best}");
     assert!(stderr.contains("not UTF-8") && stderr.contains("longer than"), "{stderr}");
+}
+
+/// deeptree on the store in `db`, stdin and stdout piped, stderr as given, the user's store and settings out of reach.
+fn deeptree_on_pipes(db: &std::path::Path, stderr: Stdio) -> std::process::Child {
+    Command::new(env!("CARGO_BIN_EXE_deeptree"))
+        .arg("--db")
+        .arg(db)
+        .env_remove("DEEPTREE_DB")
+        .env_remove("DEEPTREE_CONFIG")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(stderr)
+        .spawn()
+        .unwrap()
 }
