@@ -216,30 +216,28 @@ pub(super) fn limit_of(go: &Go, engine_depth: u8) -> Limit {
         } else {
             Limit::Clock { wtime, btime, winc, binc, movestogo }
         }
-    } else if let Some(movetime) = go.movetime {
-        Limit::MoveTime(Duration::from_millis(movetime.max(1)))
-    } else if let Some(depth) = go.depth {
-        Limit::Depth(depth.clamp(1, 250) as u32)
-    } else if let Some(nodes) = go.nodes {
-        Limit::Nodes(nodes.max(1))
-    } else if let Some(mate) = go.mate {
-        // The engine's own mate search, as the bare engine would run it: until it finds the mate, or is stopped.
-        Limit::Mate(mate.clamp(1, u64::from(u32::MAX)) as u32)
     } else {
-        Limit::Depth(u32::from(engine_depth))
+        // The first of the GUI's own limits, in the order movetime, depth, nodes, mate; with none, the engine depth.
+        gui_limits(go).into_iter().flatten().next().unwrap_or(Limit::Depth(u32::from(engine_depth)))
     }
+}
+
+/// The GUI's own limits, each clamped to what an engine takes, in the order [`limit_of`] prefers them: `movetime`,
+/// `depth`, `nodes` and `mate` (a `mate` search runs until the engine finds the mate or is stopped, as the bare engine
+/// would run it).
+fn gui_limits(go: &Go) -> [Option<Limit>; 4] {
+    [
+        go.movetime.map(|ms| Limit::MoveTime(Duration::from_millis(ms.max(1)))),
+        go.depth.map(|depth| Limit::Depth(depth.clamp(1, 250) as u32)),
+        go.nodes.map(|nodes| Limit::Nodes(nodes.max(1))),
+        go.mate.map(|mate| Limit::Mate(mate.clamp(1, u64::from(u32::MAX)) as u32)),
+    ]
 }
 
 /// The GUI's limits that go to the engine beside [`limit_of`]'s: its `movetime`, `depth`, `nodes` and `mate` other
 /// than the one that limit is. The engine ends the search at whichever it meets first.
 pub(super) fn caps_of(go: &Go, limit: Limit) -> Vec<Limit> {
-    let caps = [
-        go.movetime.map(|ms| Limit::MoveTime(Duration::from_millis(ms.max(1)))),
-        go.depth.map(|depth| Limit::Depth(depth.clamp(1, 250) as u32)),
-        go.nodes.map(|nodes| Limit::Nodes(nodes.max(1))),
-        go.mate.map(|mate| Limit::Mate(mate.clamp(1, u64::from(u32::MAX)) as u32)),
-    ];
-    caps.into_iter().flatten().filter(|cap| *cap != limit).collect()
+    gui_limits(go).into_iter().flatten().filter(|cap| *cap != limit).collect()
 }
 
 /// A search by the direct engine. The outcome is returned the moment the engine's `bestmove` comes (the session writes
