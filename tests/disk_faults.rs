@@ -207,29 +207,40 @@ fn a_write_that_fails_ends_analyze_once_and_keeps_everything_committed_before() 
 }
 
 /// A UCI session whose inner engine is the fake one, started by `command` (deeptree, or deeptree under a limit).
-fn fake_uci(command: &Command) -> Uci {
+fn fake_uci(command: &Command, log: &Path) -> Uci {
     let program = PathBuf::from(command.get_program());
     let args: Vec<String> = command.get_args().map(|a| a.to_string_lossy().into_owned()).collect();
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let mut uci = Uci::start(&program, &args);
     uci.send("uci");
     uci.until("uciok", PATIENCE);
-    uci.send(&format!("setoption name InnerEngine value {FAKE} --mode smooth"));
+    uci.send(&format!("setoption name InnerEngine value {FAKE} --mode smooth --log {}", log.display()));
     uci.send("setoption name EngineDepth value 4");
     uci.ready();
     uci
 }
 
 /// In a session whose store cannot be written, growth pauses with one `info string` and every `go` of a game is
-/// answered: `go infinite` and a timed `go` with `ThinkMode tree` find the paused growth, `go movetime` searches
-/// directly. Returns every line the session wrote.
-fn games_go_on_with_growth_paused(mut uci: Uci) -> Vec<String> {
+/// answered: `go infinite` finds the paused growth and goes on as the direct engine's `go infinite` (the fake
+/// engines' `log` shows it), a timed `go` with `ThinkMode tree` finds it paused too, `go movetime` searches directly.
+/// Returns every line the session wrote.
+fn games_go_on_with_growth_paused(mut uci: Uci, log: &Path) -> Vec<String> {
     let mut seen = Vec::new();
     uci.send("position startpos moves d2d4");
     uci.send("go infinite");
     let lines = uci.until("info string error: tree growth paused", PATIENCE);
     assert!(lines.last().is_some_and(|l| !l.is_empty()), "growth did not pause: {lines:?}");
     seen.extend(lines);
+    // Growth sends only searches with a limit: a `go infinite` is the direct engine's, relayed until `stop`.
+    let relayed = || {
+        let log = std::fs::read_to_string(log).unwrap_or_default();
+        log.lines().any(|l| l.split_once(' ').is_some_and(|(_, command)| command == "go infinite"))
+    };
+    let asked = Instant::now();
+    while !relayed() && asked.elapsed() < PATIENCE {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(relayed(), "the paused growth left `go infinite` silent: the direct engine was never asked");
     uci.send("stop");
     let lines = uci.until("bestmove", PATIENCE);
     assert!(lines.last().is_some_and(|l| l.starts_with("bestmove ")), "{lines:?}");
@@ -274,8 +285,9 @@ fn a_write_that_fails_pauses_uci_growth_once_and_the_games_go_on() {
     let db = dir.path().join("db");
     ok(&mut analyze(&db, "", 1, &dir.path().join("first.pids")));
     let kib = std::fs::metadata(db.join("data.mdb")).unwrap().len() / 1024;
-    let uci = fake_uci(&under_size_limit(&deeptree(&db, &[]), kib));
-    let lines = games_go_on_with_growth_paused(uci);
+    let log = dir.path().join("fake.log");
+    let uci = fake_uci(&under_size_limit(&deeptree(&db, &[]), kib), &log);
+    let lines = games_go_on_with_growth_paused(uci, &log);
     assert_paused_once(&lines, &db, TOO_LARGE);
 }
 
@@ -370,7 +382,8 @@ fn a_full_disk_ends_analyze_once_and_never_by_sigbus() {
     assert!(!db.join("compact.tmp").exists());
 
     // A UCI session there: growth pauses once, the games go on.
-    let lines = games_go_on_with_growth_paused(fake_uci(&deeptree(&db, &[])));
+    let log = dir.path().join("fake.log");
+    let lines = games_go_on_with_growth_paused(fake_uci(&deeptree(&db, &[]), &log), &log);
     assert_paused_once(&lines, &db, NO_SPACE);
 
     // Space again: everything committed before is there, and the store grows.

@@ -289,6 +289,53 @@ fn an_engine_that_ignores_searchmoves_is_asked_each_move_on_its_own() {
     assert_eq!(engine.evaluate(&depth(2)).unwrap().best_move, fakes_best());
 }
 
+/// The `go` commands the fake engine in `dir` was sent, in order.
+fn go_commands(dir: &TempDir) -> Vec<String> {
+    let log = std::fs::read_to_string(dir.path().join("log")).unwrap();
+    log.lines().filter_map(|l| l.split_once(' ').map(|(_, c)| c.to_owned())).filter(|c| c.starts_with("go")).collect()
+}
+
+#[test]
+fn each_move_of_an_engine_that_ignores_searchmoves_gets_its_share_of_every_limit() {
+    // A GUI's `go wtime .. depth 6 nodes 1000`: the clock is the limit, the depth and nodes go beside it (caps).
+    // Asked each allowed move alone, every reply keeps a share of each: a ply less, half the nodes, a share of the
+    // clock as a movetime. A reply sent without its caps would search past the GUI's depth and nodes.
+    let dir = tempfile::tempdir().unwrap();
+    let mut engine = Engine::spawn(&fake("no-searchmoves", &dir)).unwrap();
+    let allowed: Vec<UciMove> = vec!["e2e4".parse().unwrap(), "d2d4".parse().unwrap()];
+    let clock = Limit::Clock { wtime: 60_000, btime: 60_000, winc: 0, binc: 0, movestogo: None };
+    let asked = |limit: Limit, caps: Vec<Limit>| {
+        EvalRequest { caps, ..EvalRequest::new(start_position(), limit) }.with_searchmoves(allowed.clone()).unwrap()
+    };
+    let evaluation = engine.evaluate(&asked(clock, vec![Limit::Depth(6), Limit::Nodes(1000)])).unwrap();
+    assert!(allowed.contains(&evaluation.best_move), "{}", evaluation.best_move);
+    let gos = go_commands(&dir);
+    assert_eq!(gos.len(), 1 + 2, "{gos:?}");
+    assert_eq!(gos[0], "go wtime 60000 btime 60000 winc 0 binc 0 depth 6 nodes 1000 searchmoves e2e4 d2d4");
+    // A thirtieth of 60 s, less what the first search took, halved between the two moves: at most 1000 ms.
+    for go in &gos[1..] {
+        let words: Vec<&str> = go.split_whitespace().collect();
+        assert_eq!(words[..2], ["go", "movetime"], "{go}");
+        let movetime: u64 = words[2].parse().unwrap();
+        assert!((500..=1000).contains(&movetime), "{go}");
+        assert_eq!(words[3..], ["depth", "5", "nodes", "500"], "{go}");
+    }
+
+    // Learnt: the next searches are asked each move alone at once.
+    // A `mate` beside a depth has no share (a reply's mate would be the opponent's): each reply is the depth's alone,
+    // and the answer is at the depth asked.
+    let evaluation = engine.evaluate(&asked(Limit::Depth(4), vec![Limit::Mate(5)])).unwrap();
+    assert_eq!(evaluation.line.depth, 4);
+    let gos = go_commands(&dir);
+    assert_eq!(gos[3..], ["go depth 3", "go depth 3"], "{gos:?}");
+
+    // A clock's share (1000 ms a move) and a GUI's `movetime` (200 ms a move) are one kind: each reply is sent one
+    // movetime, the shorter.
+    engine.evaluate(&asked(clock, vec![Limit::MoveTime(Duration::from_millis(400))])).unwrap();
+    let gos = go_commands(&dir);
+    assert_eq!(gos[5..], ["go movetime 200", "go movetime 200"], "{gos:?}");
+}
+
 #[test]
 fn searchmoves_off_and_multipv_in_an_engine_list_answer_as_stockfish_keeping_to_searchmoves() {
     // The same method forced on Stockfish (`searchmoves=off`): the answer is one of the moves allowed, at the depth

@@ -27,11 +27,18 @@ fn toga_ii_beside_stockfish_grows_a_tree_to_software_depth_2() {
     let engines = format!("{TOGA} ; {}", stockfish.display());
     let output =
         deeptree(&db, &["analyze", "--engines", &engines, "--engine-depth", "6", "--max-depth", "2", "--json"]);
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let mut stderr = String::from_utf8_lossy(&output.stderr).into_owned();
     assert!(output.status.success(), "{stderr}");
     let report: Value = serde_json::from_str(String::from_utf8_lossy(&output.stdout).lines().last().unwrap()).unwrap();
     assert_eq!(report["settled_depth"], 2, "{report}");
     assert_eq!(report["failed"], 0, "{report}");
+    // Deepened a ply: in a tree this small, which engine gets the searches with searchmoves, and whether a cut
+    // cancels them, depends on timing (on a loaded machine, 1 run in 12 left Toga II none answered, 1 in 25 none
+    // asked); the checks below need some.
+    let deeper =
+        deeptree(&db, &["analyze", "--engines", &engines, "--engine-depth", "6", "--max-depth", "3", "--json"]);
+    stderr.push_str(&String::from_utf8_lossy(&deeper.stderr));
+    assert!(deeper.status.success(), "{stderr}");
     // The moves outside searchmoves are no engine fault (no restart), and Toga II's missing Threads is not warned of.
     assert!(!stderr.contains("engine fault"), "{stderr}");
     // Toga II has MultiPV (up to 10 lines): the moves allowed are asked through it where it reaches.

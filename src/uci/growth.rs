@@ -84,7 +84,8 @@ pub struct Grown {
     /// The growth ended before the GUI ended it (everything settled, its time budget spent, nothing to grow): its
     /// last state has not been reported (see [`report`]).
     pub ended_alone: bool,
-    /// The tree could not grow at all: no store, growth paused after a failed write, or no engines.
+    /// The tree cannot grow: no store, growth paused after a failed write (before this growth, or by a write of it
+    /// before the GUI ended it), or no engines.
     pub unable: bool,
 }
 
@@ -163,28 +164,30 @@ pub fn grow_tree(
                 }
             }
         });
-        let evaluations = match grow(store, vec![&mut *evaluator], run, |_| {}, |_, _| {}) {
-            Ok(report) => report.evaluations,
+        let (evaluations, paused) = match grow(store, vec![&mut *evaluator], run, |_| {}, |_, _| {}) {
+            Ok(report) => (report.evaluations, false),
             // The store's disk failed in this growth: said once, as growth pauses.
             Err(AnalysisError::Store(e)) if e.stops_writes() => {
                 ctx.growth_paused();
-                0
+                (0, true)
             }
             // A damaged tree is told once per session; the search's answer comes from a direct search.
             Err(AnalysisError::Store(e)) => {
                 super::answer::tree_unreadable(ctx, &e);
-                0
+                (0, false)
             }
             Err(e) => {
                 ctx.out.error(format!("tree search: {e}"));
-                0
+                (0, false)
             }
         };
         // The growth ended (stopped, out of time, or everything settled): the listener ends too.
         drop(done);
         // A listener that panicked heard no signal: the growth is taken to have ended alone.
         let ended_alone = listener.join().unwrap_or(true);
-        Grown { evaluations, nodes: searched_now(), ended_alone, unable: false }
+        // A growth that paused before the GUI ended it cannot go on: the caller treats the tree as one that cannot
+        // grow (`go infinite` goes to the direct engine, whose lines the GUI then sees until its `stop`).
+        Grown { evaluations, nodes: searched_now(), ended_alone, unable: paused && ended_alone }
     })
 }
 

@@ -44,9 +44,10 @@ impl Engine {
     /// answer within [`Timeouts::handshake`]; after `stop`, `bestmove` must come within [`Timeouts::handshake`].
     ///
     /// `searchmoves` with an engine that does not keep to them (see [`Searchmoves`]): each move is searched on its
-    /// own, as the position after it one ply shallower (a depth or node limit is shared out; the replies' own `info`
-    /// lines are not passed on, but one line for this position after each move is valued: the best so far), and the
-    /// best of the replies' scores, backed up one ply, is the answer at the depth asked.
+    /// own, as the position after it one ply shallower (a depth or node limit is shared out, and so are the GUI's
+    /// limits beside it; the replies' own `info` lines are not passed on, but one line for this position after each
+    /// move is valued: the best so far), and the best of the replies' scores, backed up one ply, is the answer at
+    /// the depth asked (at the shallowest reply's depth plus one where another limit could have ended a reply).
     pub fn search(&mut self, request: &EvalRequest, on_info: &mut dyn FnMut(&Info)) -> Result<Evaluation, EngineError> {
         let each_move = !request.searchmoves.is_empty() && request.multipv == 1;
         let started = Instant::now();
@@ -143,12 +144,15 @@ impl Engine {
             );
             return self.search_each_move(request, spent, on_info);
         }
-        let limit = match request.limit {
+        // A `movetime`, as the limit or beside it, less what the first search took of it.
+        let less_spent = |limit: Limit| match limit {
             Limit::MoveTime(time) => Limit::MoveTime(time.saturating_sub(spent).max(Duration::from_millis(1))),
             limit => limit,
         };
+        let (limit, caps) = (less_spent(request.limit), request.caps.iter().map(|&cap| less_spent(cap)).collect());
         // A screen's bound is for the moves allowed; the first lines here may be of others.
-        let whole = EvalRequest { searchmoves: Vec::new(), multipv: lines, limit, screen: None, ..request.clone() };
+        let whole =
+            EvalRequest { searchmoves: Vec::new(), multipv: lines, limit, caps, screen: None, ..request.clone() };
         let mut shown_depth = 0;
         let mut relay = |info: &Info| {
             let (Some(depth), Some(first)) = (info.depth, info.pv.first()) else { return };
@@ -197,26 +201,41 @@ impl Engine {
         let began = Instant::now();
         let count = request.searchmoves.len() as u32;
         let white = request.position.position().turn().is_white();
-        let limit = match request.limit {
-            Limit::Depth(depth) => Limit::Depth(depth.saturating_sub(1).max(1)),
-            Limit::Nodes(nodes) => Limit::Nodes((nodes / u64::from(count)).max(1)),
-            Limit::MoveTime(time) => Limit::MoveTime(time.saturating_sub(spent) / count),
+        // Each move's share of the limit, and of each of the GUI's limits beside it (a clock's `depth`): the reply
+        // ends at whichever share it meets first, as the whole search would.
+        let share = |limit: Limit| match limit {
+            Limit::Depth(depth) => Some(Limit::Depth(depth.saturating_sub(1).max(1))),
+            Limit::Nodes(nodes) => Some(Limit::Nodes((nodes / u64::from(count)).max(1))),
+            Limit::MoveTime(time) => Some(Limit::MoveTime(time.saturating_sub(spent) / count)),
             // A clock: a share of the side's own time (a thirtieth and half the increment), less what was spent.
             Limit::Clock { wtime, btime, winc, binc, .. } => {
                 let (own, inc) = if white { (wtime, winc) } else { (btime, binc) };
                 let share = Duration::from_millis(own / 30 + inc / 2);
-                Limit::MoveTime(share.saturating_sub(spent) / count)
+                Some(Limit::MoveTime(share.saturating_sub(spent) / count))
             }
             // A mate search shared out among the moves: each a ply short of the mate's depth, as a depth is.
-            Limit::Mate(moves) => Limit::Depth(moves.saturating_mul(2).saturating_sub(1).clamp(1, 250)),
-            Limit::Infinite | Limit::PonderClock { .. } => {
-                return Err(EngineError::InvalidRequest(format!(
-                    "{} does not keep to searchmoves, and a search without a limit cannot be shared out among the \
-                     moves",
-                    self.name
-                )));
-            }
+            Limit::Mate(moves) => Some(Limit::Depth(moves.saturating_mul(2).saturating_sub(1).clamp(1, 250))),
+            Limit::Infinite | Limit::PonderClock { .. } => None,
         };
+        let Some(limit) = share(request.limit) else {
+            return Err(EngineError::InvalidRequest(format!(
+                "{} does not keep to searchmoves, and a search without a limit cannot be shared out among the moves",
+                self.name
+            )));
+        };
+        // A `mate` beside another limit only ends the search early once the mover's mate is found: a reply's own
+        // `mate` would look for the opponent's, so it has no share. Shares of one kind are merged, the tighter kept,
+        // so that each word comes once in a reply's `go`.
+        let (mut limit, mut caps) = (limit, Vec::<Limit>::new());
+        for cap in request.caps.iter().filter(|cap| !matches!(cap, Limit::Mate(_))).filter_map(|&cap| share(cap)) {
+            if let Some(tighter) = tighter(limit, cap) {
+                limit = tighter;
+            } else if let Some(same) = caps.iter_mut().find(|kept| tighter(**kept, cap).is_some()) {
+                *same = tighter(*same, cap).unwrap_or(cap);
+            } else {
+                caps.push(cap);
+            }
+        }
         let pos = request.position.position().clone();
         let mut best: Option<(Score, UciMove, PvLine, Option<UciMove>)> = None;
         let (mut nodes, mut stopped, mut first_go, mut last_read) = (0u64, false, None, None);
@@ -239,7 +258,7 @@ impl Engine {
             {
                 (Score::cp(0), Bound::Exact, vec![canonical(m)], None)
             } else {
-                let reply = EvalRequest::new(request.position.then(uci)?, limit);
+                let reply = EvalRequest { caps: caps.clone(), ..EvalRequest::new(request.position.then(uci)?, limit) };
                 let evaluation = match self.start_and_read(&reply, &mut |_| {}) {
                     Ok(evaluation) => evaluation,
                     // Stopped between two searches: what was found so far answers.
@@ -289,7 +308,10 @@ impl Engine {
         }
         let Some((_, best_move, mut line, ponder)) = best else { return Err(EngineError::Stopped) };
         let depth = match (request.limit, reply_depth) {
-            (Limit::Depth(depth), _) if !stopped => depth,
+            // Each reply searched to its depth, no other limit beside it that could have ended it sooner.
+            (Limit::Depth(depth), _) if !stopped && caps.is_empty() => depth,
+            // Every move ended the game: nothing was searched, and the depth asked stands.
+            (Limit::Depth(depth), None) if !stopped => depth,
             (_, Some(reply)) => reply + 1,
             (_, None) => 1,
         };
@@ -510,5 +532,16 @@ impl Collector {
             timing,
             asked: Asked::AsRequested,
         })
+    }
+}
+
+/// The tighter of two limits of one kind (the shallower depth, the fewer nodes, the shorter time); `None` for two of
+/// different kinds, which the engine keeps side by side.
+fn tighter(a: Limit, b: Limit) -> Option<Limit> {
+    match (a, b) {
+        (Limit::Depth(a), Limit::Depth(b)) => Some(Limit::Depth(a.min(b))),
+        (Limit::Nodes(a), Limit::Nodes(b)) => Some(Limit::Nodes(a.min(b))),
+        (Limit::MoveTime(a), Limit::MoveTime(b)) => Some(Limit::MoveTime(a.min(b))),
+        _ => None,
     }
 }
