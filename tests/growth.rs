@@ -9,6 +9,7 @@ use std::{
     path::Path,
     process::Command,
     sync::{Arc, Mutex},
+    time::Duration,
 };
 
 use common::{Uci, fake_session, searches};
@@ -755,7 +756,7 @@ fn two_processes_growing_one_store_share_their_searches() {
 /// answer after 3 s or more). The tree grown so far answers.
 #[test]
 fn a_sessions_growth_stops_where_it_stands() {
-    use std::time::{Duration, Instant};
+    use std::time::Instant;
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("tree");
     let log = dir.path().join("fake.log");
@@ -922,6 +923,25 @@ fn stats_walks_the_seeds_games_again_on_the_tree_as_it_stands() {
         .unwrap();
     assert!(!output.status.success(), "{}", String::from_utf8_lossy(&output.stdout));
     assert_eq!(stats()["grown_for"], after_for["grown_for"], "a failed run changes nothing said");
+    // Nor one that fails later, its targets said and its engines started (its trace cannot be written), for another
+    // engine depth, which would replace the entry.
+    let trace = dir.path().join("no such folder").join("trace.txt");
+    let output = Command::new(env!("CARGO_BIN_EXE_deeptree"))
+        .arg("--db")
+        .arg(&db)
+        .args(["analyze", "--roots", epd.to_str().unwrap(), "--for", "2+0.02", "--engine-depth", "13"])
+        .args(["--engine", common::fake(), "--nodes", "1000", "--trace", trace.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(!output.status.success(), "{}", String::from_utf8_lossy(&output.stdout));
+    assert_eq!(stats()["grown_for"], after_for["grown_for"], "a run failed at its trace changes nothing said");
+    // A run for the same clock that follows no games (a task alone) leaves the seeds and figures of the last one.
+    deeptree(&["task", "add", "--moves", "d2d4", "--label", "Queen's pawn", "--time", "60"]);
+    let mut tasks = vec!["analyze", "--tasks", "--for", "2+0.02", "--engine", common::fake(), "--engine-depth", "12"];
+    tasks.extend(["--workers", "1", "--time", "2"]);
+    deeptree(&tasks);
+    assert_eq!(stats()["grown_for"]["now"]["seeds"], 1, "the book's seed stays: {}", stats());
+    assert_eq!(stats()["grown_for"]["expected_answers"], after_for["grown_for"]["expected_answers"]);
     grow(&["--play-depth", "12", "--beyond", "0"], "300000");
     let after_more = stats();
     let grown = &after_more["grown_for"];
@@ -935,6 +955,76 @@ fn stats_walks_the_seeds_games_again_on_the_tree_as_it_stands() {
     let shown: serde_json::Value = serde_json::from_str(&deeptree(&["show", "--fen", ROOT, "--json"])).unwrap();
     assert_eq!(shown["grown_for"]["expected_answers"].as_f64(), Some(left), "{shown}");
     assert!(shown["grown_for"].get("followed").is_none() && shown["grown_for"].get("now").is_none(), "{shown}");
+}
+
+/// `--for` where no position has a move to time (a checkmate) goes on with the default depth model, says so, and
+/// stores no fit: the next run on a position with moves times its searches instead of trusting a fit of none.
+#[test]
+fn growth_for_a_clock_with_nothing_to_time_stores_no_fit() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("tree");
+    let mated = "rnb1kbnr/pppp1ppp/8/4p3/6Pq/5P2/PPPPP2P/RNBQKBNR w KQkq - 1 3";
+    let grow = |fen: &str| {
+        let mut args = vec!["analyze", "--fen", fen, "--for", "2+0.02", "--engine", common::fake()];
+        args.extend(["--engine-depth", "3", "--workers", "1", "--nodes", "2000"]);
+        deeptree_ok(&db, &args)
+    };
+    let first = grow(mated);
+    assert!(
+        first.contains("--for 2+0.02: no search timed on 1 thread (no position with a move to time): the default"),
+        "{first}"
+    );
+    {
+        let store = Store::open_read_only(&db, &StoreOptions::default()).unwrap();
+        assert_eq!(store.read().unwrap().depth_fit_for(1).unwrap(), None, "no fit of no search is stored");
+    }
+    let second = grow(ROOT);
+    assert!(second.contains("--for 2+0.02: searches timed on 1 thread: depth "), "{second}");
+}
+
+/// `--for` stops timing its searches at Ctrl-C (here SIGTERM) and at the end of its budget, however long the clock
+/// lets the engine think: Stockfish's first move at 600+5 takes many seconds.
+#[test]
+fn timing_searches_for_a_long_clock_ends_with_the_budget_and_at_a_signal() {
+    let dir = tempfile::tempdir().unwrap();
+    let stockfish = deeptree::engine::resolve_program("stockfish");
+    let stockfish = stockfish.to_str().unwrap();
+    let analyze = |db: &str, budget: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_deeptree"))
+            .arg("--db")
+            .arg(dir.path().join(db))
+            .args(["analyze", "--fen", ROOT, "--for", "600+5", "--engine", stockfish, "--engine-depth", "3"])
+            .args(["--workers", "1"])
+            .args(budget)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    // The budget: 1 s, timing included. Timed to its end, the search would be said with its depth.
+    let output = analyze("budget", &["--time", "1"]).wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout} {}", String::from_utf8_lossy(&output.stderr));
+    let said = "--for 600+5: no search timed on 1 thread (out of time): the default depth model";
+    assert!(stdout.contains(said), "{stdout}");
+    // A termination signal while the first search is timed: sent once the engine runs (the handler is set by then).
+    let child = analyze("signal", &[]);
+    // (Each thread lists the children it started: the engine's is a worker thread's.)
+    let tasks = format!("/proc/{}/task", child.id());
+    let engine_runs = || {
+        std::fs::read_dir(&tasks).into_iter().flatten().flatten().any(|task| {
+            std::fs::read_to_string(task.path().join("children")).is_ok_and(|children| !children.trim().is_empty())
+        })
+    };
+    let waited = std::time::Instant::now();
+    while !engine_runs() && waited.elapsed() < common::PATIENCE {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap().success());
+    let output = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout} {}", String::from_utf8_lossy(&output.stderr));
+    assert!(stdout.contains("no search timed on 1 thread (stopped)"), "{stdout}");
 }
 
 /// A session that changes `Threads` keeps the depth model of its timed searches as the fit of the threads they ran

@@ -102,11 +102,20 @@ pub fn run(db: Option<&Path>, config: &Config, mut args: AnalyzeArgs) -> Command
         (false, false) => None,
     };
     let play_depth = args.play_depth.or(implied);
+    // The clock grown for, with its targets: written to the store once the growth has ended (see `clock_targets`).
+    let mut grown_for = None;
     let targets = match (&clock, play_depth) {
         (Some(clock), _) => {
             let (timed_on, chess960) =
                 timing_positions(&book, line.as_ref(), games.as_ref().and_then(|g| g.first_line()));
-            Some(clock_targets(&store, config, clock, &args, (timed_on, args.chess960 || chess960), out)?)
+            // Timing searches counts against the budget, and Ctrl-C ends it as it ends growth.
+            let ends = Timing { stop: &stop, deadline: time.and_then(|t| started.checked_add(t)) };
+            let positions = (timed_on, args.chess960 || chess960);
+            let (targets, grown) = clock_targets(&store, config, clock, &args, positions, ends, out)?;
+            // A run stopped (or out of time) while it timed its searches grows nothing: the entry stays as it was.
+            let cut = stop.load(Ordering::Relaxed) || time.is_some_and(|t| started.elapsed() >= t);
+            grown_for = (!cut).then_some(grown);
+            Some(targets)
         }
         (None, Some(0)) => return Err("--play-depth 0: give a positive depth".into()),
         (None, Some(depth)) => Some(Targets::flat(u32::from(depth))),
@@ -198,15 +207,19 @@ pub fn run(db: Option<&Path>, config: &Config, mut args: AnalyzeArgs) -> Command
             Ok(())
         };
     }
-    if clock.is_some()
-        && let Some(mut grown_for) = store.read()?.grown_for()?
-    {
-        // What the run leaves: said by `stats`.
-        grown_for.seeds = kept.0.len() as u32;
-        grown_for.expected_answers = grown.expected_answers;
-        grown_for.answered_share = grown.answered_share;
-        (grown_for.followed, grown_for.temperature, grown_for.beyond) = kept;
-        store.put_grown_for(&grown_for)?;
+    if let Some(mut grown_for) = grown_for {
+        // What the run leaves, said by `stats`: written only now, so that a run that fails before its end leaves the
+        // entry as it was, and whole, from this run's own clock and targets (another process may have written the
+        // entry meanwhile). A run that followed no games (tasks alone) for the clock and targets the store was last
+        // grown for keeps that run's seeds and figures: it has none of its own to say.
+        let last = store.read()?.grown_for()?;
+        if !(kept.0.is_empty() && last.is_some_and(|last| last.same_growth(&grown_for))) {
+            grown_for.seeds = kept.0.len() as u32;
+            grown_for.expected_answers = grown.expected_answers;
+            grown_for.answered_share = grown.answered_share;
+            (grown_for.followed, grown_for.temperature, grown_for.beyond) = kept;
+            store.put_grown_for(&grown_for)?;
+        }
     }
     report::print_growth(out, &grown, &skipped)
 }
@@ -272,17 +285,25 @@ fn timing_positions(
     (positions, chess960)
 }
 
+/// What ends the timing of searches for `--for` before its end: the run's stop flag and its budget's deadline.
+struct Timing<'a> {
+    stop: &'a AtomicBool,
+    deadline: Option<Instant>,
+}
+
 /// The target depths for `clock`: from the store's depth model where it has one; else from searches timed at that
-/// clock on `positions` (stored as the store's fit; `chess960`: the engine set up for Chess960). Said, and stored as
-/// the clock the tree is grown for.
+/// clock on `positions` (stored as the store's fit; `chess960`: the engine set up for Chess960; where none was timed,
+/// the default model, stored nowhere). Said, with the entry of the clock the tree is grown for, which the caller
+/// stores once the growth has ended.
 fn clock_targets(
     store: &Store,
     config: &Config,
     clock: &fit::Clock,
     args: &AnalyzeArgs,
     (positions, chess960): (Vec<shakmaty::Chess>, bool),
+    ends: Timing<'_>,
     out: Out,
-) -> Result<Targets, Box<dyn std::error::Error>> {
+) -> Result<(Targets, GrownFor), Box<dyn std::error::Error>> {
     let threads = args.threads.unwrap_or(1);
     let model = match store.read()?.depth_fit_for(threads)? {
         Some(fit) => {
@@ -292,12 +313,26 @@ fn clock_targets(
         _ => {
             let config = engine_config_of(config, chess960).with_option("Threads", threads);
             let pool = EnginePool::uniform(&config, 1).map_err(|e| format!("--for: cannot start the engine: {e}"))?;
-            let timed = fit::time_searches(&pool, &fit::searchable(positions), clock)?;
-            let depths: Vec<String> =
-                timed.searches.iter().map(|(d, n, s)| format!("depth {d} ({n} nodes, {s:.2} s)")).collect();
+            let searchable = fit::searchable(positions);
+            let timed = fit::time_searches(&pool, &searchable, clock, ends.stop, ends.deadline)?;
             let on = if threads == 1 { "1 thread".to_owned() } else { format!("{threads} threads") };
-            say(out, &format!("--for {clock}: searches timed on {on}: {}", depths.join(", ")));
-            store.put_depth_fit(&timed.model.fit(&config.command, threads))?;
+            if timed.searches.is_empty() {
+                // Nothing timed (every position mate or stalemate, or stopped or out of time first): no fit is
+                // stored, so that the next run times its searches; this one goes on with the default model.
+                let why = if searchable.is_empty() {
+                    "no position with a move to time"
+                } else if ends.stop.load(Ordering::Relaxed) {
+                    "stopped"
+                } else {
+                    "out of time"
+                };
+                say(out, &format!("--for {clock}: no search timed on {on} ({why}): the default depth model"));
+            } else {
+                let depths: Vec<String> =
+                    timed.searches.iter().map(|(d, n, s)| format!("depth {d} ({n} nodes, {s:.2} s)")).collect();
+                say(out, &format!("--for {clock}: searches timed on {on}: {}", depths.join(", ")));
+                store.put_depth_fit(&timed.model.fit(&config.command, threads))?;
+            }
             timed.model
         }
     };
@@ -324,12 +359,7 @@ fn clock_targets(
         temperature: None,
         beyond: None,
     };
-    // Growth for the clock and targets the store was last grown for keeps that run's figures and seeds until this
-    // run's replace them: a run that fails before its end (an engine that does not start) loses nothing said.
-    if !store.read()?.grown_for()?.is_some_and(|last| last.same_growth(&grown)) {
-        store.put_grown_for(&grown)?;
-    }
-    Ok(Targets::by_men(|men| by_phase[fit::phase_index(men)]))
+    Ok((Targets::by_men(|men| by_phase[fit::phase_index(men)]), grown))
 }
 
 /// A stop flag that Ctrl-C sets from now on, and SIGTERM and SIGHUP (a `kill`, a service stop, a closed terminal):

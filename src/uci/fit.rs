@@ -14,7 +14,14 @@
 //! # Ok::<_, Box<dyn std::error::Error>>(())
 //! ```
 
-use std::{fmt, str::FromStr, time::Duration};
+use std::{
+    fmt,
+    str::FromStr,
+    sync::atomic::{AtomicBool, Ordering},
+    time::{Duration, Instant},
+};
+
+use crossbeam_channel::RecvTimeoutError;
 
 use shakmaty::{Chess, Position};
 
@@ -123,19 +130,54 @@ pub struct Timed {
     pub searches: Vec<(u32, u64, f64)>,
 }
 
+/// How often [`time_searches`] looks at its stop flag and deadline while a search runs.
+const TIMING_LOOK: Duration = Duration::from_millis(100);
+
 /// Times one search of each of `positions` (at most 8) at `clock` on the pool's first engine, as a game's first move
 /// would be searched (the engine's own time management), and fits a depth model to them.
-pub fn time_searches(pool: &EnginePool, positions: &[Chess], clock: &Clock) -> Result<Timed, String> {
+///
+/// `stop` (Ctrl-C, a termination signal) and `deadline` (the run's time budget) end the timing where it stands: the
+/// search under way is cancelled, and the model is fitted to the searches done (none: [`Timed::searches`] empty, the
+/// default model). A search that outlives the whole clock and a minute more is an error: no move of the clock can
+/// take that long. (A hung engine is found sooner, by its own watchdog.)
+pub fn time_searches(
+    pool: &EnginePool,
+    positions: &[Chess],
+    clock: &Clock,
+    stop: &AtomicBool,
+    deadline: Option<Instant>,
+) -> Result<Timed, String> {
     let mut model = DepthModel::default();
     let mut searches = Vec::new();
+    let longest = Duration::try_from_secs_f64(clock.seconds + 60.0).unwrap_or(Duration::MAX);
+    let ended = || stop.load(Ordering::Relaxed) || deadline.is_some_and(|d| Instant::now() >= d);
     for (id, position) in positions.iter().take(8).enumerate() {
+        let id = id as u64;
+        if ended() {
+            break;
+        }
         let at = EnginePosition::new(position.clone(), Vec::new()).map_err(|e| e.to_string())?;
-        pool.submit(id as u64, EvalRequest::new(at, clock.limit())).map_err(|e| e.to_string())?;
+        pool.submit(id, EvalRequest::new(at, clock.limit())).map_err(|e| e.to_string())?;
+        let asked = Instant::now();
         let result = loop {
-            match pool.results().recv_timeout(Duration::from_secs(600)) {
-                Ok(result) if result.id == id as u64 => break result,
+            if ended() {
+                // Not waited for: the engine is stopped, and killed with the pool if it does not answer.
+                pool.cancel(id);
+                return Ok(Timed { model, searches });
+            }
+            match pool.results().recv_timeout(TIMING_LOOK) {
+                Ok(result) if result.id == id => break result,
                 Ok(_) => continue,
-                Err(_) => return Err("the inner engine gave no answer to a timed search".to_owned()),
+                Err(RecvTimeoutError::Timeout) if asked.elapsed() < longest => continue,
+                Err(RecvTimeoutError::Timeout) => {
+                    return Err(format!(
+                        "the inner engine gave no answer to a search timed at {clock} in {} s",
+                        longest.as_secs()
+                    ));
+                }
+                Err(RecvTimeoutError::Disconnected) => {
+                    return Err("the inner engines' pool ended during a timed search".to_owned());
+                }
             }
         };
         let evaluation = match result.outcome {
