@@ -18,6 +18,8 @@
 //! # Ok::<_, Box<dyn std::error::Error>>(())
 //! ```
 
+use std::collections::HashSet;
+
 use shakmaty::{Chess, Position, uci::UciMove};
 
 pub use crate::notation::play_uci;
@@ -25,6 +27,10 @@ use crate::{
     model::key::PositionKey,
     notation::{canonical, parse_position, start_position},
 };
+
+/// The root's halfmove clock from which an engine's search of it may reach the fifty-move rule (100 half-moves), so
+/// that its score is the game's and not the position's (see [`Line::history_shapes_score`]).
+pub const HALFMOVES_NEAR_FIFTY: u32 = 60;
 
 /// A root as UCI gives it: a start position and moves played from it. The last position is the root; the earlier
 /// ones are its history.
@@ -180,6 +186,35 @@ impl Line {
 
     pub fn root(&self) -> &Chess {
         self.positions.last().unwrap_or(&self.start)
+    }
+
+    /// Whether the game's history can shape an engine's score of the root (an engine sent the game's moves sees
+    /// them), which is then the game's score and not the position's: a position since the last capture or pawn move
+    /// has occurred twice already, so that a third occurrence within the search is a draw by repetition, or the
+    /// root's halfmove clock is [`HALFMOVES_NEAR_FIFTY`] or more. Such a score is not stored: stored values are the
+    /// positions' own, whatever line leads to them (docs/design.md §3.7).
+    ///
+    /// ```
+    /// use deeptree::game::Line;
+    ///
+    /// // 1. Nf3 Nf6 2. Ng1 Ng8: the start position for the second time.
+    /// assert!(Line::parse(None, "g1f3 g8f6 f3g1 f6g8")?.history_shapes_score());
+    /// assert!(!Line::parse(None, "g1f3 g8f6 f3g1")?.history_shapes_score());
+    /// // A capture or pawn move since ends what can repeat.
+    /// assert!(!Line::parse(None, "g1f3 g8f6 f3g1 f6g8 g1f3 g8f6 e2e4")?.history_shapes_score());
+    /// assert!(Line::parse(Some("4k3/8/8/8/8/8/4P3/4K3 w - - 60 80"), "")?.history_shapes_score());
+    /// # Ok::<_, deeptree::game::LineError>(())
+    /// ```
+    pub fn history_shapes_score(&self) -> bool {
+        let root = self.root();
+        if root.halfmoves() >= HALFMOVES_NEAR_FIFTY {
+            return true;
+        }
+        // Only positions since the last capture or pawn move can come again.
+        let last = self.positions.len().saturating_sub(1);
+        let since = last - usize::try_from(root.halfmoves()).unwrap_or(usize::MAX).min(last);
+        let mut seen = HashSet::new();
+        self.positions[since..].iter().map(PositionKey::of).any(|key| !seen.insert(key))
     }
 
     /// Keys of the positions before the root, oldest first.

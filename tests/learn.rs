@@ -169,6 +169,34 @@ fn a_tree_move_the_deeper_search_confirms_is_still_played() {
     assert_eq!(again, first);
 }
 
+/// A `go ponder` stopped without its `ponderhit` (the game ended while deeptree pondered: the opponent resigned, or
+/// played another move) leaves the move it guessed out of the recorded game.
+#[test]
+fn a_guessed_move_the_opponent_never_played_is_not_recorded() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("fake.log");
+    let db = dir.path().join("tree");
+    {
+        let mut uci = fake_session(&db, &log, &["Ponder value true"]);
+        uci.send("ucinewgame");
+        uci.send("position startpos");
+        let (first, _) = uci.best("go wtime 9000 btime 9000");
+        assert_eq!(first, "a2a3", "the fake engine's move");
+        // deeptree ponders on 1... e5; the game ends before the opponent moves.
+        uci.send("position startpos moves a2a3 e7e5");
+        uci.send("go ponder wtime 9000 btime 9000");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        uci.send("stop");
+        uci.until("bestmove", PATIENCE);
+        // The next game: the one before is written.
+        uci.send("ucinewgame");
+        uci.ready();
+    }
+    let games = std::fs::read_to_string(db.join("games.pgn")).expect("games.pgn");
+    assert_eq!(games.matches("[Event ").count(), 1, "{games}");
+    assert!(games.contains("\n1. a3 *\n"), "the guess 1... e5 is not the game's: {games}");
+}
+
 /// With `StoreSearches` off a grown book stays as it was grown: a refuted move is not searched again (that would
 /// write to the tree).
 #[test]

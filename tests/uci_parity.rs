@@ -257,6 +257,38 @@ fn a_games_search_is_stored_unless_store_searches_is_off() {
     }
 }
 
+/// A search whose score the game's history can shape is not stored (§3.7): a position since the last capture or pawn
+/// move seen twice (a third occurrence would be a draw within the search), or a halfmove clock near the fifty-move
+/// rule. The same position reached without that history is searched again, not answered from a score that was the
+/// game's; searched there, it is stored and answered from the tree the next time.
+#[test]
+fn a_search_the_games_history_shapes_is_not_stored() {
+    for (shaped, plain) in [
+        ("position startpos moves g1f3 g8f6 f3g1 f6g8 g1f3 g8f6", "position startpos moves g1f3 g8f6"),
+        ("position fen 4k3/8/8/8/8/8/4P3/4K3 w - - 70 90", "position fen 4k3/8/8/8/8/8/4P3/4K3 w - - 0 90"),
+    ] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let session = |name: &str| {
+            let log = dir.path().join(name);
+            (fake_session(dir.path(), &log, &[]), log)
+        };
+        let (mut first, log) = session("fake.log");
+        first.send(shaped);
+        let (_, lines) = first.best("go depth 6");
+        assert_eq!(gos(&log), ["go depth 6"], "an empty tree searches: {lines:?}");
+        drop(first);
+        let (mut again, log) = session("fake-again.log");
+        again.send(plain);
+        let (_, lines) = again.best("go depth 6");
+        assert_eq!(gos(&log), ["go depth 6"], "{shaped}: nothing stored, searched again: {lines:?}");
+        drop(again);
+        let (mut third, log) = session("fake-third.log");
+        third.send(plain);
+        let (_, lines) = third.best("go depth 6");
+        assert!(gos(&log).is_empty(), "{plain}: the stored search answers: {lines:?}");
+    }
+}
+
 /// `TreeDepthMargin` lets the tree answer where it knows that many plies less than a timed search would reach; a
 /// depth the GUI asks for is never lowered by it.
 #[test]

@@ -304,7 +304,8 @@ struct Answer {
 }
 
 /// The game a UCI session is playing, appended to a PGN file when it ends (`ucinewgame`, another game's position,
-/// `quit`): its moves as the GUI last sent them (a takeback replaces the moves taken back), the side deeptree played
+/// `quit`): its moves as the GUI last sent them (a takeback replaces the moves taken back; the move a `go ponder`
+/// guessed is left out when `stop` ends it without `ponderhit`), the side deeptree played
 /// (the side to move at its timed `go`s) as `deeptree`. A game in which the GUI analysed (`go infinite`, `go
 /// ponder` without a game's clock, `UCI_AnalyseMode`) is not a game and is not recorded.
 #[derive(Debug, Clone, Default)]
@@ -378,6 +379,18 @@ impl GameRecord {
             }
         }
         self.answers.push(Answer { ply, best, from_tree, score, depth, refuted: false });
+    }
+
+    /// A `go ponder` on `pondered` ended without its `ponderhit` (the opponent played another move, or the game
+    /// ended first): the move it guessed, the last of `pondered`, was not played. Where the game's line is still the
+    /// pondered one, it is cut back to before that move.
+    pub fn guess_not_played(&mut self, pondered: &Line) {
+        if let Some(line) = &mut self.line
+            && line.start == pondered.start
+            && line.moves == pondered.moves
+        {
+            *line = line.prefix(line.moves.len().saturating_sub(1));
+        }
     }
 
     /// The GUI analysed in this game: it is not recorded.

@@ -360,7 +360,12 @@ pub fn direct(
                 tree_fallback: false,
                 searched: Some((evaluation.score(), evaluation.depth())),
             };
-            let stores = ctx.options.config.store_searches && learns && evaluation.bound() == Bound::Exact;
+            // A score the game's history shaped (a repetition or the fifty-move rule within reach) is the game's, not
+            // the position's: not stored (§3.7).
+            let stores = ctx.options.config.store_searches
+                && learns
+                && evaluation.bound() == Bound::Exact
+                && !line.history_shapes_score();
             let aftermath = Aftermath {
                 game_line: true,
                 direct_result: stores.then(|| (evaluation, ctx.config_direct.command.clone())),

@@ -56,7 +56,9 @@ impl FromStr for Clock {
             None => (None, text.trim()),
         };
         let (seconds, increment) = rest.split_once('+').unwrap_or((rest, "0"));
-        let number = |t: &str| t.trim().parse::<f64>().ok().filter(|v| v.is_finite() && *v >= 0.0 && *v < 1e7);
+        // `-0` is read as 0 (`abs`): one clock, one name in the store.
+        let number =
+            |t: &str| t.trim().parse::<f64>().ok().filter(|v| v.is_finite() && *v >= 0.0 && *v < 1e7).map(f64::abs);
         let (seconds, increment) = (number(seconds).ok_or_else(error)?, number(increment).ok_or_else(error)?);
         if seconds + increment <= 0.0 || moves == Some(0) {
             return Err(error());
@@ -213,6 +215,7 @@ mod tests {
             let again: Clock = clock.to_string().parse().unwrap();
             assert_eq!(again, clock);
         }
+        assert_eq!("-0+5".parse::<Clock>().unwrap().to_string(), "0+5");
         for bad in ["", "+", "5+x", "0+0", "-5+1", "0/60+1", "inf+1", "5+0.05+1"] {
             assert!(bad.parse::<Clock>().is_err(), "{bad}");
         }

@@ -32,7 +32,7 @@ use crate::{
     interop::played::Refutation,
     score::Score,
     search::split::store_spine,
-    store::{Store, key::PositionKey, marks::MarkSource, tasks::NewTask},
+    store::{Store, key::PositionKey, marks::MarkSource, node::PackedPosition, tasks::NewTask},
 };
 
 /// The priority of a refutation's task: that of the analyst's own by default, so as not to go ahead of them.
@@ -191,10 +191,11 @@ fn search_and_store(
     for m in moves {
         position = play_uci(&position, m).ok_or_else(|| format!("{m} is not legal"))?;
     }
-    let request = EvalRequest::new(
-        EnginePosition::new(start.clone(), moves.to_vec()).map_err(|e| e.to_string())?,
-        Limit::Depth(depth),
-    );
+    // The position as the tree keeps it, without the game's moves and move counters: its score is stored as the
+    // position's, whatever line leads to it, so neither a repetition of the game's nor its fifty-move count may shape
+    // it (§3.7).
+    let alone = PackedPosition::of(&position).to_position().unwrap_or_else(|| position.clone());
+    let request = EvalRequest::new(EnginePosition::of(&alone), Limit::Depth(depth));
     let stop = engine.stop_handle();
     let (done, finished) = crossbeam_channel::bounded::<()>(1);
     let watchdog = std::thread::spawn(move || {

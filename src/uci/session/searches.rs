@@ -104,7 +104,17 @@ impl Session {
     pub(super) fn signal(&mut self, signal: Signal) {
         let Some(running) = &mut self.search else { return };
         match signal {
-            Signal::Stop => running.stop(STOP_GRACE),
+            Signal::Stop => {
+                // A `go ponder` stopped without its `ponderhit`: the move it guessed was not played, and the game
+                // record forgets it now (a `position` that follows sets the game's line again).
+                if running.ponder
+                    && !running.hit
+                    && let Some(pondered) = &running.line
+                {
+                    self.game.guess_not_played(pondered);
+                }
+                running.stop(STOP_GRACE);
+            }
             Signal::PonderHit => {
                 running.hit = true;
                 running.steer.send(signal);
