@@ -5,7 +5,15 @@ mod common;
 
 use std::process::Command;
 
-use common::{PATIENCE, fake_session};
+use common::{PATIENCE, Uci, fake_session};
+
+/// Sends `go` (one that answers only after `stop`), and `stop` 100 ms later; waits for the `bestmove`.
+fn stopped_after_a_moment(uci: &mut Uci, go: &str) {
+    uci.send(go);
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    uci.send("stop");
+    uci.until("bestmove", PATIENCE);
+}
 
 /// A UCI session records the game it played, with the moves as the GUI last sent them (after a takeback), and not
 /// a game the GUI analysed, nor any game with `LearnFromGames` off.
@@ -28,10 +36,7 @@ fn a_session_records_the_games_it_played_and_not_analysis() {
         uci.send("ucinewgame");
         uci.send("position startpos moves d2d4");
         uci.best("go movetime 30");
-        uci.send("go infinite");
-        std::thread::sleep(std::time::Duration::from_millis(100));
-        uci.send("stop");
-        uci.until("bestmove", PATIENCE);
+        stopped_after_a_moment(&mut uci, "go infinite");
         // Learning off: not recorded either.
         uci.send("ucinewgame");
         uci.send("setoption name LearnFromGames value false");
@@ -184,10 +189,7 @@ fn a_guessed_move_the_opponent_never_played_is_not_recorded() {
         assert_eq!(first, "a2a3", "the fake engine's move");
         // deeptree ponders on 1... e5; the game ends before the opponent moves.
         uci.send("position startpos moves a2a3 e7e5");
-        uci.send("go ponder wtime 9000 btime 9000");
-        std::thread::sleep(std::time::Duration::from_millis(100));
-        uci.send("stop");
-        uci.until("bestmove", PATIENCE);
+        stopped_after_a_moment(&mut uci, "go ponder wtime 9000 btime 9000");
         // The next game: the one before is written.
         uci.send("ucinewgame");
         uci.ready();

@@ -111,10 +111,9 @@ pub fn run(db: Option<&Path>, config: &Config, mut args: AnalyzeArgs) -> Command
             // Timing searches counts against the budget, and Ctrl-C ends it as it ends growth.
             let ends = Timing { stop: &stop, deadline: time.and_then(|t| started.checked_add(t)) };
             let positions = (timed_on, args.chess960 || chess960);
-            let (targets, grown) = clock_targets(&store, config, clock, &args, positions, ends, out)?;
+            let (targets, grown) = clock_targets(&store, config, clock, &args, positions, &ends, out)?;
             // A run stopped (or out of time) while it timed its searches grows nothing: the entry stays as it was.
-            let cut = stop.load(Ordering::Relaxed) || time.is_some_and(|t| started.elapsed() >= t);
-            grown_for = (!cut).then_some(grown);
+            grown_for = (!ends.ended()).then_some(grown);
             Some(targets)
         }
         (None, Some(0)) => return Err("--play-depth 0: give a positive depth".into()),
@@ -291,6 +290,13 @@ struct Timing<'a> {
     deadline: Option<Instant>,
 }
 
+impl Timing<'_> {
+    /// Stopped, or out of time.
+    fn ended(&self) -> bool {
+        self.stop.load(Ordering::Relaxed) || self.deadline.is_some_and(|d| Instant::now() >= d)
+    }
+}
+
 /// The target depths for `clock`: from the store's depth model where it has one; else from searches timed at that
 /// clock on `positions` (stored as the store's fit; `chess960`: the engine set up for Chess960; where none was timed,
 /// the default model, stored nowhere). Said, with the entry of the clock the tree is grown for, which the caller
@@ -301,7 +307,7 @@ fn clock_targets(
     clock: &fit::Clock,
     args: &AnalyzeArgs,
     (positions, chess960): (Vec<shakmaty::Chess>, bool),
-    ends: Timing<'_>,
+    ends: &Timing<'_>,
     out: Out,
 ) -> Result<(Targets, GrownFor), Box<dyn std::error::Error>> {
     let threads = args.threads.unwrap_or(1);
@@ -314,7 +320,7 @@ fn clock_targets(
             let config = engine_config_of(config, chess960).with_option("Threads", threads);
             let pool = EnginePool::uniform(&config, 1).map_err(|e| format!("--for: cannot start the engine: {e}"))?;
             let searchable = fit::searchable(positions);
-            let timed = fit::time_searches(&pool, &searchable, clock, ends.stop, ends.deadline)?;
+            let timed = fit::time_searches(&pool, &searchable, clock, &|| ends.ended())?;
             let on = if threads == 1 { "1 thread".to_owned() } else { format!("{threads} threads") };
             if timed.searches.is_empty() {
                 // Nothing timed (every position mate or stalemate, or stopped or out of time first): no fit is

@@ -17,7 +17,6 @@
 use std::{
     fmt,
     str::FromStr,
-    sync::atomic::{AtomicBool, Ordering},
     time::{Duration, Instant},
 };
 
@@ -138,21 +137,19 @@ const TIMING_LOOK: Duration = Duration::from_millis(100);
 /// Times one search of each of `positions` (at most 8) at `clock` on the pool's first engine, as a game's first move
 /// would be searched (the engine's own time management), and fits a depth model to them.
 ///
-/// `stop` (Ctrl-C, a termination signal) and `deadline` (the run's time budget) end the timing where it stands: the
-/// search under way is cancelled, and the model is fitted to the searches done (none: [`Timed::searches`] empty, the
+/// `ended` (Ctrl-C, a termination signal, the run's time budget spent) ends the timing where it stands: the search
+/// under way is cancelled, and the model is fitted to the searches done (none: [`Timed::searches`] empty, the
 /// default model). A search that outlives the whole clock and a minute more is an error: no move of the clock can
 /// take that long. (A hung engine is found sooner, by its own watchdog.)
 pub fn time_searches(
     pool: &EnginePool,
     positions: &[Chess],
     clock: &Clock,
-    stop: &AtomicBool,
-    deadline: Option<Instant>,
+    ended: &dyn Fn() -> bool,
 ) -> Result<Timed, String> {
     let mut model = DepthModel::default();
     let mut searches = Vec::new();
     let longest = Duration::try_from_secs_f64(clock.seconds + 60.0).unwrap_or(Duration::MAX);
-    let ended = || stop.load(Ordering::Relaxed) || deadline.is_some_and(|d| Instant::now() >= d);
     for (id, position) in positions.iter().take(8).enumerate() {
         let id = id as u64;
         if ended() {

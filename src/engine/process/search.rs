@@ -226,16 +226,18 @@ impl Engine {
         // A `mate` beside another limit only ends the search early once the mover's mate is found: a reply's own
         // `mate` would look for the opponent's, so it has no share. Shares of one kind are merged, the tighter kept,
         // so that each word comes once in a reply's `go`.
-        let (mut limit, mut caps) = (limit, Vec::<Limit>::new());
-        for cap in request.caps.iter().filter(|cap| !matches!(cap, Limit::Mate(_))).filter_map(|&cap| share(cap)) {
-            if let Some(tighter) = tighter(limit, cap) {
-                limit = tighter;
-            } else if let Some(same) = caps.iter_mut().find(|kept| tighter(**kept, cap).is_some()) {
-                *same = tighter(*same, cap).unwrap_or(cap);
-            } else {
-                caps.push(cap);
+        let mut limits = vec![limit];
+        'caps: for cap in request.caps.iter().filter(|cap| !matches!(cap, Limit::Mate(_))).filter_map(|&cap| share(cap))
+        {
+            for kept in &mut limits {
+                if let Some(merged) = tighter(*kept, cap) {
+                    *kept = merged;
+                    continue 'caps;
+                }
             }
+            limits.push(cap);
         }
+        let (limit, caps) = (limits[0], &limits[1..]);
         let pos = request.position.position().clone();
         let mut best: Option<(Score, UciMove, PvLine, Option<UciMove>)> = None;
         let (mut nodes, mut stopped, mut first_go, mut last_read) = (0u64, false, None, None);
@@ -258,7 +260,7 @@ impl Engine {
             {
                 (Score::cp(0), Bound::Exact, vec![canonical(m)], None)
             } else {
-                let reply = EvalRequest { caps: caps.clone(), ..EvalRequest::new(request.position.then(uci)?, limit) };
+                let reply = EvalRequest { caps: caps.to_vec(), ..EvalRequest::new(request.position.then(uci)?, limit) };
                 let evaluation = match self.start_and_read(&reply, &mut |_| {}) {
                     Ok(evaluation) => evaluation,
                     // Stopped between two searches: what was found so far answers.
